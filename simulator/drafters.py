@@ -1,0 +1,159 @@
+"""Drafters: what proposing K tokens costs, how wide the verify pass is, what HBM they hold.
+
+Every family in DESIGN.md; names follow vLLM's `method` values where vLLM has one.
+
+| method      | proposing K tokens costs                                          | verify positions / seq |
+|-------------|-------------------------------------------------------------------|------------------------|
+| draft_model | K sequential forwards of a small model (the first catches up)     | K + 1                  |
+| eagle/eagle3| K sequential steps of one decoder layer + LM head (eagle3: small V)| K + 1, or tree nodes+1 |
+| mtp         | K sequential steps of one full block + the shared LM head         | K + 1                  |
+| medusa      | one pass of the heads, in parallel                                | tree nodes + 1         |
+| ngram/suffix| host time only; proposes only when a match exists                 | K + 1 (if matched)     |
+| parallel    | one draft forward emitting K tokens (PARD, DFlash)                | K + 1                  |
+| self_spec   | the target with a fraction of its layers and/or a bounded KV      | K + 1                  |
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .cost_model import CostModel
+from .errors import SpecsightInputError, require_int, require_range
+from .hardware import DTYPE_BYTES, HardwareProfile
+from .model_spec import ModelSpec, load_model
+
+METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix", "parallel", "self_spec")
+NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "parallel")
+HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa")
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """A drafter as a scenario names it."""
+    method: str
+    num_speculative_tokens: int = 3          # K (the maximum K for dynamic policies)
+    model: str | None = None                 # catalog name or config.json path (draft model or head)
+    tree: bool = False                       # eagle/eagle3: verify a token tree instead of a chain
+    tree_nodes: int = 0                      # candidate tokens in the tree (medusa default 63, eagle 59)
+    tree_branches: int = 1                   # candidates per depth (a depth is accepted if any branch is)
+    match_probability: float = 1.0           # ngram/suffix: chance a sequence finds a match this round
+    host_base_us: float = 50.0               # ngram/suffix: host lookup cost per round
+    host_us_per_seq: float = 5.0             # ngram/suffix: host lookup cost per sequence
+    layer_fraction: float = 1.0              # self_spec: fraction of the target's layers the draft runs
+    kv_budget_tokens: int = 0                # self_spec: bounded draft KV (StreamingLLM/MagicDec); 0 = full
+    draft_tp: int | None = None              # draft_model/parallel TP degree (default: the target's)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise SpecsightInputError("drafter.method", self.method, f"one of {', '.join(METHODS)}")
+        require_int("drafter.num_speculative_tokens", self.num_speculative_tokens, lo=0, hi=64)
+        if self.method in NEEDS_MODEL and not self.model:
+            raise SpecsightInputError("drafter.model", self.model, f"method {self.method} needs a draft model or head config")
+        require_int("drafter.tree_nodes", self.tree_nodes, lo=0)
+        require_int("drafter.tree_branches", self.tree_branches, lo=1)
+        require_range("drafter.match_probability", self.match_probability, 0.0, 1.0)
+        require_range("drafter.host_base_us", self.host_base_us, 0.0)
+        require_range("drafter.host_us_per_seq", self.host_us_per_seq, 0.0)
+        require_range("drafter.layer_fraction", self.layer_fraction, 0.0, 1.0, lo_open=True)
+        require_int("drafter.kv_budget_tokens", self.kv_budget_tokens, lo=0)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "drafter") -> "DrafterSpec":
+        if not isinstance(raw, Mapping):
+            raise SpecsightInputError(where, raw, "must be a mapping with at least `method`")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise SpecsightInputError(f"{where}.{unknown[0]}", raw[unknown[0]], f"unknown key; allowed: {', '.join(sorted(names))}")
+        if "method" not in raw:
+            raise SpecsightInputError(f"{where}.method", None, f"required; one of {', '.join(METHODS)}")
+        return cls(**dict(raw))
+
+    @property
+    def is_tree(self) -> bool:
+        return self.method == "medusa" or (self.method in ("eagle", "eagle3") and self.tree)
+
+
+class Drafter:
+    """A drafter bound to a target, a GPU and a TP degree: its costs and its memory."""
+
+    def __init__(self, spec: DrafterSpec, target: ModelSpec, target_cost: CostModel):
+        self.spec, self.target, self.target_cost = spec, target, target_cost
+        hw, tp, dtype = target_cost.hw, target_cost.tp, target_cost.dtype
+        self.draft_cost: CostModel | None = None
+        m = spec.method
+        if m in NEEDS_MODEL:
+            dm = load_model(spec.model, field="drafter.model")
+            if m in HEAD_METHODS and dm.head_kind is None:
+                raise SpecsightInputError("drafter.model", spec.model, f"method {m} needs a {m} head config (models/*{m}*.json)")
+            if m in ("draft_model", "parallel") and dm.vocab_size != target.vocab_size:
+                raise SpecsightInputError("drafter.model", spec.model,
+                                          f"vocabulary {dm.vocab_size} differs from the target's {target.vocab_size}")
+            dtp = spec.draft_tp or (tp if dm.num_heads % tp == 0 else 1)
+            self.draft_cost = CostModel(dm, hw, tp=dtp, dtype=dtype)
+        elif m == "self_spec":
+            layers = max(1, round(spec.layer_fraction * target.num_layers))
+            self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
+        self.iteration_overhead_s = target_cost.iteration_overhead_s
+
+    # ---- shapes -------------------------------------------------------------------------
+    def verify_tokens_per_seq(self, k: int) -> int:
+        """Positions the target scores per sequence: the last emitted token plus the drafts."""
+        if k <= 0:
+            return 1
+        if self.spec.is_tree:
+            nodes = self.spec.tree_nodes or (63 if self.spec.method == "medusa" else 59)
+            return nodes + 1
+        return k + 1
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.spec.method not in ("ngram", "suffix")
+
+    # ---- cost of proposing ---------------------------------------------------------------
+    def propose_time_s(self, num_seqs, k: int, sum_context, catchup_tokens=None):
+        """Seconds to propose k tokens for num_seqs sequences holding sum_context cached tokens.
+
+        catchup_tokens: tokens the drafter must first ingest (those emitted last round; default
+        one per sequence). Floats or numpy arrays."""
+        if k <= 0:
+            return 0.0 * num_seqs
+        s, m, B = self.spec, self.spec.method, num_seqs
+        if m in ("ngram", "suffix"):
+            return (s.host_base_us + s.host_us_per_seq * B) * 1e-6
+        dc = self.draft_cost
+        assert dc is not None
+        first = B if catchup_tokens is None else catchup_tokens
+        ctx = sum_context
+        if m == "self_spec" and s.kv_budget_tokens:
+            ctx = np.minimum(sum_context, B * s.kv_budget_tokens)
+        if m == "medusa":       # one pass of all heads over the last position of each sequence
+            return dc.time_s(B, 0.0 * B, 0.0 * B, B)
+        if m == "parallel":     # ingest the accepted tokens and K mask tokens in one forward
+            n = first + k * B
+            return dc.time_s(n, ctx, ctx * (n / B) + n * (n / B + 1) / 2, k * B)
+        width = s.tree_branches if s.is_tree else 1
+        t = 0.0
+        for j in range(k):
+            n = first if j == 0 else B * width
+            c = ctx + B * j
+            # each new token attends to its sequence's cache: pairs = n * c / B + causal part
+            t = t + dc.time_s(n, c, n * c / B + n * (n / B + 1) / 2, n)
+        return t
+
+    # ---- memory ---------------------------------------------------------------------------
+    def weight_bytes_per_gpu(self) -> float:
+        """HBM the drafter's own weights take on each GPU (shared embeddings/heads not counted)."""
+        if self.spec.method in ("ngram", "suffix", "self_spec") or self.draft_cost is None:
+            return 0.0
+        dc = self.draft_cost
+        return dc.model.params_total * DTYPE_BYTES[dc.dtype] / dc.tp
+
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """Extra KV bytes per cached token the drafter keeps (its own layers' cache)."""
+        if self.spec.method in ("ngram", "suffix", "medusa", "self_spec") or self.draft_cost is None:
+            return 0.0
+        return float(self.draft_cost.kv_bytes_per_token)

@@ -1,0 +1,71 @@
+"""One error type for bad user input: it names the field, the value and what is allowed.
+
+The CLI prints it as one line and exits with code 2; library callers catch ValueError.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Iterable
+
+
+class SpecsightInputError(ValueError):
+    """Bad input: `field` had `value`; `allowed` says what would be accepted."""
+
+    def __init__(self, field: str, value: object, allowed: str):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}={value!r}: {allowed}")
+
+
+def closest_names(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """'did you mean a, b?' text for an unknown name, or the full list when nothing is close."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(str(name), choices, n=n, cutoff=0.4)
+    if close:
+        return "did you mean " + ", ".join(close) + "?"
+    return "known: " + ", ".join(choices)
+
+
+def require_finite(field: str, value: float) -> float:
+    """Reject NaN and infinities (they would silently poison every later number)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise SpecsightInputError(field, value, "must be a number") from None
+    if not math.isfinite(x):
+        raise SpecsightInputError(field, value, "must be a finite number (not NaN or infinite)")
+    return x
+
+
+def require_range(field: str, value: float, lo: float | None = None, hi: float | None = None,
+                  lo_open: bool = False, hi_open: bool = False) -> float:
+    """A finite number inside [lo, hi] (or open ends); the error states the interval."""
+    x = require_finite(field, value)
+    bad = (lo is not None and (x < lo or (lo_open and x == lo))) or \
+          (hi is not None and (x > hi or (hi_open and x == hi)))
+    if bad:
+        left = "(" if lo_open else "["
+        right = ")" if hi_open else "]"
+        lo_s = "-inf" if lo is None else f"{lo:g}"
+        hi_s = "inf" if hi is None else f"{hi:g}"
+        raise SpecsightInputError(field, value, f"must lie in {left}{lo_s}, {hi_s}{right}")
+    return x
+
+
+def require_int(field: str, value: object, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer (bools and non-integral floats rejected) within [lo, hi]."""
+    if isinstance(value, bool):
+        raise SpecsightInputError(field, value, "must be an integer")
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise SpecsightInputError(field, value, "must be an integer") from None
+    if not math.isfinite(f) or f != int(f):
+        raise SpecsightInputError(field, value, "must be an integer")
+    i = int(f)
+    if (lo is not None and i < lo) or (hi is not None and i > hi):
+        rng = f">= {lo}" if hi is None else (f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
+        raise SpecsightInputError(field, value, f"must be an integer {rng}")
+    return i

@@ -1,0 +1,215 @@
+"""GPU hardware profiles: one YAML file per GPU in hardware_profiles/, every number with its source.
+
+A profile carries datasheet ceilings (memory, bandwidth, dense peak FLOP/s per dtype,
+interconnect) and the defaults the cost model needs on top of them: the achieved fractions
+of peak and the fixed overheads. A calibrated profile (written by `specsight calibrate`)
+has the same fields plus a `calibration` block with its provenance; it overrides the
+datasheet defaults only when it is named explicitly, and says so (`describe()`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import SpecsightInputError, closest_names, require_range
+from .paths import HARDWARE_DIR
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    kind: str
+    bandwidth_gb_s: float  # per GPU, per direction: what a ring all-reduce can use
+    latency_us: float      # one small-message all-reduce (the alpha of the alpha-beta model)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved fractions of the datasheet peaks, and how sharply the roofline turns.
+
+    Each op class takes (t_compute^p + t_memory^p)^(1/p) with p = roofline_sharpness:
+    p -> infinity is the classic max() roofline; a finite p rounds the knee where a GEMM
+    is neither purely bandwidth- nor compute-bound (where speculation's verify pass lives).
+    """
+    memory: float
+    compute: float
+    roofline_sharpness: float = 4.0
+
+
+@dataclass(frozen=True)
+class Overheads:
+    kernel_launch_us: float  # per kernel launched in a forward pass
+    iteration_us: float      # per engine iteration (host scheduling, input preparation)
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    description: str
+    vendor: str
+    memory_capacity_gb: float
+    memory_bandwidth_tb_s: float
+    peak_tflops: Mapping[str, float]
+    interconnect: Interconnect
+    efficiency: Efficiency
+    overheads: Overheads
+    sources: Mapping[str, str] = field(default_factory=dict)
+    calibration: Mapping[str, Any] | None = None
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, lo_open=True)
+        require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, lo_open=True)
+        for dt, v in self.peak_tflops.items():
+            if dt not in DTYPE_BYTES:
+                raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v, f"dtype must be one of {sorted(DTYPE_BYTES)}")
+            require_range(f"{self.name}.peak_tflops.{dt}", v, 0, lo_open=True)
+        require_range(f"{self.name}.efficiency.memory", self.efficiency.memory, 0, 1, lo_open=True)
+        require_range(f"{self.name}.efficiency.compute", self.efficiency.compute, 0, 1, lo_open=True)
+        require_range(f"{self.name}.efficiency.roofline_sharpness", self.efficiency.roofline_sharpness, 1)
+        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, lo_open=True)
+        require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0)
+        require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0)
+        require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0)
+
+    # Derived values in SI units.
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_capacity_gb * 1e9
+
+    @property
+    def memory_bandwidth_bytes_s(self) -> float:
+        return self.memory_bandwidth_tb_s * 1e12
+
+    @property
+    def interconnect_bytes_s(self) -> float:
+        return self.interconnect.bandwidth_gb_s * 1e9
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for `dtype`; a clear error if this GPU lacks it."""
+        if dtype not in self.peak_tflops:
+            raise SpecsightInputError("dtype", dtype, f"{self.name} has peak figures for {', '.join(sorted(self.peak_tflops))}")
+        return float(self.peak_tflops[dtype]) * 1e12
+
+    @property
+    def is_calibrated(self) -> bool:
+        return self.calibration is not None
+
+    def describe(self) -> str:
+        """One line saying which profile and which fit the numbers come from."""
+        if self.calibration:
+            c = self.calibration
+            return (f"hardware profile {self.name} (CALIBRATED: {c.get('method', 'fit')} on "
+                    f"{c.get('device_name', '?')} {c.get('date', '')}; overrides datasheet defaults; file {self.path})")
+        return f"hardware profile {self.name} (datasheet defaults; file {self.path})"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "name": self.name, "description": self.description, "vendor": self.vendor,
+            "memory_capacity_gb": self.memory_capacity_gb,
+            "memory_bandwidth_tb_s": self.memory_bandwidth_tb_s,
+            "peak_tflops": dict(self.peak_tflops),
+            "interconnect": vars(self.interconnect).copy(),
+            "efficiency": vars(self.efficiency).copy(),
+            "overheads": vars(self.overheads).copy(),
+            "sources": dict(self.sources),
+        }
+        if self.calibration is not None:
+            d["calibration"] = dict(self.calibration)
+        return d
+
+
+def _numeric_leaves(d: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out += _numeric_leaves(v, key + ".")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(key)
+    return out
+
+
+_SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency", "overheads")
+
+
+def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
+    """Build and validate a profile from parsed YAML; `where` names the file in errors."""
+    if not isinstance(raw, Mapping):
+        raise SpecsightInputError(where, type(raw).__name__, "a hardware profile must be a YAML mapping")
+
+    def get(key: str, kind: type | tuple = (int, float)) -> Any:
+        if key not in raw:
+            raise SpecsightInputError(f"{where}: {key}", None, "required key is missing")
+        v = raw[key]
+        if not isinstance(v, kind) or isinstance(v, bool):
+            raise SpecsightInputError(f"{where}: {key}", v, f"must be {getattr(kind, '__name__', 'a number or mapping')}")
+        return v
+
+    def sub(section: str, keys: tuple[str, ...], optional: Mapping[str, Any] = {}) -> dict[str, Any]:
+        m = get(section, Mapping)
+        out = {}
+        for k in keys:
+            if k not in m:
+                raise SpecsightInputError(f"{where}: {section}.{k}", None, "required key is missing")
+            out[k] = m[k]
+        for k, default in optional.items():
+            out[k] = m.get(k, default)
+        return out
+
+    sources = raw.get("sources") or {}
+    if not isinstance(sources, Mapping):
+        raise SpecsightInputError(f"{where}: sources", sources, "must map dotted field names to source strings")
+    numeric = _numeric_leaves({k: raw[k] for k in _SOURCED_SECTIONS if k in raw})
+    missing = [k for k in numeric if not str(sources.get(k, "")).strip()]
+    if missing:
+        raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
+    ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
+    eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0})
+    ov = sub("overheads", ("kernel_launch_us", "iteration_us"))
+    try:
+        return HardwareProfile(
+            name=str(get("name", str)),
+            description=str(raw.get("description", "")),
+            vendor=str(raw.get("vendor", "")),
+            memory_capacity_gb=float(get("memory_capacity_gb")),
+            memory_bandwidth_tb_s=float(get("memory_bandwidth_tb_s")),
+            peak_tflops={str(k): float(v) for k, v in get("peak_tflops", Mapping).items()},
+            interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
+            efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"])),
+            overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"])),
+            sources={str(k): str(v) for k, v in sources.items()},
+            calibration=raw.get("calibration"),
+            path=where,
+        )
+    except (TypeError, ValueError) as e:
+        if isinstance(e, SpecsightInputError):
+            raise SpecsightInputError(f"{where}: {e.field}", e.value, e.allowed) from None
+        raise SpecsightInputError(where, "?", f"malformed profile: {e}") from None
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str) -> HardwareProfile:
+    """A profile by catalog name (file stem in hardware_profiles/) or by path to a YAML file."""
+    p = Path(str(name_or_path))
+    if not (p.suffix in (".yaml", ".yml") and p.exists()):
+        p = HARDWARE_DIR / f"{name_or_path}.yaml"
+        if not p.exists():
+            raise SpecsightInputError("gpu", name_or_path, closest_names(str(name_or_path), available_profiles()))
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecsightInputError(str(p), "malformed YAML", f"fix the YAML syntax{at}") from None
+    prof = profile_from_dict(raw, str(p))
+    if p.parent == HARDWARE_DIR and prof.name != p.stem:
+        raise SpecsightInputError(f"{p}: name", prof.name, f"must equal the file stem {p.stem!r}")
+    return prof

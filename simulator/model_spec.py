@@ -1,0 +1,314 @@
+"""Model shapes from HF-style config.json files: dense (Llama/Qwen/Mistral), MoE (Mixtral,
+DeepSeek), MLA attention (DeepSeek), and speculative draft heads (EAGLE, EAGLE-3, MTP, Medusa).
+
+Only shapes matter here: parameter counts by role (what a forward pass reads and multiplies),
+KV bytes per token, attention FLOPs per query-key pair. A head shipped in models/ carries
+`"specsight": {"kind": ..., "target": ...}` so the loader knows which weights it shares.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import SpecsightInputError, closest_names
+from .paths import MODELS_DIR
+
+HEAD_KINDS = ("eagle", "eagle3", "mtp", "medusa")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shapes of one transformer (or draft head). Counts are parameters, not bytes."""
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    gated_mlp: bool = True
+    attention_bias: bool = False
+    # MoE (num_experts == 0 means dense)
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    first_k_dense: int = 0
+    # MLA (kv_lora_rank == 0 means standard multi-head / grouped-query attention)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    # Draft heads
+    head_kind: str | None = None      # None for a full model, else one of HEAD_KINDS
+    target: str | None = None         # catalog name of the target a head attaches to
+    draft_vocab_size: int = 0         # EAGLE-3's reduced vocabulary (0: the full vocabulary)
+    medusa_num_heads: int = 0
+    medusa_num_layers: int = 0
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+            if getattr(self, f) <= 0:
+                raise SpecsightInputError(f"{self.name}.{f}", getattr(self, f), "must be a positive integer")
+        if self.num_layers < 0:
+            raise SpecsightInputError(f"{self.name}.num_layers", self.num_layers, "must be >= 0")
+        if self.num_heads % self.num_kv_heads:
+            raise SpecsightInputError(f"{self.name}.num_key_value_heads", self.num_kv_heads,
+                                      f"must divide num_attention_heads={self.num_heads}")
+        if self.num_experts and not (0 < self.experts_per_token <= self.num_experts):
+            raise SpecsightInputError(f"{self.name}.num_experts_per_tok", self.experts_per_token,
+                                      f"must lie in [1, {self.num_experts}]")
+        if self.head_kind is not None and self.head_kind not in HEAD_KINDS:
+            raise SpecsightInputError(f"{self.name}.specsight.kind", self.head_kind, f"one of {HEAD_KINDS}")
+
+    # ---- structure -------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return max(0, self.num_layers - self.first_k_dense) if self.is_moe else 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    # ---- parameters by role (per layer unless said otherwise) ------------------------
+    @property
+    def attn_params(self) -> int:
+        d, h = self.hidden_size, self.num_heads
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * h * qk) if self.q_lora_rank else d * h * qk
+            kv_a = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+            kv_b = self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)
+            o = h * self.v_head_dim * d
+            return q + kv_a + kv_b + o
+        q_in = 2 * d if self.head_kind == "eagle3" else d   # EAGLE-3 attends over [embedding; hidden]
+        qkv_out = (h + 2 * self.num_kv_heads) * self.head_dim
+        bias = qkv_out if self.attention_bias else 0
+        return q_in * qkv_out + bias + h * self.head_dim * d
+
+    def _mlp_params(self, inter: int) -> int:
+        return (3 if self.gated_mlp else 2) * self.hidden_size * inter
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return self._mlp_params(self.intermediate_size)
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's weights."""
+        return self._mlp_params(self.moe_intermediate_size) if self.is_moe else 0
+
+    @property
+    def shared_expert_params(self) -> int:
+        return self.num_shared_experts * self.expert_params
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden_size * self.num_experts
+
+    @property
+    def norm_params(self) -> int:
+        return 2 * self.hidden_size
+
+    @property
+    def extra_linear_params(self) -> int:
+        """Projections a head adds on top of its layers (EAGLE fc, EAGLE-3 fc, MTP eh_proj, Medusa ResBlocks)."""
+        d = self.hidden_size
+        if self.head_kind == "eagle":
+            return 2 * d * d          # fc: [embedding; feature] 2d -> d
+        if self.head_kind == "eagle3":
+            return 3 * d * d          # fc: three fused target features 3d -> d
+        if self.head_kind == "mtp":
+            return 2 * d * d + 2 * d  # eh_proj 2d -> d, enorm + hnorm
+        if self.head_kind == "medusa":
+            return self.medusa_num_heads * self.medusa_num_layers * (d * d + d)
+        return 0
+
+    @property
+    def lm_head_vocab(self) -> int:
+        return self.draft_vocab_size or self.vocab_size
+
+    @property
+    def num_lm_heads(self) -> int:
+        return self.medusa_num_heads if self.head_kind == "medusa" else 1
+
+    @property
+    def lm_head_params(self) -> int:
+        """Weights read to produce logits (all Medusa heads' own LM heads together)."""
+        return self.num_lm_heads * self.lm_head_vocab * self.hidden_size
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def shares_embedding_with_target(self) -> bool:
+        return self.head_kind in HEAD_KINDS
+
+    @property
+    def shares_lm_head_with_target(self) -> bool:
+        return self.head_kind in ("eagle", "mtp")
+
+    # ---- totals ------------------------------------------------------------------------
+    @property
+    def layer_params_dense_part(self) -> int:
+        """Per-layer weights every token multiplies: attention, norms, and the dense MLP or the
+        shared experts and router of a MoE layer (summed over all layers)."""
+        dense = self.num_dense_layers * (self.attn_params + self.norm_params + self.dense_mlp_params)
+        moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params + self.router_params)
+        return dense + moe
+
+    @property
+    def params_total(self) -> int:
+        """All weights this checkpoint owns (a head excludes what it shares with its target)."""
+        own_embed = 0 if self.shares_embedding_with_target else self.embedding_params
+        own_head = 0 if (self.tie_word_embeddings and self.head_kind is None) or self.shares_lm_head_with_target \
+            else self.lm_head_params
+        experts = self.num_moe_layers * self.num_experts * self.expert_params
+        final_norm = self.hidden_size if self.num_layers else 0
+        return self.layer_params_dense_part + experts + self.extra_linear_params + own_embed + own_head + final_norm
+
+    @property
+    def params_active(self) -> int:
+        """Weights one token touches (routed experts: only experts_per_token of them)."""
+        inactive = self.num_moe_layers * (self.num_experts - self.experts_per_token) * self.expert_params
+        return self.params_total - inactive
+
+    # ---- per-token physics -------------------------------------------------------------
+    def kv_elems_per_token(self) -> int:
+        """KV-cache elements one token adds per layer (MLA caches the compressed latent)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    def attn_flops_per_pair(self) -> int:
+        """FLOPs per (query, key) pair per layer: QK^T and PV over all heads (MLA: absorbed form)."""
+        if self.is_mla:
+            return 2 * self.num_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        return 4 * self.num_heads * self.head_dim
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+        d = asdict(self)
+        d.update(params_total=self.params_total, params_active=self.params_active,
+                 kv_elems_per_token_per_layer=self.kv_elems_per_token())
+        return d
+
+
+# ---- loading ---------------------------------------------------------------------------
+def _get(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> Any:
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            return cfg[k]
+    if required:
+        raise SpecsightInputError(f"{where}: {keys[0]}", None, "required key is missing")
+    return default
+
+
+def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> int:
+    v = _get(cfg, where, *keys, default=default, required=required)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
+        raise SpecsightInputError(f"{where}: {keys[0]}", v, "must be an integer")
+    return int(v)
+
+
+def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "ModelSpec | None" = None) -> ModelSpec:
+    """Parse HF config keys. A head's missing dimensions are taken from its target."""
+    if not isinstance(cfg, Mapping):
+        raise SpecsightInputError(where, type(cfg).__name__, "a config.json must hold a JSON object")
+    meta = cfg.get("specsight") or {}
+    head_kind = meta.get("kind")
+    if "medusa_num_heads" in cfg and head_kind is None:
+        head_kind = "medusa"
+    base: dict[str, Any] = {}
+    if target is not None:
+        base = dict(hidden_size=target.hidden_size, num_attention_heads=target.num_heads,
+                    num_key_value_heads=target.num_kv_heads, head_dim=target.head_dim,
+                    intermediate_size=target.intermediate_size, vocab_size=target.vocab_size)
+    merged = {**base, **cfg}
+    d = _int(merged, where, "hidden_size", "d_model", required=True)
+    h = _int(merged, where, "num_attention_heads", "n_head", required=head_kind != "medusa", default=1)
+    kvh = _int(merged, where, "num_key_value_heads", default=h)
+    hd_default = d // h if h else d
+    hd = _int(merged, where, "head_dim", default=hd_default)
+    n_layers_default = 0 if head_kind == "medusa" else None
+    n_layers = _int(merged, where, "num_hidden_layers", "n_layer", default=n_layers_default,
+                    required=n_layers_default is None)
+    n_experts = _int(merged, where, "num_local_experts", "n_routed_experts", "num_experts", default=0)
+    moe_inter = _int(merged, where, "moe_intermediate_size", default=0)
+    inter = _int(merged, where, "intermediate_size", default=4 * d if head_kind != "medusa" else 0)
+    if n_experts and not moe_inter:
+        moe_inter = inter   # Mixtral: each expert is a full-size MLP
+    arch = " ".join(cfg.get("architectures") or [])
+    return ModelSpec(
+        name=name,
+        hidden_size=d, num_layers=n_layers, num_heads=h, num_kv_heads=kvh, head_dim=hd,
+        intermediate_size=inter,
+        vocab_size=_int(merged, where, "vocab_size", required=True),
+        tie_word_embeddings=bool(merged.get("tie_word_embeddings", False)),
+        gated_mlp=not ("GPT2" in arch or merged.get("hidden_act") == "gelu_new"),
+        attention_bias=bool(merged.get("attention_bias", "Qwen2" in arch)),
+        num_experts=n_experts,
+        experts_per_token=_int(merged, where, "num_experts_per_tok", default=0) if n_experts else 0,
+        moe_intermediate_size=moe_inter,
+        num_shared_experts=_int(merged, where, "n_shared_experts", "num_shared_experts", default=0),
+        first_k_dense=_int(merged, where, "first_k_dense_replace", default=0),
+        q_lora_rank=_int(merged, where, "q_lora_rank", default=0),
+        kv_lora_rank=_int(merged, where, "kv_lora_rank", default=0),
+        qk_rope_head_dim=_int(merged, where, "qk_rope_head_dim", default=0),
+        qk_nope_head_dim=_int(merged, where, "qk_nope_head_dim", default=0),
+        v_head_dim=_int(merged, where, "v_head_dim", default=0),
+        head_kind=head_kind,
+        target=meta.get("target"),
+        draft_vocab_size=_int(merged, where, "draft_vocab_size", default=0),
+        medusa_num_heads=_int(merged, where, "medusa_num_heads", default=0),
+        medusa_num_layers=_int(merged, where, "medusa_num_layers", default=0),
+        path=where,
+    )
+
+
+def available_models() -> list[str]:
+    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+
+
+def _read_json(p: Path) -> Mapping[str, Any]:
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise SpecsightInputError(str(p), f"line {e.lineno} column {e.colno}", f"malformed JSON: {e.msg}") from None
+
+
+def load_model(name_or_path: str, field: str = "model") -> ModelSpec:
+    """A model by catalog name (models/<name>.json) or by path to any HF config.json."""
+    p = Path(str(name_or_path))
+    if p.suffix == ".json" or p.is_dir():
+        if p.is_dir():
+            p = p / "config.json"
+        if not p.exists():
+            raise SpecsightInputError(field, str(name_or_path), "no such config.json file")
+        name = p.parent.name if p.name == "config.json" else p.stem
+    else:
+        p = MODELS_DIR / f"{name_or_path}.json"
+        if not p.exists():
+            raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models()))
+        name = p.stem
+    cfg = _read_json(p)
+    meta = cfg.get("specsight") if isinstance(cfg, Mapping) else None
+    target = None
+    if isinstance(meta, Mapping) and meta.get("target"):
+        target = load_model(str(meta["target"]), field=f"{p}: specsight.target")
+    return spec_from_config(cfg, name, str(p), target)

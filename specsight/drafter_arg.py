@@ -1,0 +1,25 @@
+"""Resolve a command-line drafter name into a DrafterSpec.
+
+Accepted forms: a method (`eagle3`: the head `eagle3-<target>` from models/; `ngram`, `suffix`,
+`self_spec`: no model), `method:model` (`draft_model:llama-3.2-1b`), or a catalog name (a head's
+kind gives the method; any other model is an independent `draft_model`).
+"""
+from __future__ import annotations
+
+from simulator.drafters import HEAD_METHODS, METHODS, NEEDS_MODEL, DrafterSpec
+from simulator.errors import SpecsightInputError
+from simulator.model_spec import available_models, load_model
+
+
+def resolve_drafter(arg: str, target: str, k: int, **options) -> DrafterSpec:
+    method, _, model = arg.partition(":")
+    if method in METHODS:
+        if not model and method in HEAD_METHODS:
+            model = f"{method}-{target}"
+            if model not in available_models():
+                raise SpecsightInputError("drafter", arg, f"no {method} head for {target} in models/; pass {method}:<head config>")
+        if not model and method in NEEDS_MODEL:
+            raise SpecsightInputError("drafter", arg, f"{method} needs a model: {method}:<catalog name or config.json>")
+        return DrafterSpec(method=method, model=model or None, num_speculative_tokens=k, **options)
+    spec = load_model(arg, field="drafter")
+    return DrafterSpec(method=spec.head_kind or "draft_model", model=arg, num_speculative_tokens=k, **options)

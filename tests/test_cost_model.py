@@ -1,0 +1,169 @@
+"""The roofline cost model: hand-computed cases, conservation, monotonicity, the analytic break-even."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from simulator.analytic import breakeven_batch, speedup
+from simulator.cost_model import CostModel, PassShape
+from simulator.drafters import Drafter, DrafterSpec
+from simulator.errors import SpecsightInputError
+from simulator.hardware import Efficiency, load_profile
+from simulator.model_spec import load_model
+
+H100 = load_profile("h100-sxm")
+L8B = load_model("llama-3.1-8b")
+
+
+def test_batch1_is_memory_bound_above_weight_floor():
+    """Llama-3.1-8B bf16 on H100 SXM, batch 1, context 1024: the weight-read floor is
+    16.06 GB / 3.35 TB/s = 4.79 ms; the pass is memory-bound and cannot beat the floor."""
+    cm = CostModel(L8B, H100)
+    cost = cm.breakdown(PassShape.uniform(1, 1, 1024))
+    floor_s = 16.06e9 / 3.35e12
+    assert floor_s == pytest.approx(4.79e-3, abs=1e-5)
+    assert cost.bound == "memory"
+    assert cost.time_s >= floor_s
+    # the weights actually read: everything but the embedding table (a lookup reads T rows)
+    read = (L8B.params_total - L8B.embedding_params) * 2
+    assert cost.ops["linear"].bytes + cost.ops["lm_head"].bytes == pytest.approx(read, rel=1e-6)
+    # with achieved bandwidth the memory term alone is read / (bw * eff)
+    eff = H100.efficiency.memory
+    assert cost.ops["linear"].time_s >= cost.ops["linear"].bytes / (3.35e12 * eff)
+
+
+def test_large_verify_batch_is_compute_bound():
+    """Batch 256 x 5 new tokens: compute-bound, and no faster than FLOPs / peak."""
+    cm = CostModel(L8B, H100)
+    cost = cm.breakdown(PassShape.uniform(256, 5, 1024))
+    assert cost.bound == "compute"
+    assert cost.time_s >= cost.flops / 989.4e12
+    # FLOPs of the linear layers are 2 * params * tokens (hand count)
+    lin = L8B.layer_params_dense_part
+    assert cost.ops["linear"].flops == pytest.approx(2 * lin * 256 * 5)
+
+
+def test_breakdown_sums_to_fast_path_and_vectorises():
+    for name, tp in [("llama-3.1-8b", 1), ("llama-3.1-70b", 4), ("deepseek-v3", 8), ("mixtral-8x7b", 2)]:
+        cm = CostModel(load_model(name), H100, tp=tp)
+        shapes = [PassShape.uniform(b, n, c) for b, n, c in [(1, 1, 128), (32, 4, 4096), (256, 1, 100)]]
+        for s in shapes:
+            assert cm.breakdown(s).time_s == pytest.approx(cm.shape_time_s(s), rel=1e-12)
+        arr = cm.time_s(np.array([s.num_tokens for s in shapes]), np.array([s.sum_context for s in shapes]),
+                        np.array([s.sum_attn_pairs for s in shapes]), np.array([s.num_logits for s in shapes]))
+        assert np.allclose(arr, [cm.shape_time_s(s) for s in shapes], rtol=1e-12)
+
+
+def test_from_sequences_matches_uniform():
+    a = PassShape.from_sequences([(4, 100)] * 8)
+    b = PassShape.uniform(8, 4, 100)
+    assert a == b
+    mixed = PassShape.from_sequences([(1, 10), (3, 5)], logits="last")
+    assert (mixed.num_tokens, mixed.sum_context, mixed.num_logits) == (4, 15, 2)
+    assert mixed.sum_attn_pairs == 1 * 10 + 1 + 3 * 5 + 6
+
+
+def test_sharp_roofline_is_max():
+    cm = CostModel(L8B, H100, efficiency=Efficiency(0.8, 0.7, float("inf")))
+    o = cm.breakdown(PassShape.uniform(1, 1, 0)).ops["linear"]
+    assert o.time_s == pytest.approx(max(o.flops / (989.4e12 * 0.7), o.bytes / (3.35e12 * 0.8)))
+
+
+shapes = st.tuples(st.integers(1, 512), st.integers(1, 16), st.integers(0, 65536))
+
+
+@given(shapes, st.integers(1, 64), st.integers(1, 8192))
+@settings(max_examples=80, deadline=None)
+def test_more_tokens_or_context_never_cost_less(shape, extra_tokens, extra_ctx):
+    b, n, c = shape
+    for name in ("llama-3.1-8b", "deepseek-v3"):
+        cm = CostModel(load_model(name), H100, tp=8 if name == "deepseek-v3" else 1)
+        t0 = cm.shape_time_s(PassShape.uniform(b, n, c))
+        assert cm.shape_time_s(PassShape.uniform(b, n + extra_tokens, c)) >= t0
+        assert cm.shape_time_s(PassShape.uniform(b, n, c + extra_ctx)) >= t0
+        assert cm.shape_time_s(PassShape.uniform(b + extra_tokens, n, c)) >= t0
+
+
+@given(st.integers(1, 4096), st.integers(2, 64), st.integers(1, 8))
+@settings(max_examples=60, deadline=None)
+def test_more_experts_touched_never_cost_less(tokens, experts, k):
+    """Expected distinct experts E (1 - (1 - k/E)^T) grows with T and with k: so does the MoE cost."""
+    k = min(k, experts)
+    base = load_model("mixtral-8x7b")
+    spec = dataclasses.replace(base, num_experts=experts, experts_per_token=k)
+    cm = CostModel(spec, H100)
+    t = cm.time_s(float(tokens), 0.0, float(tokens), 1.0)
+    assert cm.time_s(float(tokens + 1), 0.0, float(tokens + 1), 1.0) >= t
+    if k < experts:
+        cm_k = CostModel(dataclasses.replace(spec, experts_per_token=k + 1), H100)
+        assert cm_k.time_s(float(tokens), 0.0, float(tokens), 1.0) >= t
+
+
+def test_moe_coverage_closed_form():
+    """At T = 1 a MoE layer reads k experts; as T grows it reads all E."""
+    mix = load_model("mixtral-8x7b")
+    cm = CostModel(mix, H100)
+    one = cm.breakdown(PassShape.uniform(1, 1, 0)).ops["moe_experts"].bytes
+    many = cm.breakdown(PassShape.uniform(4096, 1, 0)).ops["moe_experts"].bytes
+    per_expert = mix.expert_params * 2 * mix.num_moe_layers
+    assert one == pytest.approx(2 * per_expert)        # top-2 of 8
+    assert many == pytest.approx(8 * per_expert, rel=1e-6)
+
+
+def test_tp_splits_weights_and_adds_allreduce():
+    m = load_model("llama-3.1-70b")
+    c1, c4 = CostModel(m, H100, tp=1), CostModel(m, H100, tp=4)
+    s = PassShape.uniform(8, 1, 1024)
+    assert c4.breakdown(s).ops["linear"].bytes == pytest.approx(c1.breakdown(s).ops["linear"].bytes / 4)
+    assert "allreduce" in c4.breakdown(s).ops and "allreduce" not in c1.breakdown(s).ops
+
+
+@pytest.mark.parametrize("tp", [3, 0, -1])
+def test_bad_tp(tp):
+    with pytest.raises(SpecsightInputError, match="tp"):
+        CostModel(L8B, H100, tp=tp)
+
+
+def test_missing_dtype_is_named():
+    with pytest.raises(SpecsightInputError, match="dtype.*a100-80gb-sxm"):
+        CostModel(L8B, load_profile("a100-80gb-sxm"), dtype="fp8")
+
+
+def test_analytic_speedup_falls_with_batch_and_crosses_one():
+    cm = CostModel(L8B, H100)
+    d = Drafter(DrafterSpec("draft_model", 4, model="llama-3.2-1b"), L8B, cm)
+    s = speedup(cm, d, np.array([1.0, 8, 64, 512]), 1024, 4, 0.7)
+    assert s[0] > 1 and np.all(np.diff(s) < 0)
+    be = breakeven_batch(cm, d, 1024, 4, 0.7)
+    assert be.breakeven_batch is not None and 1 < be.breakeven_batch < 1024
+    assert speedup(cm, d, be.breakeven_batch, 1024, 4, 0.7) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_long_context_moves_breakeven_up():
+    """KV reads grow with context, not K: the verify pass stays memory-bound to larger batches."""
+    cm = CostModel(L8B, H100)
+    d = Drafter(DrafterSpec("draft_model", 3, model="llama-3.2-1b"), L8B, cm)
+    short = breakeven_batch(cm, d, 512, 3, 0.6, max_batch=1e5).breakeven_batch
+    long = breakeven_batch(cm, d, 32768, 3, 0.6, max_batch=1e5).breakeven_batch
+    assert short is not None and long is not None and long > short
+
+
+def test_drafter_costs_are_ordered():
+    """Per round at batch 1: n-gram (host only) < EAGLE-3 head < 1B draft model < target layers-skip draft."""
+    cm = CostModel(L8B, H100)
+    t = {}
+    for spec in [DrafterSpec("ngram", 3), DrafterSpec("eagle3", 3, model="eagle3-llama-3.1-8b"),
+                 DrafterSpec("draft_model", 3, model="llama-3.2-1b"), DrafterSpec("self_spec", 3, layer_fraction=0.5)]:
+        t[spec.method] = Drafter(spec, L8B, cm).propose_time_s(1, 3, 1024)
+    assert t["ngram"] < t["eagle3"] < t["draft_model"] < t["self_spec"]
+
+
+def test_memory_limit_on_batch():
+    """Batch is capped by KV memory: (HBM x util - weights) / (KV bytes per sequence)."""
+    from simulator.analytic import max_batch_in_memory
+    cm = CostModel(L8B, H100)
+    b = max_batch_in_memory(cm, None, context=1024, k=0, gpu_memory_utilization=0.9)
+    kv_seq = 1025 * 32 * 2 * 8 * 128 * 2
+    assert b == pytest.approx((80e9 * 0.9 - L8B.params_total * 2) / kv_seq)
+    assert max_batch_in_memory(cm, None, context=32768, k=0) < b
