@@ -1,0 +1,205 @@
+"""Fit the cost model's achieved fractions and overheads to measured times; write a profile.
+
+What is fitted is exactly what the simulator uses: predictions come from a `predict(params)`
+callable that builds a `HardwareProfile` with candidate `Efficiency`/`Overheads` and asks the
+simulator's own `CostModel` (or its `soft_roofline`, for single operators) for times.
+
+Parameters (the profile fields they land in):
+    efficiency.memory, efficiency.compute     achieved fractions of the peaks, in (0, 1]
+    efficiency.roofline_sharpness             p of the soft roofline (t_c^p + t_m^p)^(1/p), >= 1
+    overheads.kernel_launch_us                fixed time per kernel of a forward pass
+
+The fit minimises log-time residuals (scipy.optimize.least_squares, trust-region reflective,
+bounded), so a 10 us kernel and a 10 ms pass weigh alike; it restarts from a few sharpness
+values because p makes the problem mildly non-convex. Held-out error is the absolute
+percentage error |pred - meas| / meas on points the fit never saw.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import yaml
+from scipy.optimize import least_squares
+
+from simulator.hardware import Efficiency, HardwareProfile, Overheads, load_profile
+
+PARAM_NAMES = ("efficiency.memory", "efficiency.compute", "efficiency.roofline_sharpness",
+               "overheads.kernel_launch_us")
+# Bounds: fractions in (0, 1]; p in [1, P_MAX] (beyond ~64 the soft roofline equals max() to
+# within 1 %); launch overhead in [0, 1000] us.
+P_MAX = 64.0
+LOWER = np.array([1e-3, 1e-3, 0.0, 0.0])                  # theta = (eff_m, eff_c, log p, launch_us)
+UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0])
+P_STARTS = (2.0, 4.0, 12.0)
+
+
+def ape(pred, meas) -> np.ndarray:
+    """Absolute percentage error as a fraction: |pred - meas| / meas."""
+    pred, meas = np.asarray(pred, float), np.asarray(meas, float)
+    return np.abs(pred - meas) / meas
+
+
+def ape_summary(errors: np.ndarray, prefix: str = "") -> dict[str, float]:
+    e = np.asarray(errors, float)
+    if e.size == 0:
+        return {f"{prefix}ape_median": float("nan"), f"{prefix}ape_p90": float("nan"),
+                f"{prefix}ape_max": float("nan"), f"{prefix}n": 0}
+    return {f"{prefix}ape_median": float(np.median(e)), f"{prefix}ape_p90": float(np.quantile(e, 0.9)),
+            f"{prefix}ape_max": float(np.max(e)), f"{prefix}n": int(e.size)}
+
+
+def params_to_theta(params: Mapping[str, float]) -> np.ndarray:
+    return np.array([params["efficiency.memory"], params["efficiency.compute"],
+                     math.log(params["efficiency.roofline_sharpness"]), params["overheads.kernel_launch_us"]])
+
+
+def theta_to_params(theta: Sequence[float]) -> dict[str, float]:
+    return {"efficiency.memory": float(theta[0]), "efficiency.compute": float(theta[1]),
+            "efficiency.roofline_sharpness": float(math.exp(theta[2])),
+            "overheads.kernel_launch_us": float(theta[3])}
+
+
+def efficiency_of(params: Mapping[str, float]) -> Efficiency:
+    return Efficiency(memory=params["efficiency.memory"], compute=params["efficiency.compute"],
+                      roofline_sharpness=params["efficiency.roofline_sharpness"])
+
+
+def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: float | None = None) -> HardwareProfile:
+    """`hw` with the candidate efficiencies and overheads (the profile the simulator would load)."""
+    ov = Overheads(kernel_launch_us=params["overheads.kernel_launch_us"],
+                   iteration_us=hw.overheads.iteration_us if iteration_us is None else iteration_us)
+    return dataclasses.replace(hw, efficiency=efficiency_of(params), overheads=ov)
+
+
+def params_of(hw: HardwareProfile) -> dict[str, float]:
+    """A profile's current values of the fitted fields (its datasheet defaults, before a fit)."""
+    return {"efficiency.memory": hw.efficiency.memory, "efficiency.compute": hw.efficiency.compute,
+            "efficiency.roofline_sharpness": hw.efficiency.roofline_sharpness,
+            "overheads.kernel_launch_us": hw.overheads.kernel_launch_us}
+
+
+@dataclass(frozen=True)
+class Fit:
+    params: dict[str, float]
+    train_ape: np.ndarray
+    rms_log_residual: float
+    fixed: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: np.ndarray,
+                 fixed: Mapping[str, float] | None = None, p_starts: Sequence[float] = P_STARTS,
+                 start: Mapping[str, float] | None = None) -> Fit:
+    """Least squares on log(pred) - log(meas) over the free parameters.
+
+    predict(params) -> predicted seconds for every measured point (same order as measured_s).
+    fixed: parameters held at a value (e.g. roofline_sharpness = 64 for the sharp roofline)."""
+    y = np.log(np.asarray(measured_s, float))
+    fixed = dict(fixed or {})
+    free = [i for i, n in enumerate(PARAM_NAMES) if n not in fixed]
+    base = {"efficiency.memory": 0.7, "efficiency.compute": 0.6, "efficiency.roofline_sharpness": 4.0,
+            "overheads.kernel_launch_us": 5.0}
+    base.update(start or {})
+    base.update(fixed)
+
+    def full_theta(x: np.ndarray) -> np.ndarray:
+        th = params_to_theta(base)
+        th[free] = x
+        return th
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        pred = predict(theta_to_params(full_theta(x)))
+        return np.log(np.maximum(pred, 1e-12)) - y
+
+    best = None
+    starts = p_starts if "efficiency.roofline_sharpness" not in fixed else (base["efficiency.roofline_sharpness"],)
+    for p0 in starts:
+        th0 = params_to_theta({**base, "efficiency.roofline_sharpness": p0})
+        x0 = np.clip(th0[free], LOWER[free] + 1e-9, UPPER[free] - 1e-9)
+        r = least_squares(resid, x0, bounds=(LOWER[free], UPPER[free]), method="trf",
+                          x_scale=np.maximum(np.abs(x0), 0.1), diff_step=1e-4, max_nfev=400)
+        if best is None or r.cost < best.cost:
+            best = r
+    assert best is not None
+    params = theta_to_params(full_theta(best.x))
+    pred = predict(params)
+    return Fit(params=params, train_ape=ape(pred, measured_s),
+               rms_log_residual=float(np.sqrt(np.mean(best.fun ** 2))), fixed=tuple(fixed))
+
+
+def holdout_groups(groups: Sequence[Any], frac: float, seed: int) -> np.ndarray:
+    """Boolean mask, True for points whose group is held out: a seeded choice of whole groups
+    (e.g. whole context values), at least one and never all of them."""
+    g = np.asarray(groups)
+    uniq = np.unique(g)
+    rng = np.random.default_rng(seed)
+    n = int(min(max(1, round(frac * uniq.size)), max(1, uniq.size - 1)))
+    held = rng.choice(uniq, size=n, replace=False)
+    return np.isin(g, held)
+
+
+def _round(x: Any, nd: int = 6) -> Any:
+    """Round floats for YAML (so the file reads well); recurse into containers."""
+    if isinstance(x, float):
+        return float(f"{x:.{nd}g}")
+    if isinstance(x, Mapping):
+        return {str(k): _round(v, nd) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_round(v, nd) for v in x]
+    if isinstance(x, np.generic):
+        return _round(x.item(), nd)
+    return x
+
+
+def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, float], *,
+                  calibration: Mapping[str, Any], fit_source: str, description: str | None = None,
+                  iteration_us: float | None = None, iteration_source: str | None = None,
+                  peaks: Mapping[str, Any] | None = None, peak_sources: Mapping[str, str] | None = None,
+                  interconnect: Mapping[str, float] | None = None, interconnect_source: str | None = None,
+                  header: str = "") -> HardwareProfile:
+    """Write a calibrated profile (same schema as hardware_profiles/*.yaml, name = file stem),
+    then load it back with simulator.hardware.load_profile to prove the simulator can use it.
+
+    peaks: replaces datasheet figures (memory_bandwidth_tb_s, peak_tflops, memory_capacity_gb),
+    e.g. measured CPU ceilings; each replaced number takes its source from peak_sources."""
+    path = Path(path)
+    d = base.to_dict()
+    d["name"] = path.stem
+    if description is not None:
+        d["description"] = description
+    sources = dict(d["sources"])
+    for k, v in (peaks or {}).items():
+        d[k] = dict(v) if isinstance(v, Mapping) else v
+        for leaf in ([f"{k}.{kk}" for kk in v] if isinstance(v, Mapping) else [k]):
+            sources[leaf] = (peak_sources or {}).get(leaf, "measured by specsight calibrate")
+        if isinstance(v, Mapping):   # drop sources of dtypes no longer present
+            for s in [s for s in sources if s.startswith(f"{k}.") and s.split(".", 1)[1] not in v]:
+                del sources[s]
+    d["efficiency"] = {"memory": params["efficiency.memory"], "compute": params["efficiency.compute"],
+                       "roofline_sharpness": params["efficiency.roofline_sharpness"]}
+    d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
+                      "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
+    for k in PARAM_NAMES:
+        sources[k] = fit_source
+    if iteration_us is not None:
+        sources["overheads.iteration_us"] = iteration_source or "measured by specsight calibrate"
+    if interconnect is not None:
+        d["interconnect"] = {**d["interconnect"], **interconnect}
+        for k in interconnect:
+            if k != "kind":
+                sources[f"interconnect.{k}"] = interconnect_source or "fitted by specsight calibrate"
+    d["sources"] = sources
+    cal = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **calibration}
+    cal["base_profile"] = cal.get("base_profile", base.name)
+    d["calibration"] = cal
+    d = _round(d)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(d, sort_keys=False, width=120, allow_unicode=True)
+    path.write_text((header.rstrip() + "\n" if header else "") + text)
+    return load_profile(str(path))

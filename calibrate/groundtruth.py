@@ -1,0 +1,212 @@
+"""Ground truth: real speculative decoding in torch, timed round by round.
+
+A target and an independent draft model (both `calibrate.layers.DecoderModel`, random weights,
+the same vocabulary), each with its own KV cache, run B sequences from a random prompt of P
+tokens. Each round:
+
+    K = 0  plain decode: one target pass over the pending token, one draw from p.
+    K > 0  draft: the first step ingests the last two committed tokens (so the draft catches up
+           whether the previous round emitted 1 or K + 1 tokens: rewriting a valid slot is
+           harmless), then K - 1 single-token steps; each step draws x_j ~ q_j.
+           verify: one target pass over [pending token, x_1..x_K] (K + 1 positions, logits at
+           every one), then calibrate.sampling.verify_chain (the exact kernel) emits
+           accepted + 1 tokens per sequence.
+           roll back: each cache's length is set to what was committed; rejected slots are
+           masked out and overwritten next round.
+
+A sequence of `committed` tokens has committed - 1 of them in the target's cache (the last is the
+pending input of the next pass). Every round is timed between device synchronisations, and its
+draft phase separately; the first `warmup` rounds are recorded but flagged. The record keeps what
+the simulator needs to cost the same run: batch, K, each sequence's committed length before the
+round and its accept length.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from simulator.model_spec import ModelSpec
+
+from .layers import DecoderModel, spec_to_config, synchronize
+from .sampling import verify_chain
+
+
+# ---- the host-side work of a round (shared with calibration, which times it) -------------------
+def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row from probs [B, V] (float32) -> [B] int64."""
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+def commit(buf: torch.Tensor, committed: torch.Tensor, new: torch.Tensor, num_new: torch.Tensor) -> torch.Tensor:
+    """Write new [B, W] tokens after each sequence's committed ones in buf [B, S]; entries past
+    num_new (and -1 padding) land beyond the new committed length and are overwritten later.
+    Returns the new committed lengths [B]."""
+    idx = committed[:, None] + torch.arange(new.shape[1], device=buf.device)[None, :]
+    buf.scatter_(1, idx, new.clamp_min(0))
+    return committed + num_new
+
+
+def host_work_fn(batch: int, k: int, vocab: int, generator: torch.Generator) -> Callable[[], Any]:
+    """One round's sampling and bookkeeping on random probabilities (K draws from the draft's q,
+    verify_chain and commit; K = 0: one draw and commit): what a round spends outside the
+    forward passes. `specsight calibrate` times it to set overheads.iteration_us."""
+    dev = generator.device
+    p = torch.softmax(torch.randn(batch, k + 1, vocab, device=dev, generator=generator), -1)   # [B, K+1, V]
+    q = torch.softmax(torch.randn(batch, max(k, 1), vocab, device=dev, generator=generator), -1)
+    buf = torch.zeros(batch, 64, dtype=torch.int64, device=dev)
+    committed = torch.full((batch,), 8, dtype=torch.int64, device=dev)
+
+    def run():
+        if k == 0:
+            x = draw(p[:, 0], generator)
+            return commit(buf, committed, x[:, None], torch.ones_like(committed))
+        xs = [draw(q[:, j], generator) for j in range(k)]
+        tokens, n = verify_chain(p, q[:, :k].contiguous(), torch.stack(xs, 1), generator=generator)
+        c = commit(buf, committed, tokens, n)
+        return n.tolist(), c
+    return run
+
+
+# ---- the loop --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GTConfig:
+    batches: tuple[int, ...] = (1, 8, 32)
+    ks: tuple[int, ...] = (0, 2, 4)
+    steps: int = 16              # timed rounds per (batch, K)
+    warmup: int = 3              # extra rounds first, recorded with warmup: true
+    prompt_len: int = 256
+    temperature: float = 1.0
+    seed: int = 0
+
+
+def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int, cfg: GTConfig) -> dict:
+    """Run one (batch, K) configuration; return its record with per-round timings."""
+    if k > 0 and draft is None:
+        raise ValueError("K > 0 needs a draft model")
+    dev = target.device
+    P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps
+    gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000003 + batch * 101 + k)
+    V = target.spec.vocab_size
+    cap = P + rounds * (k + 1) + k + 2
+    buf = torch.zeros(batch, cap + k + 1, dtype=torch.int64, device=dev)          # [B, S] token ids
+    buf[:, :P] = torch.randint(0, V, (batch, P), device=dev, generator=gen)
+    tcache = target.new_cache(batch, cap)
+    target(buf[:, :P - 1], tcache, uniform_length=0, logits="last")              # prefill
+    dcache = None
+    if k > 0:
+        assert draft is not None
+        dcache = draft.new_cache(batch, cap)
+        draft(buf[:, :P - 2], dcache, uniform_length=0, logits="last")
+    committed = torch.full((batch,), P, dtype=torch.int64, device=dev)            # [B]
+    host_committed = [P] * batch
+    ar_b = torch.arange(batch, device=dev)
+    out_rounds = []
+    for r in range(rounds):
+        before = list(host_committed)
+        synchronize(dev)
+        t0 = time.perf_counter()
+        if k == 0:
+            tcache.lengths.copy_(committed - 1)
+            p = target(buf[ar_b, committed - 1][:, None], tcache, logits="last", temperature=cfg.temperature,
+                       max_length=max(before) - 1)                                # [B, 1, V]
+            x = draw(p[:, 0], gen)
+            committed = commit(buf, committed, x[:, None], torch.ones_like(committed))
+            host_committed = [c + 1 for c in host_committed]
+            accepted = [0] * batch
+            t_draft = 0.0
+            synchronize(dev)
+        else:
+            assert draft is not None and dcache is not None
+            dcache.lengths.copy_(committed - 2)
+            idx = (committed - 2)[:, None] + torch.arange(2, device=dev)[None, :]
+            inp = torch.gather(buf, 1, idx)                                       # [B, 2]
+            qs, xs = [], []
+            top = max(before) - 2
+            for j in range(k):
+                q = draft(inp, dcache, logits="last", temperature=cfg.temperature, max_length=top)[:, 0]  # [B, V]
+                dcache.lengths += inp.shape[1]
+                top += inp.shape[1]
+                x = draw(q, gen)
+                qs.append(q)
+                xs.append(x)
+                inp = x[:, None]
+            synchronize(dev)
+            t_draft = time.perf_counter() - t0
+            x_all = torch.stack(xs, 1)                                            # [B, K]
+            tcache.lengths.copy_(committed - 1)
+            vin = torch.cat([buf[ar_b, committed - 1][:, None], x_all], 1)        # [B, K+1]
+            p = target(vin, tcache, logits="all", temperature=cfg.temperature, max_length=max(before) - 1)
+            tokens, n_emit = verify_chain(p, torch.stack(qs, 1), x_all, generator=gen)
+            committed = commit(buf, committed, tokens, n_emit)
+            n_host = n_emit.tolist()                                              # the round's one sync
+            host_committed = [c + n for c, n in zip(host_committed, n_host)]
+            accepted = [n - 1 for n in n_host]
+            synchronize(dev)
+        wall = time.perf_counter() - t0
+        out_rounds.append({"round": r, "warmup": r < cfg.warmup, "wall_s": wall, "draft_s": t_draft,
+                           "committed_before": before, "accepted": accepted})
+    return {"batch": batch, "k": k, "rounds": out_rounds}
+
+
+def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, target_layers: int,
+                    draft_layers: int, device: str, dtype: str, cfg: GTConfig,
+                    progress: bool = True, on_config: Callable[[dict], None] | None = None) -> dict:
+    """Every (batch, K) of cfg; returns the run record (JSON-ready)."""
+    from .microbench import _progress, environment
+    target = DecoderModel(target_spec, target_layers, dtype=dtype, device=device, seed=cfg.seed)
+    draft = None
+    if draft_spec is not None and any(k > 0 for k in cfg.ks):
+        if draft_spec.vocab_size != target_spec.vocab_size:
+            raise ValueError(f"draft vocabulary {draft_spec.vocab_size} != target's {target_spec.vocab_size}")
+        draft = DecoderModel(draft_spec, draft_layers, dtype=dtype, device=device, seed=cfg.seed + 1)
+    runs = []
+    bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress)
+    for b in cfg.batches:
+        for k in cfg.ks:
+            rec = run_one(target, draft, b, k, cfg)
+            runs.append(rec)
+            if on_config:
+                on_config(rec)
+            bar.update(1)
+    bar.close()
+    return {
+        "kind": "specsight-groundtruth", "version": 1,
+        "provenance": {**environment(device), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dtype": dtype},
+        "config": dataclasses.asdict(cfg),
+        "target": {"name": target_spec.name, "layers": target_layers,
+                   "config": spec_to_config(dataclasses.replace(target_spec, num_layers=target_layers))},
+        "draft": None if draft_spec is None else {
+            "name": draft_spec.name, "layers": draft_layers,
+            "config": spec_to_config(dataclasses.replace(draft_spec, num_layers=draft_layers))},
+        "round_structure": {
+            "draft_first_step_tokens_per_seq": 2, "draft_logits": "last",
+            "verify_logits": "all", "sampling": "calibrate.sampling.verify_chain",
+            "target_cached_tokens": "committed_before - 1", "draft_cached_tokens_at_round_start": "committed_before - 2"},
+        "runs": runs,
+    }
+
+
+def write_run(run: dict, out: str | Path) -> Path:
+    """RUN.json, or DIR/groundtruth.json when `out` is not a .json path."""
+    p = Path(out)
+    if p.suffix != ".json":
+        p = p / "groundtruth.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(run, indent=1))
+    return p
+
+
+def load_run(path: str | Path) -> dict:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "groundtruth.json"
+    run = json.loads(p.read_text())
+    if run.get("kind") != "specsight-groundtruth":
+        raise ValueError(f"{p}: not a specsight ground-truth run")
+    return run

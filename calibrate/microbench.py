@@ -1,0 +1,288 @@
+"""Time real forward passes over a grid of batch shapes; resumable, one JSONL line per point.
+
+A point is one forward pass shape: (model role, layers, batch B, new tokens per sequence n,
+context c). The target is timed at two layer counts (time must grow linearly with layers; the
+per-layer slope is reported), with logits at every position (the verify pass: n = K + 1); the
+draft at its step shapes (n = 1, and n = 2 for the first step of a round, which also ingests the
+last committed token), logits at the last position. Each pass returns float32 probabilities
+(LM head + softmax: what a sampler reads).
+
+Timing (STYLE.md, calibration): warm-up passes first, device synchronised around
+time.perf_counter for every repeat, the median kept (the minimum and all repeats are recorded
+too). Each point is appended to the JSONL file as soon as it is measured, under a key that
+hashes everything that identifies the measurement (model dims, device, dtype, torch version,
+threads, repeats); a rerun with the same key skips the points already there, so an interrupted
+calibration resumes where it stopped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+
+from simulator.model_spec import ModelSpec
+
+from .layers import DecoderModel, synchronize
+
+
+@dataclass(frozen=True)
+class Grid:
+    batches: tuple[int, ...]
+    new_tokens: tuple[int, ...]          # verify widths K + 1
+    contexts: tuple[int, ...]
+    draft_new_tokens: tuple[int, ...] = (1, 2)
+    sampling_ks: tuple[int, ...] = (0, 2, 4)
+    max_tokens: int = 1 << 30            # skip passes with more than this many tokens B * n
+    max_kv_tokens: int = 1 << 40         # skip shapes with more than this many cached tokens B * c
+
+
+GRIDS = {
+    # name: grid. GPU grids span decode to the knee; the CPU ones stay within seconds per point.
+    "cuda": Grid(batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), new_tokens=(1, 2, 3, 5, 8),
+                 contexts=(128, 512, 2048, 8192, 32768), max_tokens=2048, max_kv_tokens=1 << 21),
+    "cuda-quick": Grid(batches=(1, 4, 16, 64, 256), new_tokens=(1, 3, 5), contexts=(128, 1024, 8192, 32768),
+                       max_tokens=1280, max_kv_tokens=1 << 20),
+    "cpu": Grid(batches=(1, 2, 4, 8, 16, 32), new_tokens=(1, 2, 3, 5, 8), contexts=(128, 512, 2048),
+                max_tokens=128, max_kv_tokens=1 << 15),
+    "cpu-quick": Grid(batches=(1, 4, 16), new_tokens=(1, 3, 5), contexts=(128, 1024), max_tokens=64,
+                      max_kv_tokens=1 << 14, sampling_ks=(0, 4)),
+    "cpu-tiny": Grid(batches=(1, 4, 8), new_tokens=(1, 3), contexts=(64, 256), max_tokens=32,
+                     max_kv_tokens=1 << 12, draft_new_tokens=(1,), sampling_ks=(0, 2)),
+}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    target: ModelSpec                    # dims as timed (already scaled on the CPU)
+    draft: ModelSpec | None
+    layers: tuple[int, int]              # the two target layer counts
+    draft_layers: int
+    grid: Grid
+    device: str = "cpu"
+    dtype: str = "fp32"
+    warmup: int = 2
+    repeats: int = 5
+    seed: int = 0
+
+    def identity(self) -> dict[str, Any]:
+        """Everything a measurement depends on (the resume key hashes this)."""
+        def dims(s: ModelSpec | None) -> Any:
+            if s is None:
+                return None
+            return {k: getattr(s, k) for k in ("hidden_size", "num_heads", "num_kv_heads", "head_dim",
+                                                "intermediate_size", "vocab_size", "attention_bias")}
+        return {"target": dims(self.target), "draft": dims(self.draft), "device": device_name(self.device),
+                "dtype": self.dtype, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                "warmup": self.warmup, "repeats": self.repeats}
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Point:
+    role: str          # "target" | "draft" | "host" (per-round host work: sampling draws, verify_chain)
+    layers: int
+    batch: int
+    new_tokens: int    # for "host": K
+    context: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.role}:{self.layers}:{self.batch}:{self.new_tokens}:{self.context}"
+
+
+def device_name(device: str) -> str:
+    d = torch.device(device)
+    if d.type == "cuda":
+        return torch.cuda.get_device_name(d)
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name} ({os.cpu_count()} CPUs, torch threads {torch.get_num_threads()})"
+
+
+def environment(device: str) -> dict[str, Any]:
+    """Device, driver and library versions recorded with every calibration."""
+    env = {"device_name": device_name(device), "device": torch.device(device).type, "torch": torch.__version__,
+           "python": platform.python_version(), "platform": platform.platform()}
+    if torch.device(device).type == "cuda":
+        env["cuda"] = torch.version.cuda
+        try:
+            import subprocess
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        except Exception:   # noqa: BLE001 (nvidia-smi missing: record that)
+            env["driver"] = "unknown (nvidia-smi unavailable)"
+    else:
+        env["driver"] = "n/a (CPU)"
+        env["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    return env
+
+
+def grid_points(cfg: BenchConfig) -> list[Point]:
+    g, pts = cfg.grid, []
+    for L in sorted(set(cfg.layers)):
+        for b in g.batches:
+            for c in g.contexts:
+                if b * c > g.max_kv_tokens:
+                    continue
+                pts += [Point("target", L, b, n, c) for n in g.new_tokens if b * n <= g.max_tokens]
+    if cfg.draft is not None:
+        for b in g.batches:
+            for c in g.contexts:
+                if b * c <= g.max_kv_tokens:
+                    pts += [Point("draft", cfg.draft_layers, b, n, c) for n in g.draft_new_tokens if b * n <= g.max_tokens]
+    for b in g.batches:
+        pts += [Point("host", 0, b, k, 0) for k in g.sampling_ks]
+    return pts
+
+
+def time_fn(fn: Callable[[], Any], device: str, warmup: int, repeats: int) -> list[float]:
+    """Seconds per call: warm-up calls, then `repeats` calls each bracketed by device syncs."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    out = []
+    for _ in range(repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def read_points(path: Path, key: str) -> dict[str, dict]:
+    """Measured points of this configuration in a JSONL file (a torn last line is ignored)."""
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("key") == key:
+            done[rec["id"]] = rec
+    return done
+
+
+def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
+            host_work: Callable[[int, int, int, torch.Generator], Callable[[], Any]] | None = None) -> list[dict]:
+    """Measure every grid point not yet in `jsonl` (appending each as it is measured); return all
+    points of this configuration, old and new.
+
+    host_work(B, K, V, generator) -> a callable doing one round's host-side sampling work (draws
+    and, for K > 0, the exact verify kernel) on random probabilities; default: groundtruth's."""
+    if host_work is None:
+        from .groundtruth import host_work_fn as host_work
+    jsonl = Path(jsonl)
+    jsonl.parent.mkdir(parents=True, exist_ok=True)
+    done = read_points(jsonl, cfg.key)
+    todo = [p for p in grid_points(cfg) if p.id not in done]
+    bar = _progress(len(done) + len(todo), len(done), progress)
+    models: dict[str, DecoderModel] = {}
+
+    def model(role: str) -> DecoderModel:
+        if role not in models:
+            models.clear()          # one model in memory at a time
+            if torch.device(cfg.device).type == "cuda":
+                torch.cuda.empty_cache()
+            spec = cfg.target if role == "target" else cfg.draft
+            n = max(cfg.layers) if role == "target" else cfg.draft_layers
+            models[role] = DecoderModel(spec, n, dtype=cfg.dtype, device=cfg.device, seed=cfg.seed)
+        return models[role]
+
+    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    # Group the shapes that share a cache: (role, layers, batch, context).
+    todo.sort(key=lambda p: (p.role != "target", p.role, p.layers, p.batch, p.context, p.new_tokens))
+    cache_key, cache = None, None
+    with jsonl.open("a") as f:
+        for p in todo:
+            if p.role == "host":
+                cache = None
+                vocab = cfg.target.vocab_size
+                times = time_fn(host_work(p.batch, p.new_tokens, vocab, gen), cfg.device, cfg.warmup, cfg.repeats)
+            else:
+                m = model(p.role)
+                ck = (p.role, p.batch, p.context)
+                if ck != cache_key:
+                    cache = None
+                    cache = m.new_cache(p.batch, p.context + max(cfg.grid.new_tokens))
+                    cache_key = ck
+                toks = torch.randint(0, m.spec.vocab_size, (p.batch, p.new_tokens), device=cfg.device, generator=gen)
+                logits = "all" if p.role == "target" else "last"
+                run = _pass(m, toks, cache, p.context, p.layers, logits)
+                times = time_fn(run, cfg.device, cfg.warmup, cfg.repeats)
+            rec = {"key": cfg.key, "id": p.id, **dataclasses.asdict(p), "median_s": statistics.median(times),
+                   "min_s": min(times), "times_s": [round(t, 9) for t in times],
+                   "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            done[p.id] = rec
+            bar.update(1)
+    bar.close()
+    return list(done.values())
+
+
+def _pass(m: DecoderModel, toks: torch.Tensor, cache, context: int, layers: int, logits: str) -> Callable[[], Any]:
+    """One forward pass over the first `layers` layers (the rest of the model stays idle), every
+    sequence holding `context` cached tokens, through the ragged path the ground truth uses."""
+    cache.lengths.fill_(context)
+    return lambda: m(toks, cache, logits=logits, num_layers=layers, max_length=context)
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, initial=initial, desc="calibrate", unit="pt", dynamic_ncols=True)
+
+
+# ---- device ceilings (the CPU has no datasheet here: measure them) --------------------------
+def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dict[str, float]:
+    """Copy bandwidth over a buffer of `nbytes` (read + write counted) and a square matmul's
+    FLOP/s in `dtype`: medians of `repeats`. Used as the CPU profile's ceilings."""
+    from .layers import TORCH_DTYPES
+    n = max(1 << 20, nbytes // 4)
+    a = torch.ones(n, dtype=torch.float32, device=device)
+    b = torch.empty_like(a)
+    t = statistics.median(time_fn(lambda: b.copy_(a), device, 2, repeats))
+    bw = 2 * n * 4 / t
+    size = 1024 if torch.device(device).type == "cpu" else 8192
+    x = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
+    y = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
+    tm = statistics.median(time_fn(lambda: x @ y, device, 2, repeats))
+    return {"copy_bytes_s": bw, "copy_buffer_bytes": 4 * n, "matmul_flops_s": 2 * size ** 3 / tm, "matmul_size": size}
+
+
+def points_table(points: Iterable[dict]):
+    import pandas as pd
+    return pd.DataFrame(list(points))

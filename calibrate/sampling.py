@@ -1,0 +1,541 @@
+"""The exact speculative sampling kernel: verify drafted tokens against the target model.
+
+One verify round (Leviathan et al. 2022, "Fast Inference from Transformers via Speculative
+Decoding", arXiv 2211.17192, Algorithm 1 and Theorem 1; Chen et al. 2023, "Accelerating Large
+Language Model Decoding with Speculative Sampling", arXiv 2302.01318, Algorithm 2):
+
+    for k = 0 .. K-1:   accept draft token x_k with probability min(1, p_k(x_k) / q_k(x_k))
+    at the first rejection k:  emit one token drawn from norm((p_k - q_k)+), then stop
+    if all K are accepted:     emit one token drawn from p_K
+
+Terms (as in vLLM's rejection sampler):
+- accepted: a draft token that passed the test above; the accepted tokens form a prefix.
+- recovered: the token drawn from the normalised residual norm((p_k - q_k)+) at the first rejection.
+- bonus: the extra token drawn from p_K (the target's distribution after the last draft) when
+  every draft token was accepted.
+A round therefore emits num_accepted + 1 tokens (1 .. K+1).
+
+"Exact" means distribution equality: whatever q is, every emitted token is distributed as the
+target's p given the tokens before it (Theorem 1). It does not mean bitwise equality with plain
+sampling, or across batch shapes: the uniforms are drawn as one [B, K+1] block, so the same
+generator state gives other tokens when B or K changes.
+
+Conventions. target_probs[:, k] is p_k, the target's next-token distribution given the prefix and
+draft tokens x_0..x_{k-1}; draft_probs[:, k] is q_k, the distribution x_k was drawn from.
+Probabilities may be float32, float16, bfloat16 (or float64); arithmetic is float32 on the
+[B, V] rows and float64 for the acceptance test and the cumulative sums. Randomness comes only
+from the `generator` argument: one float64 uniform per draft position (the acceptance test) and
+one per sequence (the inverse-CDF draw of the recovered or bonus token).
+
+Data flow of `verify_chain` (no [B, K, V] temporary, no Python loop over batch or positions):
+gather p_k(x_k), q_k(x_k) ([B, K]) -> accept mask -> num_accepted ([B]) -> the ONE row per sequence
+that is sampled (residual at the first rejection, or p at the bonus position; [B, V]) -> inverse
+CDF with one uniform per sequence. Only B*(2V + 2K) probabilities are read, not B*(2K+1)*V.
+`make_chain_verifier(compile=True)` runs the same algorithm with a two-level inverse CDF (block
+sums, then one block) under torch.compile, so the sampled rows are read once and no [B, V]
+tensor is written; it is the GPU path (benchmarks/bench_sampling.py).
+
+The slow scalar reference in sampling_reference.py consumes the same uniforms as
+`_verify_chain_core` and gives identical tokens (tests/test_sampling.py).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+# NOTE: the sampled row is mixed with 2^-64 * p so that a numerically empty residual (p <= q
+# everywhere, e.g. p == q up to rounding) falls back to p without a data-dependent branch or a
+# host sync. For a non-empty residual the mixture moves at most 2^-64 (about 5e-20) of probability
+# mass, far below the float32 rounding of the inputs; 2^-64 is a power of two, so the product is
+# exact (no rounding difference between fused and unfused code) for p >= 2^-62.
+FALLBACK_WEIGHT = 2.0 ** -64
+
+_PROB_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks (shapes and dtypes up front; values only on CPU, where checking needs no sync)
+# ---------------------------------------------------------------------------------------------
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _check_probs(name: str, t: torch.Tensor, layout: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape {layout}; got {type(t).__name__}")
+    if t.ndim != 3:
+        raise ValueError(f"{name} must be 3-D {layout}; got shape {_shape(t)}")
+    if t.dtype not in _PROB_DTYPES:
+        raise ValueError(f"{name} must be float32, float16, bfloat16 or float64; got {t.dtype}")
+
+
+def _check_tokens(name: str, t: torch.Tensor, batch: int, width: int, vocab: int, layout: str) -> None:
+    if not isinstance(t, torch.Tensor) or t.ndim != 2 or _shape(t) != (batch, width):
+        got = _shape(t) if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{name} must have shape {layout} = ({batch}, {width}); got {got}")
+    if t.dtype != torch.int64:
+        raise ValueError(f"{name} must be int64 (token ids); got {t.dtype}")
+    if t.device.type == "cpu" and t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab):
+        raise ValueError(f"{name} holds token ids outside 0..{vocab - 1} (V = {vocab})")
+
+
+def _normalise_num_draft(num_draft: torch.Tensor | None, batch: int, k: int,
+                         device: torch.device) -> torch.Tensor:
+    """num_draft as int64 [B] on `device` (None -> all K drafts are real)."""
+    if num_draft is None:
+        return torch.full((batch,), k, dtype=torch.int64, device=device)  # [B]
+    if not isinstance(num_draft, torch.Tensor) or num_draft.ndim != 1 or num_draft.shape[0] != batch:
+        got = _shape(num_draft) if isinstance(num_draft, torch.Tensor) else type(num_draft).__name__
+        raise ValueError(f"num_draft must have shape [B] = ({batch},); got {got}")
+    if num_draft.dtype not in _INT_DTYPES:
+        raise ValueError(f"num_draft must be an integer tensor; got {num_draft.dtype}")
+    if num_draft.device.type == "cpu" and batch and (int(num_draft.min()) < 0 or int(num_draft.max()) > k):
+        raise ValueError(f"num_draft values must lie in 0..K = 0..{k}; got min {int(num_draft.min())}, "
+                         f"max {int(num_draft.max())}")
+    return num_draft.to(device=device, dtype=torch.int64)  # [B]
+
+
+def _check_same_device(generator: torch.Generator | None, *tensors: torch.Tensor) -> torch.device:
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != device:
+            raise ValueError(f"all tensors must be on one device; got {device} and {t.device}")
+    if generator is not None and generator.device.type != device.type:
+        raise ValueError(f"generator is on {generator.device}, the tensors on {device}")
+    return device
+
+
+def _check_chain_inputs(target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                        draft_tokens: torch.Tensor, num_draft: torch.Tensor | None,
+                        generator: torch.Generator | None) -> torch.Tensor:
+    """Validate verify_chain's inputs; returns num_draft as int64 [B]."""
+    _check_probs("target_probs", target_probs, "[B, K+1, V]")
+    _check_probs("draft_probs", draft_probs, "[B, K, V]")
+    batch, k_plus_1, vocab = _shape(target_probs)
+    if k_plus_1 < 1:
+        raise ValueError(f"target_probs must have K+1 >= 1 positions; got shape {_shape(target_probs)}")
+    if _shape(draft_probs) != (batch, k_plus_1 - 1, vocab):
+        raise ValueError(f"draft_probs must have shape [B, K, V] = ({batch}, {k_plus_1 - 1}, {vocab}) "
+                         f"to match target_probs {_shape(target_probs)}; got {_shape(draft_probs)}")
+    _check_tokens("draft_tokens", draft_tokens, batch, k_plus_1 - 1, vocab, "[B, K]")
+    device = _check_same_device(generator, target_probs, draft_probs, draft_tokens)
+    return _normalise_num_draft(num_draft, batch, k_plus_1 - 1, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pure pieces shared by every verifier
+# ---------------------------------------------------------------------------------------------
+
+def draw_uniforms(batch: int, width: int, generator: torch.Generator | None,
+                  device: torch.device | str) -> torch.Tensor:
+    """[batch, width] float64 uniforms in [0, 1) from `generator`.
+
+    NOTE: float64, because float32 uniforms have only 24 bits and come out exactly 0 with
+    probability 2^-24; the kernel is exact for u = 0 anyway (see _inverse_cdf), but coarse
+    uniforms would quantise acceptance probabilities to multiples of 2^-24.
+    """
+    return torch.rand(batch, width, dtype=torch.float64, generator=generator, device=device)
+
+
+def _prefix_length(accept: torch.Tensor) -> torch.Tensor:
+    """Length of the leading run of True per row: accept [B, K] bool -> [B] int64."""
+    return accept.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int64)  # [B]
+
+
+def _inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Draw one index per row with probability weights / weights.sum(): weights [B, V] >= 0
+    (any float dtype), u [B] float64 in [0, 1) -> [B] int64.
+
+    Picks the first v with cdf[v] > u * total, so a zero-weight token is never drawn (its cdf
+    equals its predecessor's), u = 0 included. Sums run in float64.
+    """
+    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64)  # [B, V]
+    total = cdf[:, -1]  # [B]
+    # NOTE: u * total can round up to total when u is within 2^-53 of 1; cap it just below
+    # total so the search never runs past the last token with positive weight.
+    threshold = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))  # [B]
+    index = torch.searchsorted(cdf, threshold[:, None], right=True)[:, 0]  # [B]
+    # NOTE: only an all-zero row (invalid input) reaches V; keep the id in range.
+    return index.clamp_(max=weights.shape[-1] - 1)  # [B]
+
+
+def _emit(draft_tokens: torch.Tensor, num_accepted: torch.Tensor,
+          sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Accepted prefix, then the sampled token, then -1 padding.
+
+    draft_tokens [B, K] int64, num_accepted [B] int64 (0..K), sampled [B] int64
+    -> tokens [B, K+1] int64, num_emitted [B] int64 (num_accepted + 1).
+    """
+    batch, k = draft_tokens.shape
+    positions = torch.arange(k + 1, device=draft_tokens.device)  # [K+1]
+    padded = torch.nn.functional.pad(draft_tokens, (0, 1), value=-1)  # [B, K+1]
+    tokens = torch.where(positions < num_accepted[:, None], padded, -1)  # [B, K+1]
+    tokens.scatter_(1, num_accepted[:, None], sampled[:, None])
+    return tokens, num_accepted + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Chain verification (Leviathan et al. 2022, Algorithm 1)
+# ---------------------------------------------------------------------------------------------
+
+def _accepted_counts(target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                     draft_tokens: torch.Tensor, num_draft: torch.Tensor,
+                     u_accept: torch.Tensor) -> torch.Tensor:
+    """Accepted drafts per sequence: [B] int64 in 0..num_draft.
+
+    target_probs [B, K+1, V], draft_probs [B, K, V], draft_tokens [B, K] int64, num_draft [B]
+    int64, u_accept [B, K] float64. Only the 2*B*K probabilities of the draft tokens are read.
+    """
+    k = draft_tokens.shape[1]
+    index = draft_tokens[:, :, None]  # [B, K, 1]
+    p_x = target_probs[:, :k].gather(2, index)[:, :, 0].double()  # [B, K] p_k(x_k)
+    q_x = draft_probs.gather(2, index)[:, :, 0].double()  # [B, K] q_k(x_k)
+    # Accept with probability min(1, p/q): u < p/q, written u*q < p so that q = 0 needs no
+    # division (q = 0 < p: always accept; p = 0: never) and p >= q always accepts (u < 1).
+    real = torch.arange(k, device=draft_tokens.device) < num_draft[:, None]  # [B, K]
+    accept = (u_accept * q_x < p_x) & real  # [B, K]
+    return _prefix_length(accept)  # [B]
+
+
+def _gather_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor, row: torch.Tensor,
+                 columns: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """p_row and q_row at position `row` of each sequence, as float32.
+
+    target_probs [B, K+1, V], draft_probs [B, K, V], row [B] int64 in 0..K, columns [B, W] int64
+    token ids or None (all V) -> p, q: [B, W] (or [B, V]). With K = 0 there is no q: q = p.
+    """
+    batch = torch.arange(row.shape[0], device=row.device)  # [B]
+    k = draft_probs.shape[1]
+    row_q = row.clamp(max=max(k - 1, 0))  # [B] position K has no q (bonus rows do not use it)
+    if columns is None:
+        p = target_probs[batch, row]  # [B, V]
+        q = draft_probs[batch, row_q] if k else p  # [B, V]
+    else:
+        p = target_probs[batch[:, None], row[:, None], columns]  # [B, W]
+        q = draft_probs[batch[:, None], row_q[:, None], columns] if k else p  # [B, W]
+    return p.float(), q.float()
+
+
+def _sampling_weights(p: torch.Tensor, q: torch.Tensor, use_residual: torch.Tensor) -> torch.Tensor:
+    """Unnormalised weights of the distribution a sequence samples from: [B, W] float32.
+
+    p, q: [B, W] float32 (a row or part of one); use_residual [B, 1] bool (True: the recovered
+    token, from (p - q)+; False: the bonus token, from p). Elementwise, so a row's weights are
+    the same bits whether computed whole or in blocks.
+    """
+    chosen = torch.where(use_residual, (p - q).clamp_min(0.0), p)  # [B, W]
+    return chosen + FALLBACK_WEIGHT * p  # [B, W]
+
+
+def _verify_chain_core(target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                       draft_tokens: torch.Tensor, num_draft: torch.Tensor,
+                       uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """verify_chain on pre-drawn uniforms [B, K+1] float64: columns 0..K-1 are the acceptance
+    tests of positions 0..K-1, column K the inverse-CDF draw. Inputs already validated;
+    num_draft is int64 [B]. This is the seam where tests inject uniforms (sampling_reference.py
+    consumes the same ones)."""
+    k = draft_tokens.shape[1]
+    num_accepted = _accepted_counts(target_probs, draft_probs, draft_tokens, num_draft,
+                                    uniforms[:, :k])  # [B]
+    use_residual = (num_accepted < num_draft)[:, None]  # [B, 1] rejected somewhere -> recovered
+    p_row, q_row = _gather_rows(target_probs, draft_probs, num_accepted)  # [B, V] each
+    weights = _sampling_weights(p_row, q_row, use_residual)  # [B, V]
+    sampled = _inverse_cdf(weights, uniforms[:, k])  # [B]
+    return _emit(draft_tokens, num_accepted, sampled)
+
+
+# --- The blocked fast path (make_chain_verifier(compile=True)) --------------------------------
+
+SAMPLE_BLOCK = 1024  # tokens per block of the two-level inverse CDF
+
+
+def _pick_block(block_sums: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """First level of the inverse CDF: block_sums [B, C] float64, u [B] float64 -> the block
+    holding u * total ([B] int64; its sum is > 0) and the threshold left inside it ([B] float64)."""
+    cdf = torch.cumsum(block_sums, dim=-1)  # [B, C]
+    total = cdf[:, -1]  # [B]
+    threshold = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))  # [B]
+    block = torch.searchsorted(cdf, threshold[:, None], right=True)[:, 0].clamp(max=cdf.shape[1] - 1)  # [B]
+    before = cdf.gather(1, (block - 1).clamp(min=0)[:, None])[:, 0]  # [B] cdf of the blocks before
+    before = torch.where(block > 0, before, torch.zeros_like(before))  # [B]
+    # NOTE: threshold >= before (searchsorted), so the rounded difference is >= 0 too.
+    return block, threshold - before
+
+
+def _search_block(weights: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """Second level: the first index of weights [B, W] whose float64 running sum exceeds
+    threshold [B] -> [B] int64, capped at the last positive weight (the block's running sum can
+    round below the block sum of the first level)."""
+    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64)  # [B, W]
+    index = torch.searchsorted(cdf, threshold[:, None], right=True)[:, 0]  # [B]
+    width = weights.shape[1]
+    last_positive = width - 1 - (weights > 0).flip(1).to(torch.int32).argmax(dim=1)  # [B]
+    return torch.minimum(index, last_positive)
+
+
+def _verify_chain_blocked(target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                          draft_tokens: torch.Tensor, num_draft: torch.Tensor, uniforms: torch.Tensor,
+                          block: int = SAMPLE_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
+    """_verify_chain_core with a two-level inverse CDF that reads each sampled row once and
+    writes no [B, V] tensor when compiled: block sums of the weights ([B, C] float64, C =
+    ceil(V / block)), pick a block, recompute that block's weights ([B, block]) and search it.
+    Same distribution; the same tokens as _verify_chain_core except where float64 sums taken in
+    another order straddle a boundary (probability about 1e-16 per draw)."""
+    k = draft_tokens.shape[1]
+    batch, _, vocab = target_probs.shape
+    num_accepted = _accepted_counts(target_probs, draft_probs, draft_tokens, num_draft,
+                                    uniforms[:, :k])  # [B]
+    use_residual = (num_accepted < num_draft)[:, None]  # [B, 1]
+    p_row, q_row = _gather_rows(target_probs, draft_probs, num_accepted)  # [B, V] each
+    weights = _sampling_weights(p_row, q_row, use_residual)  # [B, V]
+    padded = torch.nn.functional.pad(weights, (0, (-vocab) % block))  # [B, C*block]
+    block_sums = padded.view(batch, -1, block).sum(dim=-1, dtype=torch.float64)  # [B, C]
+    chosen, threshold = _pick_block(block_sums, uniforms[:, k])  # [B], [B]
+    columns = chosen[:, None] * block + torch.arange(block, device=chosen.device)  # [B, block]
+    p_blk, q_blk = _gather_rows(target_probs, draft_probs, num_accepted, columns.clamp(max=vocab - 1))
+    block_weights = torch.where(columns < vocab, _sampling_weights(p_blk, q_blk, use_residual), 0.0)  # [B, block]
+    sampled = chosen * block + _search_block(block_weights, threshold)  # [B]
+    return _emit(draft_tokens, num_accepted, sampled)
+
+
+def verify_chain(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor,
+                 num_draft: torch.Tensor | None = None,
+                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact speculative sampling of one verify round for a batch of draft chains.
+
+    Args:
+        target_probs: [B, K+1, V] target probabilities; [:, k] is p_k, given x_0..x_{k-1}
+            (position K is the bonus position after the last draft).
+        draft_probs: [B, K, V] draft probabilities; [:, k] is q_k, the distribution x_k was
+            drawn from.
+        draft_tokens: [B, K] int64 draft tokens x_k.
+        num_draft: [B] integer, drafts per sequence in 0..K (ragged batches: positions >= num_draft
+            are ignored and the bonus comes from target_probs[b, num_draft[b]]); None = all K.
+        generator: torch.Generator on the tensors' device (None: torch's default generator).
+    Returns:
+        tokens: [B, K+1] int64: the accepted drafts, then the recovered or bonus token, then -1.
+        num_emitted: [B] int64 in 1..num_draft+1 (accepted + 1).
+    Raises:
+        ValueError: wrong ndim, shape, dtype or device (values are checked for CPU tensors only;
+            on CUDA a check would force a host sync).
+    """
+    num_draft = _check_chain_inputs(target_probs, draft_probs, draft_tokens, num_draft, generator)
+    batch, k = draft_tokens.shape
+    uniforms = draw_uniforms(batch, k + 1, generator, draft_tokens.device)  # [B, K+1]
+    return _verify_chain_core(target_probs, draft_probs, draft_tokens, num_draft, uniforms)
+
+
+def make_chain_verifier(compile: bool = False, backend: str = "inductor", block: int = SAMPLE_BLOCK,
+                        ) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """A function with verify_chain's signature.
+
+    compile=False returns verify_chain itself. compile=True returns the blocked fast path
+    (_verify_chain_blocked: two-level inverse CDF, block tokens per block) under torch.compile
+    with `backend`: the gather of the p and q rows, the residual and the block sums fuse into one
+    pass over 2*B*V values. It consumes the same uniforms as verify_chain and samples the same
+    distribution; the first call per device and shape class compiles (seconds).
+    """
+    if not compile:
+        return verify_chain
+    # NOTE: dynamic=True so that new B, K or V do not recompile (sizes 0 and 1 still specialise).
+    core = torch.compile(_verify_chain_blocked, dynamic=True, backend=backend)
+
+    def verify_chain_compiled(target_probs, draft_probs, draft_tokens, num_draft=None, generator=None):
+        num_draft = _check_chain_inputs(target_probs, draft_probs, draft_tokens, num_draft, generator)
+        batch, k = draft_tokens.shape
+        uniforms = draw_uniforms(batch, k + 1, generator, draft_tokens.device)  # [B, K+1]
+        return core(target_probs, draft_probs, draft_tokens, num_draft, uniforms, block)
+
+    verify_chain_compiled.__doc__ = verify_chain.__doc__
+    return verify_chain_compiled
+
+
+# ---------------------------------------------------------------------------------------------
+# Greedy verification (temperature 0)
+# ---------------------------------------------------------------------------------------------
+
+def verify_greedy(target_logits: torch.Tensor, draft_tokens: torch.Tensor,
+                  num_draft: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Temperature-0 verification: accept while the draft equals the target's argmax; then emit
+    the target's argmax at the first mismatch (or at the bonus position). The output equals
+    greedy decoding of the target (ties: the lowest token id, torch.argmax's rule).
+
+    Args:
+        target_logits: [B, K+1, V] target logits (or probabilities: only the argmax is used).
+        draft_tokens: [B, K] int64.
+        num_draft: [B] integer in 0..K, or None for all K.
+    Returns:
+        tokens [B, K+1] int64 (-1 padded), num_emitted [B] int64 in 1..num_draft+1.
+    """
+    _check_probs("target_logits", target_logits, "[B, K+1, V]")
+    batch, k_plus_1, vocab = _shape(target_logits)
+    if k_plus_1 < 1:
+        raise ValueError(f"target_logits must have K+1 >= 1 positions; got shape {_shape(target_logits)}")
+    _check_tokens("draft_tokens", draft_tokens, batch, k_plus_1 - 1, vocab, "[B, K]")
+    device = _check_same_device(None, target_logits, draft_tokens)
+    num_draft = _normalise_num_draft(num_draft, batch, k_plus_1 - 1, device)  # [B]
+    greedy = target_logits.argmax(dim=-1)  # [B, K+1]
+    real = torch.arange(k_plus_1 - 1, device=device) < num_draft[:, None]  # [B, K]
+    num_accepted = _prefix_length((draft_tokens == greedy[:, :-1]) & real)  # [B]
+    sampled = greedy.gather(1, num_accepted[:, None])[:, 0]  # [B]
+    return _emit(draft_tokens, num_accepted, sampled)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree verification (recursive rejection sampling over siblings)
+# ---------------------------------------------------------------------------------------------
+
+def tree_depths(parents: Sequence[int]) -> list[int]:
+    """Depth of each node (0 for children of the root); checks parents[i] in -1..i-1."""
+    depths: list[int] = []
+    for i, parent in enumerate(parents):
+        if not -1 <= parent < i:
+            raise ValueError(f"parents[{i}] = {parent}: must be -1 (root) or an earlier node 0..{i - 1}")
+        depths.append(0 if parent < 0 else depths[parent] + 1)
+    return depths
+
+
+def _verify_tree_core(target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                      tree_tokens: torch.Tensor, parents: Sequence[int],
+                      uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """verify_tree on pre-drawn uniforms [B, N+1] float64 (column i: node i's acceptance test;
+    column N: the final inverse-CDF draw). Loops over the N nodes in index order (the tree is
+    static and small); everything else is batched.
+
+    State per sequence: `current` node (-1 = root), `dist` the unnormalised distribution to
+    verify the next child against (a target row, or the residual left by rejected siblings) and
+    its `mass` (float64). A child c of the current node is accepted when u * q_c(x_c) * mass <
+    dist(x_c), i.e. with probability min(1, p(x_c) / q_c(x_c)) for the normalised p; on rejection
+    dist becomes (dist - mass * q_c)+, the unnormalised residual (SpecInfer's multi-step
+    speculative sampling). An accepted child moves `current` down and resets dist to its target
+    row. After the last node, the token is drawn from dist: the bonus after a leaf, or the
+    recovered token after every child of `current` was rejected.
+    """
+    batch, num_nodes = tree_tokens.shape
+    depths = tree_depths(parents)
+    max_depth = max(depths, default=-1) + 1
+    device = tree_tokens.device
+    current = torch.full((batch,), -1, dtype=torch.int64, device=device)  # [B]
+    dist = target_probs[:, 0].float()  # [B, V]
+    mass = torch.ones(batch, dtype=torch.float64, device=device)  # [B]
+    path = torch.full((batch, max_depth), -1, dtype=torch.int64, device=device)  # [B, D]
+    for node, parent in enumerate(parents):
+        at_parent = current == parent  # [B] this node is a child of the current node
+        x = tree_tokens[:, node, None]  # [B, 1]
+        q_node = draft_probs[:, node].float()  # [B, V]
+        p_x = dist.gather(1, x)[:, 0].double()  # [B]
+        q_x = q_node.gather(1, x)[:, 0].double()  # [B]
+        accept = at_parent & (uniforms[:, node] * q_x * mass < p_x)  # [B]
+        residual = (dist - mass.float()[:, None] * q_node).clamp_min(0.0)  # [B, V]
+        residual_mass = residual.double().sum(dim=1)  # [B]
+        # NOTE: an empty residual (probability-0 rejection, or rounding) keeps the current
+        # distribution: the fallback to p.
+        reject = at_parent & ~accept & (residual_mass > 0)  # [B]
+        dist = torch.where(accept[:, None], target_probs[:, node + 1].float(),
+                           torch.where(reject[:, None], residual, dist))  # [B, V]
+        mass = torch.where(accept, 1.0, torch.where(reject, residual_mass, mass))  # [B]
+        current = torch.where(accept, node, current)  # [B]
+        path[:, depths[node]] = torch.where(accept, node, path[:, depths[node]])
+    sampled = _inverse_cdf(dist, uniforms[:, num_nodes])  # [B] dist is never empty (see NOTE)
+    num_accepted = (path >= 0).sum(dim=1)  # [B]
+    path_tokens = tree_tokens.gather(1, path.clamp(min=0)) if num_nodes else path  # [B, D]
+    path_tokens = torch.where(path >= 0, path_tokens, -1)  # [B, D]
+    tokens, num_emitted = _emit(path_tokens, num_accepted, sampled)
+    return tokens, num_emitted, path
+
+
+def verify_tree(target_probs: torch.Tensor, draft_probs: torch.Tensor, tree_tokens: torch.Tensor,
+                parents: Sequence[int] | torch.Tensor, generator: torch.Generator | None = None,
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exact verification of a token tree (several candidates per position), emitting one path.
+
+    Recursive rejection sampling over siblings (SpecInfer, Miao et al. 2024, arXiv 2305.09781,
+    "multi-step speculative sampling"; multi-draft speculative sampling as in Chen et al. 2023 /
+    Sun et al. 2023 "SpecTr"): the children of the current node are tried in index order; each
+    is accepted with probability min(1, p(x)/q(x)) against the current p, and a rejection replaces
+    p by norm((p - q)+). Exact (the emitted tokens are distributed as the target's samples) when
+    each node's token was drawn independently from its draft_probs row given its parent, e.g.
+    siblings drawn i.i.d. with replacement from one draft distribution.
+
+    Args:
+        target_probs: [B, N+1, V]; row 0 is the target's distribution after the prefix (root),
+            row i+1 its distribution after the path to node i.
+        draft_probs: [B, N, V]; row i is the distribution node i's token was drawn from
+            (siblings drawn from one distribution share identical rows).
+        tree_tokens: [B, N] int64, the token of each node.
+        parents: N ints (list or 1-D tensor, shared by the batch): parent node of each node,
+            -1 for children of the root; parents[i] < i (topological order, siblings in the
+            order they are tried).
+        generator: torch.Generator on the tensors' device.
+    Returns:
+        tokens: [B, D+1] int64, D the tree depth: the accepted path's tokens, then the recovered
+            or bonus token, then -1 padding.
+        num_emitted: [B] int64 in 1..D+1.
+        path: [B, D] int64 accepted node indices (for the KV cache), -1 padded.
+    """
+    _check_probs("target_probs", target_probs, "[B, N+1, V]")
+    _check_probs("draft_probs", draft_probs, "[B, N, V]")
+    batch, n_plus_1, vocab = _shape(target_probs)
+    if n_plus_1 < 1 or _shape(draft_probs) != (batch, n_plus_1 - 1, vocab):
+        raise ValueError(f"draft_probs must have shape [B, N, V] = ({batch}, {n_plus_1 - 1}, {vocab}) "
+                         f"to match target_probs {_shape(target_probs)} [B, N+1, V]; got {_shape(draft_probs)}")
+    _check_tokens("tree_tokens", tree_tokens, batch, n_plus_1 - 1, vocab, "[B, N]")
+    parents = [int(p) for p in (parents.tolist() if isinstance(parents, torch.Tensor) else parents)]
+    if len(parents) != n_plus_1 - 1:
+        raise ValueError(f"parents must list N = {n_plus_1 - 1} nodes; got {len(parents)}")
+    device = _check_same_device(generator, target_probs, draft_probs, tree_tokens)
+    uniforms = draw_uniforms(batch, n_plus_1, generator, device)  # [B, N+1]
+    return _verify_tree_core(target_probs, draft_probs, tree_tokens, parents, uniforms)
+
+
+# ---------------------------------------------------------------------------------------------
+# Typical acceptance (Medusa-2): NOT distribution-preserving
+# ---------------------------------------------------------------------------------------------
+
+def verify_typical(target_probs: torch.Tensor, draft_tokens: torch.Tensor,
+                   num_draft: torch.Tensor | None = None, posterior_threshold: float = 0.09,
+                   posterior_alpha: float = 0.3, generator: torch.Generator | None = None,
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Medusa-2's typical acceptance (Cai et al. 2024, arXiv 2401.10774, section 2.3.1).
+
+    WARNING: NOT distribution-preserving. The output is not distributed as the target's samples;
+    it is biased towards the draft's choices and away from the target's low-probability tokens
+    (tests/test_sampling_multitoken.py measures the bias). Use it only to model systems that use it.
+
+    A draft token x_k is accepted while p_k(x_k) > min(posterior_threshold, posterior_alpha *
+    exp(-H(p_k))), H the entropy (with Medusa's +1e-5 inside the log); the next token is drawn
+    from p at the first rejection (or the bonus position) restricted to the tokens with p >=
+    that threshold, as Medusa's get_typical_one_token does. The draft probabilities are not used.
+
+    Args:
+        target_probs: [B, K+1, V]; draft_tokens: [B, K] int64; num_draft: [B] or None;
+        posterior_threshold, posterior_alpha: Medusa's defaults 0.09 and 0.3.
+        generator: torch.Generator on the tensors' device.
+    Returns:
+        tokens [B, K+1] int64 (-1 padded), num_emitted [B] int64 in 1..num_draft+1.
+    """
+    _check_probs("target_probs", target_probs, "[B, K+1, V]")
+    batch, k_plus_1, vocab = _shape(target_probs)
+    if k_plus_1 < 1:
+        raise ValueError(f"target_probs must have K+1 >= 1 positions; got shape {_shape(target_probs)}")
+    _check_tokens("draft_tokens", draft_tokens, batch, k_plus_1 - 1, vocab, "[B, K]")
+    device = _check_same_device(generator, target_probs, draft_tokens)
+    num_draft = _normalise_num_draft(num_draft, batch, k_plus_1 - 1, device)  # [B]
+    probs = target_probs.float()  # [B, K+1, V]
+    entropy = -(probs * torch.log(probs + 1e-5)).sum(dim=-1)  # [B, K+1]
+    threshold = torch.clamp(posterior_alpha * torch.exp(-entropy), max=posterior_threshold)  # [B, K+1]
+    p_x = probs[:, :-1].gather(2, draft_tokens[:, :, None])[:, :, 0]  # [B, K]
+    real = torch.arange(k_plus_1 - 1, device=device) < num_draft[:, None]  # [B, K]
+    num_accepted = _prefix_length((p_x > threshold[:, :-1]) & real)  # [B]
+    rows = torch.arange(batch, device=device)  # [B]
+    p_row = probs[rows, num_accepted]  # [B, V]
+    keep = p_row >= threshold[rows, num_accepted][:, None]  # [B, V]
+    # NOTE: the argmax always survives (max p >= exp(-H) > alpha * exp(-H)); keep it explicitly
+    # so that a rounding corner case cannot leave an empty row.
+    keep.scatter_(1, p_row.argmax(dim=1, keepdim=True), True)
+    u = draw_uniforms(batch, 1, generator, device)[:, 0]  # [B]
+    sampled = _inverse_cdf(p_row * keep, u)  # [B]
+    return _emit(draft_tokens, num_accepted, sampled)

@@ -1,0 +1,291 @@
+"""Fit the cost model's coefficients from Vidur's operator profiles (real A100/A40 timings).
+
+Vidur (microsoft/vidur, MIT licence) profiles each operator of a transformer layer on real GPUs
+(fp16, CUDA kernel time from the PyTorch profiler, median over repeats, milliseconds) across
+`num_tokens` (tokens in the pass) and tensor-parallel degree. Its directory layout:
+
+    compute/<sku>/<org>/<model>/mlp.csv      time_stats.<op>.median, n_head, n_kv_head, n_embd,
+                                             n_expanded_embd, use_gated_mlp, num_tokens,
+                                             num_tensor_parallel_workers
+    network/<topology>/all_reduce.csv        time_stats.all_reduce.median, num_workers,
+                                             size (bytes), devices_per_node
+
+Linear operators are GEMMs of T tokens by a weight sharded over tp GPUs (Vidur's
+ColumnParallelLinear / RowParallelLinear):
+
+    attn_pre_proj   d -> (h + 2 kv) hd / tp        attn_post_proj  h hd / tp -> d
+    mlp_up_proj     d -> (2 if gated) I / tp       mlp_down_proj   I / tp -> d
+
+with FLOPs = 2 T in out and bytes = 2 (in out + T (in + out)) (fp16 weights read once, fp16
+activations read and written). Each op is timed by the simulator's own `soft_roofline` plus one
+kernel's fixed time: exactly the linear term of `CostModel` for a single GEMM.
+
+The all-reduce is fitted with the CostModel's ring model: t = 2 (n-1)/n bytes / bw + 2 (n-1) lat.
+
+Held-out error: leave-one-model-out (fit on the other models, predict the held-out one), so
+every model's error is out of sample; the shipped profile is the fit on all models.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from simulator.cost_model import CostModel, soft_roofline
+from simulator.errors import SpecsightInputError
+from simulator.hardware import HardwareProfile, Interconnect, load_profile
+from simulator.model_spec import ModelSpec
+from simulator.paths import REPO_ROOT
+
+from .fit import P_MAX, ape, ape_summary, fit_log_time, params_of
+
+LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+BYTES_FP16 = 2
+# Bands of tokens in the pass: decode, the knee (where speculation's verify pass lives), prefill.
+BANDS = (("1-32", 1, 32), ("64-512", 64, 512), ("1k+", 1024, 10 ** 9))
+SHIPPED_DIR = REPO_ROOT / "data" / "vidur-profiling"
+SHARED_DIR = REPO_ROOT.parent / "shared" / "data" / "vidur-profiling"
+# Intra-node topology whose all-reduce data describes each SKU's HGX/DGX NVLink fabric.
+TOPOLOGY = {"a100": "a100_dgx"}
+
+
+def default_data_dir() -> Path:
+    """The repository's copy (data/vidur-profiling), else ../shared/data/vidur-profiling."""
+    for d in (SHIPPED_DIR, SHARED_DIR):
+        if (d / "compute").is_dir():
+            return d
+    raise FileNotFoundError(f"Vidur profiling data not found in {SHIPPED_DIR} or {SHARED_DIR}")
+
+
+def op_dims(row: Mapping[str, Any], op: str, tp: int) -> tuple[int, int]:
+    """(in, out) features of `op` on one tensor-parallel shard."""
+    d, h, kv, inner = int(row["n_embd"]), int(row["n_head"]), int(row["n_kv_head"]), int(row["n_expanded_embd"])
+    hd = d // h
+    gated = str(row["use_gated_mlp"]).strip().lower() in ("true", "1")
+    if op == "attn_pre_proj":
+        return d, (h + 2 * kv) * hd // tp
+    if op == "attn_post_proj":
+        return h * hd // tp, d
+    if op == "mlp_up_proj":
+        return d, (2 if gated else 1) * inner // tp
+    if op == "mlp_down_proj":
+        return inner // tp, d
+    raise ValueError(op)
+
+
+def load_compute(data_dir: str | Path, sku: str) -> pd.DataFrame:
+    """One row per (model, linear op, num_tokens, tp): measured seconds, FLOPs and bytes."""
+    root = Path(data_dir) / "compute" / sku
+    files = sorted(root.glob("*/*/mlp.csv"))
+    if not files:
+        raise SpecsightInputError("--sku", sku, f"no {root}/<org>/<model>/mlp.csv files")
+    frames = []
+    for f in files:
+        raw = pd.read_csv(f)
+        model = f"{f.parent.parent.name}/{f.parent.name}"
+        for op in LINEAR_OPS:
+            col = f"time_stats.{op}.median"
+            if col not in raw:
+                continue
+            sub = raw[["num_tokens", "num_tensor_parallel_workers", col]].copy()
+            sub = sub.groupby(["num_tokens", "num_tensor_parallel_workers"], as_index=False)[col].median()
+            dims = raw.iloc[0]
+            tp = sub["num_tensor_parallel_workers"].to_numpy()
+            io = np.array([op_dims(dims, op, int(t)) for t in tp])
+            T = sub["num_tokens"].to_numpy(float)
+            frames.append(pd.DataFrame({
+                "model": model, "op": op, "num_tokens": T.astype(int), "tp": tp.astype(int),
+                "in_features": io[:, 0], "out_features": io[:, 1],
+                "time_s": sub[col].to_numpy(float) * 1e-3,
+                "flops": 2.0 * T * io[:, 0] * io[:, 1],
+                "bytes": BYTES_FP16 * (io[:, 0] * io[:, 1] + T * (io[:, 0] + io[:, 1])),
+            }))
+    df = pd.concat(frames, ignore_index=True)
+    return df[df["time_s"] > 0].reset_index(drop=True)
+
+
+def load_allreduce(data_dir: str | Path, topology: str) -> pd.DataFrame:
+    """Intra-node all-reduce times (all workers on one node): num_workers, bytes, seconds."""
+    f = Path(data_dir) / "network" / topology / "all_reduce.csv"
+    if not f.exists():
+        raise SpecsightInputError("topology", topology, f"no {f}")
+    raw = pd.read_csv(f)
+    raw = raw[(raw["devices_per_node"] == raw["num_workers"]) & (raw["num_workers"] > 1)]
+    return pd.DataFrame({"num_workers": raw["num_workers"].astype(int).to_numpy(),
+                         "bytes": raw["size"].astype(float).to_numpy(),
+                         "time_s": raw["time_stats.all_reduce.median"].to_numpy(float) * 1e-3})
+
+
+def predict_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, float], dtype: str = "fp16") -> np.ndarray:
+    """Seconds per op: the simulator's soft roofline over one GEMM plus one kernel's fixed time."""
+    F = hw.peak_flops(dtype) * params["efficiency.compute"]
+    W = hw.memory_bandwidth_bytes_s * params["efficiency.memory"]
+    t = soft_roofline(df["flops"].to_numpy() / F, df["bytes"].to_numpy() / W, params["efficiency.roofline_sharpness"])
+    return t + params["overheads.kernel_launch_us"] * 1e-6
+
+
+def band_of(tokens: np.ndarray) -> np.ndarray:
+    out = np.full(len(tokens), "", dtype=object)
+    for name, lo, hi in BANDS:
+        out[(tokens >= lo) & (tokens <= hi)] = name
+    return out
+
+
+def allreduce_time_s(hw: HardwareProfile, num_workers: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """The CostModel's ring all-reduce for one collective of `nbytes` over `num_workers` GPUs."""
+    out = np.empty(len(nbytes))
+    probe = ModelSpec("allreduce-probe", hidden_size=64 * 64, num_layers=1, num_heads=64, num_kv_heads=64,
+                      head_dim=64, intermediate_size=64, vocab_size=64)
+    for n in np.unique(num_workers):
+        cm = CostModel(probe, hw, tp=int(n))
+        m = num_workers == n
+        out[m] = cm.ring_factor * nbytes[m] / cm.link_bytes_s + cm.ring_latency_s
+    return out
+
+
+def fit_allreduce(ar: pd.DataFrame, hw: HardwareProfile) -> tuple[float, float, np.ndarray]:
+    """(bandwidth GB/s, latency us per ring step, in-sample APE) on log-time residuals."""
+    n, b, y = ar["num_workers"].to_numpy(), ar["bytes"].to_numpy(), np.log(ar["time_s"].to_numpy())
+
+    def model(x):
+        h = dataclasses.replace(hw, interconnect=Interconnect(hw.interconnect.kind, float(np.exp(x[0])), float(np.exp(x[1]))))
+        return allreduce_time_s(h, n, b)
+
+    r = least_squares(lambda x: np.log(model(x)) - y, np.log([hw.interconnect.bandwidth_gb_s, 5.0]), method="trf")
+    return float(np.exp(r.x[0])), float(np.exp(r.x[1])), ape(model(r.x), ar["time_s"].to_numpy())
+
+
+@dataclass(frozen=True)
+class VidurFit:
+    sku: str
+    base: HardwareProfile
+    params: dict[str, float]              # fit on all models (what the shipped profile carries)
+    sharp_params: dict[str, float]        # fit on all models with p held at P_MAX (the max() roofline)
+    table: pd.DataFrame                   # per (model, band): APE medians, datasheet / sharp / soft
+    heldout: pd.DataFrame                 # every op row with its leave-one-model-out prediction
+    allreduce: dict[str, Any]
+    n_points: int
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON `specsight calibrate --from-vidur --json` prints."""
+        h = self.heldout
+        knee = h[h["band"] == "64-512"]
+        out: dict[str, Any] = {"method": "vidur", "sku": self.sku, "base_profile": self.base.name}
+        out.update({f"heldout_{k}": v for k, v in ape_summary(h["ape_fit"].to_numpy()).items()})
+        out["heldout_knee_ape_median"] = float(np.median(knee["ape_fit"])) if len(knee) else float("nan")
+        out["datasheet_ape_median"] = float(np.median(h["ape_datasheet"]))
+        out["datasheet_knee_ape_median"] = float(np.median(knee["ape_datasheet"])) if len(knee) else float("nan")
+        out["fitted"] = {k: round(v, 6) for k, v in self.params.items()}
+        out["allreduce"] = self.allreduce
+        out["n_points"] = self.n_points
+        out["holdout"] = "leave-one-model-out"
+        return out
+
+
+def fit_vidur(data_dir: str | Path, sku: str = "a100", gpu: str = "a100-80gb-sxm",
+              topology: str | None = None) -> VidurFit:
+    """Fit on all models; evaluate each model with a fit that never saw it."""
+    base = load_profile(gpu)
+    df = load_compute(data_dir, sku)
+    y = df["time_s"].to_numpy()
+    band = band_of(df["num_tokens"].to_numpy())
+
+    def fit_on(mask: np.ndarray, fixed: Mapping[str, float] | None = None):
+        sub = df[mask]
+        return fit_log_time(lambda p: predict_ops(sub, base, p), sub["time_s"].to_numpy(), fixed=fixed)
+
+    full = fit_on(np.ones(len(df), bool))
+    sharp = fit_on(np.ones(len(df), bool), fixed={"efficiency.roofline_sharpness": P_MAX})
+    pred_fit = np.empty(len(df))
+    pred_sharp = np.empty(len(df))
+    for model in df["model"].unique():
+        test = (df["model"] == model).to_numpy()
+        f = fit_on(~test)
+        s = fit_on(~test, fixed={"efficiency.roofline_sharpness": P_MAX})
+        pred_fit[test] = predict_ops(df[test], base, f.params)
+        pred_sharp[test] = predict_ops(df[test], base, s.params)
+    held = df.assign(band=band, pred_datasheet=predict_ops(df, base, params_of(base)),
+                     pred_sharp=pred_sharp, pred_fit=pred_fit)
+    for k in ("datasheet", "sharp", "fit"):
+        held[f"ape_{k}"] = ape(held[f"pred_{k}"], y)
+    table = band_table(held)
+    topo = topology or TOPOLOGY.get(sku)
+    ar_info: dict[str, Any] = {}
+    if topo:
+        ar = load_allreduce(data_dir, topo)
+        bw, lat, e = fit_allreduce(ar, base)
+        ar_info = {"topology": topo, "bandwidth_gb_s": round(bw, 3), "latency_us": round(lat, 3),
+                   "n_points": int(len(ar)), "ape_median": float(np.median(e)), "ape_max": float(np.max(e)),
+                   "datasheet_ape_median": float(np.median(ape(allreduce_time_s(base, ar["num_workers"].to_numpy(),
+                                                                                ar["bytes"].to_numpy()),
+                                                              ar["time_s"].to_numpy())))}
+    return VidurFit(sku, base, full.params, sharp.params, table, held, ar_info, int(len(df)))
+
+
+def band_table(held: pd.DataFrame) -> pd.DataFrame:
+    """Median APE per model and band (and all bands), for the three predictors."""
+    rows = []
+    for model, g in list(held.groupby("model")) + [("ALL models", held)]:
+        for name in [b[0] for b in BANDS] + ["all"]:
+            s = g if name == "all" else g[g["band"] == name]
+            if len(s) == 0:
+                continue
+            rows.append({"model": model, "band": name, "n": len(s),
+                         "datasheet": float(np.median(s["ape_datasheet"])),
+                         "sharp_fit": float(np.median(s["ape_sharp"])),
+                         "soft_fit": float(np.median(s["ape_fit"])),
+                         "soft_fit_max": float(np.max(s["ape_fit"]))})
+    return pd.DataFrame(rows)
+
+
+def table_markdown(table: pd.DataFrame) -> str:
+    """The per-model, per-band table as Markdown (median APE, %)."""
+    lines = ["| model | tokens in pass | n | datasheet defaults | fitted, max() roofline | fitted, soft roofline | soft, max |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in table.itertuples():
+        lines.append(f"| {r.model} | {r.band} | {r.n} | {100 * r.datasheet:.1f} % | {100 * r.sharp_fit:.1f} % | "
+                     f"{100 * r.soft_fit:.1f} % | {100 * r.soft_fit_max:.1f} % |")
+    return "\n".join(lines)
+
+
+def write_vidur_profile(fit: VidurFit, out: str | Path, data_dir: str | Path) -> HardwareProfile:
+    from .fit import write_profile
+    s = fit.summary()
+    src = (f"specsight calibrate --from-vidur: least squares (log time) on {fit.n_points} Vidur {fit.sku.upper()} "
+           f"linear-operator timings (microsoft/vidur data/profiling/compute/{fit.sku}, fp16, MIT licence); "
+           f"leave-one-model-out median APE {100 * s['heldout_ape_median']:.1f} %, knee (64-512 tokens) "
+           f"{100 * s['heldout_knee_ape_median']:.1f} %")
+    cal = {
+        "method": "vidur-operator-fit",
+        "device_name": f"NVIDIA {fit.sku.upper()} (Vidur profiling data)",
+        "data": f"microsoft/vidur data/profiling/compute/{fit.sku} and network/{fit.allreduce.get('topology', '-')}",
+        "data_dir": str(data_dir),
+        "note": ("Vidur times CUDA kernels with the PyTorch profiler: kernel_launch_us here is the fixed "
+                 "device time per kernel, not the host launch cost of an eager engine"),
+        "models": sorted(fit.heldout["model"].unique().tolist()),
+        "ops": list(LINEAR_OPS),
+        "n_points": fit.n_points,
+        "holdout": "leave-one-model-out",
+        "residuals": {k: v for k, v in s.items() if k.startswith(("heldout_", "datasheet_"))},
+        "fitted": dict(fit.params),
+        "fitted_sharp_roofline": dict(fit.sharp_params),
+        "allreduce": fit.allreduce,
+    }
+    ic = None
+    if fit.allreduce:
+        ic = {"bandwidth_gb_s": fit.allreduce["bandwidth_gb_s"], "latency_us": fit.allreduce["latency_us"]}
+    return write_profile(
+        out, fit.base, fit.params, calibration=cal, fit_source=src,
+        description=f"{fit.base.description}, calibrated from Vidur's {fit.sku.upper()} operator profiles",
+        interconnect=ic,
+        interconnect_source=(f"specsight fit (ring model, log-time least squares) of Vidur "
+                             f"network/{fit.allreduce.get('topology')}/all_reduce.csv, intra-node rows; "
+                             f"median APE {100 * fit.allreduce.get('ape_median', float('nan')):.1f} %") if ic else None,
+        header=(f"# Calibrated from real {fit.sku.upper()} operator timings (microsoft/vidur profiling data, MIT licence).\n"
+                f"# Written by: specsight calibrate --from-vidur DIR --sku {fit.sku} --gpu {fit.base.name}. "
+                f"Do not edit by hand; rerun the command."))

@@ -1,0 +1,63 @@
+"""Small CSV helpers for user-supplied data files (traces, length samples, acceptance logs).
+
+Standard library `csv` only: `simulator/` must import without pandas or torch.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SpecsightInputError
+from .paths import REPO_ROOT
+
+
+def resolve_path(path: object, field: str) -> Path:
+    """`path` as given if it exists (relative to the cwd), else relative to the repository root."""
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise SpecsightInputError(field, path, "must be a path to a CSV file")
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p
+    alt = REPO_ROOT / p
+    if not p.is_absolute() and alt.is_file():
+        return alt
+    raise SpecsightInputError(field, str(path), f"file not found (looked in the current directory and {REPO_ROOT})")
+
+
+def read_csv_columns(path: Path, field: str) -> dict[str, np.ndarray]:
+    """Every column of a headed CSV as a float64 array; a non-numeric cell is an error naming it."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows or not rows[0]:
+        raise SpecsightInputError(field, str(path), "CSV is empty (a header row is required)")
+    header = [h.strip() for h in rows[0]]
+    body = [r for r in rows[1:] if any(c.strip() for c in r)]
+    cols: dict[str, np.ndarray] = {}
+    for j, name in enumerate(header):
+        vals = np.empty(len(body))
+        for i, r in enumerate(body):
+            try:
+                vals[i] = float(r[j])
+            except (IndexError, ValueError):
+                cell = r[j] if j < len(r) else None
+                raise SpecsightInputError(field, str(path), f"row {i + 2}, column {name!r}: {cell!r} is not a number") from None
+        if not np.all(np.isfinite(vals)):
+            raise SpecsightInputError(field, str(path), f"column {name!r} holds NaN or infinite values")
+        cols[name] = vals
+    return cols
+
+
+def require_columns(cols: dict[str, np.ndarray], names: tuple[str, ...], field: str, path: Path) -> None:
+    missing = [n for n in names if n not in cols]
+    if missing:
+        raise SpecsightInputError(field, str(path), f"missing column(s) {', '.join(missing)}; found {', '.join(cols)}")
+
+
+def as_counts(values: np.ndarray, field: str, column: str, lo: int = 0) -> np.ndarray:
+    """A float column that must hold integers >= lo, as int64."""
+    if np.any(values != np.round(values)) or np.any(values < lo):
+        bad = values[(values != np.round(values)) | (values < lo)][0]
+        raise SpecsightInputError(field, float(bad), f"column {column!r} must hold integers >= {lo}")
+    return values.astype(np.int64)

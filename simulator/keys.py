@@ -1,0 +1,16 @@
+"""Unknown-key checks for scenario mappings (the error names the full key path)."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from .errors import SpecsightInputError, closest_names
+
+
+def reject_unknown(raw: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Raise SpecsightInputError("<where>.<key>", ...) for the first key not in `allowed`."""
+    allowed = tuple(allowed)
+    unknown = sorted(str(k) for k in raw if k not in allowed)
+    if unknown:
+        key = unknown[0]
+        raise SpecsightInputError(f"{where}.{key}", raw[key],
+                                  f"unknown key; {closest_names(key, allowed)} (allowed: {', '.join(allowed)})")

@@ -1,0 +1,123 @@
+"""Token-length distributions for prompts and outputs.
+
+A scenario writes a length as an int (fixed) or a mapping:
+
+    512                                         # fixed
+    {dist: fixed, value: 512}
+    {dist: uniform, low: 128, high: 1024}       # integers, both ends included
+    {dist: lognormal, mean: 1000, sigma: 0.8}   # mean of the length in tokens; sigma of ln(length)
+    {dist: lognormal, median: 700, sigma: 0.8}  # or its median (= exp(mu))
+    {dist: empirical, path: data/traces/azure_llm_inference_2023_conv.csv, column: num_decode_tokens}
+
+Any of them may add `min` and/or `max` (tokens) to clip. Samples are rounded to integers and are
+always >= 1. Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clipping.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
+from .errors import SpecsightInputError, closest_names, require_int, require_range
+from .keys import reject_unknown
+
+DISTS = ("fixed", "uniform", "lognormal", "empirical")
+KEYS = {
+    "fixed": ("value",),
+    "uniform": ("low", "high"),
+    "lognormal": ("mean", "median", "sigma"),
+    "empirical": ("path", "column"),
+}
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of token counts (>= 1). Fields not used by `dist` stay None."""
+    dist: str
+    value: int | None = None          # fixed
+    low: int | None = None            # uniform, inclusive
+    high: int | None = None           # uniform, inclusive
+    mu: float | None = None           # lognormal: mean of ln(length)
+    sigma: float | None = None        # lognormal: std of ln(length)
+    path: str | None = None           # empirical: CSV file
+    column: str | None = None         # empirical: column name
+    min_len: int = 1                  # clip below (never under 1)
+    max_len: int | None = None        # clip above
+    _values: np.ndarray | None = field(default=None, repr=False, compare=False)   # empirical samples
+
+    @classmethod
+    def from_value(cls, v: Any, field: str) -> "LengthDist":
+        """An int (fixed length) or a {dist: ...} mapping; errors name `field` and the key."""
+        if isinstance(v, Mapping):
+            return cls._from_mapping(v, field)
+        return cls(dist="fixed", value=require_int(field, v, lo=1))
+
+    @classmethod
+    def _from_mapping(cls, raw: Mapping[str, Any], where: str) -> "LengthDist":
+        dist = raw.get("dist")
+        if dist not in DISTS:
+            raise SpecsightInputError(f"{where}.dist", dist, closest_names(str(dist), DISTS))
+        reject_unknown(raw, ("dist", "min", "max") + KEYS[dist], where)
+        lo = require_int(f"{where}.min", raw.get("min", 1), lo=1)
+        hi = None if raw.get("max") is None else require_int(f"{where}.max", raw["max"], lo=1)
+        if hi is not None and hi < lo:
+            raise SpecsightInputError(f"{where}.max", hi, f"must be >= min ({lo})")
+        kw: dict[str, Any] = {"dist": dist, "min_len": lo, "max_len": hi}
+
+        def need(key: str) -> Any:
+            if key not in raw:
+                raise SpecsightInputError(f"{where}.{key}", None, f"required for dist {dist}")
+            return raw[key]
+
+        if dist == "fixed":
+            kw["value"] = require_int(f"{where}.value", need("value"), lo=1)
+        elif dist == "uniform":
+            kw["low"] = require_int(f"{where}.low", need("low"), lo=1)
+            kw["high"] = require_int(f"{where}.high", need("high"), lo=kw["low"])
+        elif dist == "lognormal":
+            sigma = require_range(f"{where}.sigma", need("sigma"), 0.0, 5.0)
+            if ("mean" in raw) == ("median" in raw):
+                raise SpecsightInputError(f"{where}.mean", raw.get("mean"), "give exactly one of mean or median (tokens)")
+            if "mean" in raw:
+                mu = math.log(require_range(f"{where}.mean", raw["mean"], 1.0)) - sigma ** 2 / 2.0
+            else:
+                mu = math.log(require_range(f"{where}.median", raw["median"], 1.0))
+            kw.update(mu=mu, sigma=sigma)
+        else:
+            p = resolve_path(need("path"), f"{where}.path")
+            col = need("column")
+            cols = read_csv_columns(p, f"{where}.path")
+            require_columns(cols, (str(col),), f"{where}.column", p)
+            values = as_counts(cols[str(col)], f"{where}.column", str(col), lo=1)
+            if len(values) == 0:
+                raise SpecsightInputError(f"{where}.path", str(p), "has no rows")
+            kw.update(path=str(p), column=str(col), _values=values)
+        return cls(**kw)
+
+    @property
+    def mean_estimate(self) -> float:
+        """The mean length before clipping (tokens): for planning and reports."""
+        if self.dist == "fixed":
+            return float(self.value)  # type: ignore[arg-type]
+        if self.dist == "uniform":
+            return (self.low + self.high) / 2.0  # type: ignore[operator]
+        if self.dist == "lognormal":
+            return math.exp(self.mu + self.sigma ** 2 / 2.0)  # type: ignore[operator]
+        return float(np.mean(self._values))  # type: ignore[arg-type]
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """[n] int64 lengths >= max(1, min), clipped to max."""
+        if self.dist == "fixed":
+            x = np.full(n, self.value, dtype=np.int64)
+        elif self.dist == "uniform":
+            x = rng.integers(self.low, self.high, size=n, endpoint=True)  # type: ignore[arg-type]
+        elif self.dist == "lognormal":
+            x = np.rint(rng.lognormal(self.mu, self.sigma, size=n))  # type: ignore[arg-type]
+        else:
+            assert self._values is not None
+            x = self._values[rng.integers(0, len(self._values), size=n)]
+        hi = self.max_len if self.max_len is not None else np.iinfo(np.int64).max
+        return np.clip(x, max(1, self.min_len), hi).astype(np.int64)

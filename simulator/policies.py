@@ -1,0 +1,229 @@
+"""Speculation policies: how many drafts K to propose this iteration (0 = plain decode).
+
+The engine calls, each iteration,
+    k = policy.choose_k(batch_size, state)        # state: PolicyState
+and after each speculative round (k > 0)
+    policy.observe(k, accepted)                   # accepted: [B] int64 drafts accepted per sequence
+`policy.k_max` bounds every K (the engine reserves KV lookahead for it); `reset()` starts a run.
+
+Kinds (scenario `policy:` block, key `kind`; a bare string is the kind):
+  static          K = the drafter's num_speculative_tokens (or `k`)
+  off             K = 0
+  batch_schedule  {schedule: [[max_batch, k], ...]}: K of the first row with max_batch >= batch,
+                  0 past the last row (vLLM dynamic speculative decoding; TensorRT-LLM
+                  draft_len_schedule)
+  adaptive        {up = 0.8, down = 0.4, ema_decay = 0.8, k_min = 1, k_init = k_max}: an EMA of the
+                  per-round acceptance ratio mean(accepted)/K with hysteresis (SGLang-style)
+  goodput         {prior_strength = 10}: the K maximising expected emitted tokens per second
+                  (SmartSpec-style), from online per-position acceptance and the engine's
+                  round-time estimate
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .errors import SpecsightInputError, closest_names, require_int, require_range
+from .keys import reject_unknown
+
+KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput")
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What the engine tells a policy each iteration."""
+    round_time_s: Callable[[int, int], float] | None = None   # (batch, k) -> seconds of one round
+    mean_context: float = 0.0                                  # tokens cached per running sequence
+    num_waiting: int = 0                                       # requests queued, not yet admitted
+    now_s: float = 0.0                                         # simulated time
+
+
+class Policy:
+    """Base policy: fixed K, ignores observations."""
+    kind = "base"
+
+    def __init__(self, k_max: int):
+        self.k_max = int(k_max)
+
+    def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        raise NotImplementedError
+
+    def observe(self, k: int, accepted: np.ndarray) -> None:
+        """Per-sequence accepted drafts ([B] int64, 0..k) of a round that proposed k."""
+
+    def reset(self) -> None:
+        """Forget online state before a new run."""
+
+
+class StaticPolicy(Policy):
+    kind = "static"
+
+    def __init__(self, k_max: int, k: int | None = None):
+        super().__init__(k_max)
+        self.k = self.k_max if k is None else int(k)
+
+    def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        return self.k
+
+
+class OffPolicy(Policy):
+    kind = "off"
+
+    def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        return 0
+
+
+class BatchSchedulePolicy(Policy):
+    """rows: ((max_batch, k), ...) with max_batch strictly increasing."""
+    kind = "batch_schedule"
+
+    def __init__(self, k_max: int, rows):
+        super().__init__(k_max)
+        self.rows = tuple((int(b), int(k)) for b, k in rows)
+        self._limits = np.array([b for b, _ in self.rows])
+
+    def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        i = int(np.searchsorted(self._limits, batch_size, side="left"))   # first limit >= batch
+        return self.rows[i][1] if i < len(self.rows) else 0
+
+
+class AdaptivePolicy(Policy):
+    """Acceptance-adaptive K with hysteresis (in the spirit of SGLang's adaptive speculation).
+
+    After each round: r = mean(accepted) / k; ema = r on the first round, else
+    ema = ema_decay * ema + (1 - ema_decay) * r. Then K += 1 if ema > up, K -= 1 if ema < down,
+    clamped to [k_min, k_max]; between down and up K holds (the hysteresis band). k_min >= 1:
+    at K = 0 there would be no observations to climb back from (use batch_schedule to switch off).
+    """
+    kind = "adaptive"
+
+    def __init__(self, k_max: int, up: float = 0.8, down: float = 0.4, ema_decay: float = 0.8,
+                 k_min: int = 1, k_init: int | None = None):
+        super().__init__(k_max)
+        self.up, self.down, self.ema_decay, self.k_min = up, down, ema_decay, k_min
+        self.k_init = self.k_max if k_init is None else int(k_init)
+        self.reset()
+
+    def reset(self) -> None:
+        self.k, self.ema = self.k_init, None   # type: ignore[assignment]
+
+    def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        return self.k
+
+    def observe(self, k: int, accepted: np.ndarray) -> None:
+        if k <= 0 or len(accepted) == 0:
+            return
+        r = float(np.mean(accepted)) / k
+        self.ema = r if self.ema is None else self.ema_decay * self.ema + (1.0 - self.ema_decay) * r
+        if self.ema > self.up:
+            self.k = min(self.k + 1, self.k_max)
+        elif self.ema < self.down:
+            self.k = max(self.k - 1, self.k_min)
+
+
+class GoodputPolicy(Policy):
+    """Pick K in 0..k_max maximising batch * E[tokens | alpha_hat_1..K] / round_time_s(batch, K).
+
+    alpha_hat_j = (prior_strength * prior_j + accepted_j) / (prior_strength + attempts_j), where
+    attempts_j counts sequences whose round reached position j (k >= j and accepted >= j - 1) and
+    accepted_j those that accepted it (accepted >= j). prior_j comes from the acceptance model's
+    alphas(k_max) (0.5 each when none is given). Ties go to the smaller K.
+    """
+    kind = "goodput"
+
+    def __init__(self, k_max: int, prior_alphas=None, prior_strength: float = 10.0):
+        super().__init__(k_max)
+        prior = np.full(self.k_max, 0.5) if prior_alphas is None else np.asarray(prior_alphas, dtype=float)
+        if len(prior) < self.k_max:
+            raise ValueError(f"prior_alphas has {len(prior)} rates; need k_max = {self.k_max}")
+        self.prior = prior[: self.k_max]
+        self.prior_strength = float(prior_strength)
+        self.reset()
+
+    def reset(self) -> None:
+        self.attempts = np.zeros(self.k_max)     # [k_max] per position
+        self.successes = np.zeros(self.k_max)    # [k_max] per position
+
+    def alpha_hat(self) -> np.ndarray:
+        """[k_max] current conditional acceptance estimates."""
+        return (self.prior_strength * self.prior + self.successes) / (self.prior_strength + self.attempts)
+
+    def observe(self, k: int, accepted: np.ndarray) -> None:
+        if k <= 0 or len(accepted) == 0:
+            return
+        acc = np.asarray(accepted, dtype=np.int64)                            # [B] in 0..k
+        at_least = np.cumsum(np.bincount(acc, minlength=k + 1)[::-1])[::-1]   # [k+1]: #(acc >= i)
+        self.attempts[:k] += at_least[:k]          # position j reached iff acc >= j - 1
+        self.successes[:k] += at_least[1: k + 1]   # position j accepted iff acc >= j
+
+    def expected_rates(self, batch_size: int, state: PolicyState) -> np.ndarray:
+        """[k_max + 1] expected emitted tokens per second for K = 0..k_max."""
+        if state.round_time_s is None:
+            raise ValueError("goodput policy needs state.round_time_s(batch, k) from the engine")
+        tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.alpha_hat()))))   # [k_max+1]
+        times = np.array([state.round_time_s(batch_size, k) for k in range(self.k_max + 1)])
+        return batch_size * tokens / times
+
+    def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        return int(np.argmax(self.expected_rates(batch_size, state)))   # first max = smallest K
+
+
+class PolicySpec:
+    """Builds a Policy from a scenario's `policy:` value."""
+
+    @staticmethod
+    def from_mapping(raw: Any, where: str = "policy", k_max: int = 0, prior_alphas=None) -> Policy:
+        """raw: None (static), a kind name, or a mapping with `kind`. k_max: the drafter's
+        num_speculative_tokens. prior_alphas: the acceptance model's alphas(k_max), for goodput."""
+        k_max = require_int(f"{where}.k_max", k_max, lo=0)
+        if raw is None:
+            raw = {"kind": "static"}
+        if isinstance(raw, str):
+            raw = {"kind": raw}
+        if not isinstance(raw, Mapping):
+            raise SpecsightInputError(where, raw, "a kind name or a mapping {kind: " + "|".join(KINDS) + ", ...}")
+        kind = raw.get("kind")
+        if kind not in KINDS:
+            raise SpecsightInputError(f"{where}.kind", kind, closest_names(str(kind), KINDS))
+        keys = {"static": ("k",), "off": (), "batch_schedule": ("schedule",),
+                "adaptive": ("up", "down", "ema_decay", "k_min", "k_init"),
+                "goodput": ("prior_strength",)}[kind]
+        reject_unknown(raw, ("kind",) + keys, where)
+        if kind == "static":
+            k = None if raw.get("k") is None else require_int(f"{where}.k", raw["k"], lo=0, hi=k_max)
+            return StaticPolicy(k_max, k)
+        if kind == "off":
+            return OffPolicy(k_max)
+        if kind == "batch_schedule":
+            return BatchSchedulePolicy(k_max, _schedule_rows(raw.get("schedule"), f"{where}.schedule", k_max))
+        if kind == "adaptive":
+            up = require_range(f"{where}.up", raw.get("up", 0.8), 0.0, 1.0)
+            down = require_range(f"{where}.down", raw.get("down", 0.4), 0.0, 1.0)
+            if down > up:
+                raise SpecsightInputError(f"{where}.down", down, f"must be <= up ({up})")
+            decay = require_range(f"{where}.ema_decay", raw.get("ema_decay", 0.8), 0.0, 1.0, hi_open=True)
+            k_min = require_int(f"{where}.k_min", raw.get("k_min", 1), lo=1, hi=max(1, k_max))
+            if k_max < 1:
+                raise SpecsightInputError(f"{where}.kind", kind, "adaptive needs a drafter with num_speculative_tokens >= 1")
+            k_init = require_int(f"{where}.k_init", raw.get("k_init", k_max), lo=k_min, hi=k_max)
+            return AdaptivePolicy(k_max, up, down, decay, k_min, k_init)
+        strength = require_range(f"{where}.prior_strength", raw.get("prior_strength", 10.0), 0.0, lo_open=True)
+        return GoodputPolicy(k_max, prior_alphas, strength)
+
+
+def _schedule_rows(rows: Any, where: str, k_max: int) -> tuple[tuple[int, int], ...]:
+    """[[max_batch, k], ...] with max_batch strictly increasing and 0 <= k <= k_max."""
+    if isinstance(rows, (str, bytes, Mapping)) or not hasattr(rows, "__len__") or len(rows) == 0:
+        raise SpecsightInputError(where, rows, "a non-empty list of [max_batch, k] rows, max_batch increasing")
+    out: list[tuple[int, int]] = []
+    for i, row in enumerate(rows):
+        if isinstance(row, (str, bytes, Mapping)) or not hasattr(row, "__len__") or len(row) != 2:
+            raise SpecsightInputError(f"{where}[{i}]", row, "must be [max_batch, k]")
+        b = require_int(f"{where}[{i}][0]", row[0], lo=1)
+        k = require_int(f"{where}[{i}][1]", row[1], lo=0, hi=k_max)
+        if out and b <= out[-1][0]:
+            raise SpecsightInputError(f"{where}[{i}][0]", b, f"max_batch must increase (previous row {out[-1][0]})")
+        out.append((b, k))
+    return tuple(out)

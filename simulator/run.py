@@ -1,0 +1,168 @@
+"""`simulate(scenario)`: run one scenario and return its data (nothing is written or printed).
+
+Random streams (common random numbers): the scenario seed spawns independent child seeds for
+the workload, acceptance, n-gram matching and per-request acceptance binding, so a run and its
+K = 0 baseline see identical arrivals and lengths.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .drafters import Drafter
+from .engine import Engine
+from .errors import SpecsightInputError
+from .kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
+from .metrics import RequestTable, speedups, summarize
+from .replica import FixedStepCost, Replica, RooflineStepCost
+from .scenario import Scenario, load_scenario
+from .workload import generate_requests
+
+# child seeds of the scenario seed, by role (order is part of the reproducibility contract)
+SEED_WORKLOAD, SEED_ACCEPTANCE, SEED_MATCH, SEED_BIND = range(4)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """One run: per-request and per-iteration DataFrames, the summary, and the baseline run."""
+    scenario: Scenario
+    requests: Any                      # pandas.DataFrame, one row per request
+    iterations: Any                    # pandas.DataFrame, one row per iteration (all replicas)
+    summary: dict[str, Any]
+    kv: KVBudget | None = None         # memory breakdown per GPU (None for hardware.kind fixed)
+    baseline: "SimResult | None" = None
+    trace: list | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a scenario resolves to on its hardware: per-iteration costs and KV capacity."""
+    step_cost: Any
+    drafter: Drafter | None
+    kv: KVBudget | None
+    capacity_blocks: int
+    hardware_profile: str
+
+
+class _SpecOnly:
+    """Lets Drafter.verify_tokens_per_seq run without a cost model (hardware.kind fixed)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
+def verify_width_fn(scenario: Scenario, drafter: Drafter | None):
+    if drafter is not None:
+        return drafter.verify_tokens_per_seq
+    if scenario.drafter is None:
+        return lambda k: 1
+    shim = _SpecOnly(scenario.drafter)
+    return lambda k: Drafter.verify_tokens_per_seq(shim, k)   # type: ignore[arg-type]
+
+
+def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deployment:
+    """Cost model, drafter and KV capacity of one replica (roofline), or the fixed step costs."""
+    hw, eng = scenario.hardware, scenario.engine
+    if hw.is_fixed:
+        cost = FixedStepCost(hw.target_step_s, hw.draft_step_s)   # type: ignore[arg-type]
+        cap = eng.num_gpu_blocks
+        desc = f"fixed step costs (target_step_s={hw.target_step_s}, draft_step_s={hw.draft_step_s})"
+        return Deployment(cost, None, None, int(cap) if cap is not None else 0, desc)
+    from .cost_model import CostModel
+    from .hardware import load_profile
+    from .model_spec import load_model
+
+    profile = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
+    model = load_model(scenario.model)             # type: ignore[arg-type]
+    cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype)
+    drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
+    if eng.activation_reserve_gb is not None:
+        reserve = float(eng.activation_reserve_gb) * 1e9
+    else:
+        reserve = estimate_activation_reserve_bytes(cm, int(eng.max_num_batched_tokens), int(eng.max_num_seqs),
+                                                    scenario.k_max)
+    kv = kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
+                   drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
+                   block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
+                   activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
+    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe())
+
+
+def _as_scenario(s: Scenario | str | Path | Mapping[str, Any]) -> Scenario:
+    return s if isinstance(s, Scenario) else load_scenario(s)
+
+
+def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: bool = False,
+             trace: bool = False) -> SimResult:
+    """Run a scenario. baseline=True also runs it with speculation off on the same requests and
+    merges `speedup_*` and `baseline_*` keys into the summary. trace=True records
+    (time_s, event, request_id) tuples (arrive, admit, first_token, preempt, finish)."""
+    sc = _as_scenario(scenario)
+    result = _simulate_one(sc, trace)
+    if not baseline:
+        return result
+    base = _simulate_one(sc.baseline(), trace)
+    summary = dict(result.summary)
+    summary.update(speedups(result.summary, base.summary))
+    return SimResult(sc, result.requests, result.iterations, summary, result.kv, base, result.trace)
+
+
+def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
+    ss = np.random.SeedSequence(sc.seed).spawn(4)
+    reqs = generate_requests(sc.workload, np.random.default_rng(ss[SEED_WORKLOAD]))
+    n = len(reqs)
+    eng = sc.engine
+    bs = int(eng.block_size)
+    k_max = sc.k_max
+    dep = resolve_deployment(sc)
+    longest = int((reqs.prompt_len + reqs.output_len).max()) + k_max
+    capacity = dep.capacity_blocks
+    if sc.hardware.is_fixed and eng.num_gpu_blocks is None:
+        # unbounded KV: report the capacity that holds every request at once
+        capacity = int(((reqs.prompt_len + reqs.output_len + k_max + bs - 1) // bs).sum())
+    if blocks_for(longest, bs) > capacity:
+        raise SpecsightInputError(
+            "engine.num_gpu_blocks" if eng.num_gpu_blocks is not None else "workload",
+            capacity, f"the KV cache ({capacity} blocks of {bs} tokens) cannot hold the longest request "
+                      f"(prompt + output + K = {longest} tokens); shorten requests or add memory")
+
+    table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
+    acceptance = copy.copy(sc.acceptance).bind(n, np.random.default_rng(ss[SEED_BIND]))
+    acc_seeds = ss[SEED_ACCEPTANCE].spawn(sc.hardware.replicas)
+    match_seeds = ss[SEED_MATCH].spawn(sc.hardware.replicas)
+    verify_width = verify_width_fn(sc, dep.drafter)
+    d = sc.drafter
+    ngram = d is not None and d.method in ("ngram", "suffix")
+    tree_branches = int(d.tree_branches) if (d is not None and d.is_tree) else 1
+    trace_list: list | None = [] if trace else None
+
+    def make_replica(env, i, tbl, log, on_finish):
+        policy = copy.deepcopy(sc.policy)
+        policy.reset()
+        return Replica(env, i, tbl, log, cost=dep.step_cost, policy=policy, acceptance=acceptance,
+                       acc_rng=np.random.default_rng(acc_seeds[i]),
+                       match_rng=np.random.default_rng(match_seeds[i]) if ngram else None,
+                       match_probability=d.match_probability if ngram else 1.0,   # type: ignore[union-attr]
+                       verify_width=verify_width, tree_branches=tree_branches,
+                       capacity_blocks=capacity, block_size=bs, max_num_seqs=int(eng.max_num_seqs),
+                       max_num_batched_tokens=int(eng.max_num_batched_tokens), k_max=k_max,
+                       on_finish=on_finish, trace=trace_list)
+
+    wl = sc.workload
+    closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
+    engine = Engine(table, make_replica, sc.hardware.replicas, eng.router, closed_loop=closed, trace=trace_list)
+    engine.run()
+
+    req_df = table.frame()
+    caps = [capacity] * sc.hardware.replicas
+    it_df = engine.log.frame(caps)
+    hist = sum(r.acc_hist for r in engine.replicas)
+    extra = {"scenario": sc.name, "seed": sc.seed, "replicas": sc.hardware.replicas,
+             "hardware_profile": dep.hardware_profile, "kv_capacity_blocks": int(capacity),
+             "k_max": k_max, "policy": getattr(sc.policy, "kind", "?")}
+    summary = summarize(req_df, it_df, hist, sc.slo, extra)
+    return SimResult(sc, req_df, it_df, summary, dep.kv, None, trace_list)

@@ -1,0 +1,285 @@
+"""Scenario files: one YAML mapping that says what to simulate, validated into frozen dataclasses.
+
+    name: fixed-cost-demo
+    seed: 0
+    hardware: {kind: fixed, target_step_s: 0.02, draft_step_s: 0.001}  # or {gpu: h100-sxm, tp: 1, replicas: 1}
+    model: llama-3.1-8b                   # catalog name or path to a config.json
+    drafter: {method: draft_model, model: llama-3.2-1b, num_speculative_tokens: 3}
+    acceptance: {model: iid, alpha: 0.7}
+    policy: {kind: static}
+    workload: {arrival: {process: closed_loop, concurrency: 1}, num_requests: 200, prompt_len: 128, output_len: 256}
+    engine: {max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, gpu_memory_utilization: 0.9}
+    slo: {tpot_ms_p99: 50, ttft_ms_p99: 2000}
+
+`load_scenario(path_or_mapping, overrides)` applies `key.path=value` overrides (the value is
+parsed as YAML) before validating, and every error names the key path it is about. The full
+schema, with units and defaults, is in docs/simulator.md.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from .drafters import DrafterSpec
+from .errors import SpecsightInputError, closest_names, require_int, require_range
+from .hardware import DTYPE_BYTES
+from .keys import reject_unknown
+from .workload import ARRIVAL_KEYS, WorkloadSpec
+
+TOP_KEYS = ("name", "description", "seed", "hardware", "model", "drafter", "acceptance", "policy",
+            "workload", "engine", "slo")
+HARDWARE_KINDS = ("roofline", "fixed")
+ROUTERS = ("round_robin", "least_outstanding")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """Where the model runs: a GPU profile (roofline cost model) or fixed per-step costs."""
+    kind: str = "roofline"              # "roofline": the cost model; "fixed": constant step times
+    gpu: str | None = None              # catalog name (hardware_profiles/<gpu>.yaml) or a YAML path
+    profile: str | None = None          # a calibrated profile (name or path); replaces `gpu`
+    tp: int = 1                         # tensor-parallel GPUs per replica
+    replicas: int = 1                   # replicas behind the router
+    dtype: str = "bf16"                 # weight / compute dtype
+    kv_dtype: str | None = None         # KV-cache dtype (default: dtype, bf16 for fp8 weights)
+    target_step_s: float | None = None  # fixed: seconds per target pass (any batch, any content)
+    draft_step_s: float = 0.0           # fixed: seconds per draft step (K steps per round)
+
+    def __post_init__(self) -> None:
+        w = "hardware"
+        if self.kind not in HARDWARE_KINDS:
+            raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), HARDWARE_KINDS))
+        require_int(f"{w}.tp", self.tp, lo=1)
+        require_int(f"{w}.replicas", self.replicas, lo=1)
+        if self.kind == "fixed":
+            if self.target_step_s is None:
+                raise SpecsightInputError(f"{w}.target_step_s", None, "required for kind fixed (seconds per target pass)")
+            require_range(f"{w}.target_step_s", self.target_step_s, 0.0, lo_open=True)
+            require_range(f"{w}.draft_step_s", self.draft_step_s, 0.0)
+        else:
+            if not (self.gpu or self.profile):
+                raise SpecsightInputError(f"{w}.gpu", None, "required: a hardware_profiles/ name or a profile path "
+                                                              "(or kind: fixed with target_step_s)")
+            for key in ("target_step_s",):
+                if getattr(self, key) is not None:
+                    raise SpecsightInputError(f"{w}.{key}", getattr(self, key), "only meaningful with kind: fixed")
+            for key in ("dtype", "kv_dtype"):
+                v = getattr(self, key)
+                if v is not None and v not in DTYPE_BYTES:
+                    raise SpecsightInputError(f"{w}.{key}", v, f"one of {', '.join(DTYPE_BYTES)}")
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.kind == "fixed"
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """The serving engine's batching limits and KV-cache layout (vLLM's names and defaults)."""
+    max_num_seqs: int = 256                 # sequences running at once, per replica
+    max_num_batched_tokens: int = 8192      # tokens per iteration (prefill chunks + decode/verify positions)
+    block_size: int = 16                    # tokens per KV-cache block
+    gpu_memory_utilization: float = 0.9     # fraction of HBM the engine may use
+    router: str = "round_robin"             # round_robin | least_outstanding
+    num_gpu_blocks: int | None = None       # override the computed KV capacity (blocks per replica)
+    activation_reserve_gb: float | None = None   # per GPU; None: estimated (docs/simulator.md)
+
+    def __post_init__(self) -> None:
+        w = "engine"
+        require_int(f"{w}.max_num_seqs", self.max_num_seqs, lo=1)
+        require_int(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
+        require_int(f"{w}.block_size", self.block_size, lo=1)
+        require_range(f"{w}.gpu_memory_utilization", self.gpu_memory_utilization, 0.0, 1.0, lo_open=True)
+        if self.router not in ROUTERS:
+            raise SpecsightInputError(f"{w}.router", self.router, closest_names(str(self.router), ROUTERS))
+        if self.max_num_batched_tokens < self.max_num_seqs:   # as vLLM requires
+            raise SpecsightInputError(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens,
+                                      f"must be >= max_num_seqs ({self.max_num_seqs})")
+        if self.num_gpu_blocks is not None:
+            require_int(f"{w}.num_gpu_blocks", self.num_gpu_blocks, lo=1)
+        if self.activation_reserve_gb is not None:
+            require_range(f"{w}.activation_reserve_gb", self.activation_reserve_gb, 0.0)
+
+
+@dataclass(frozen=True)
+class SLOSpec:
+    """Per-request latency targets for goodput: a request meets the SLO when its TPOT and its TTFT
+    are both at or under these thresholds (ms). None: no target on that metric."""
+    tpot_ms_p99: float | None = None
+    ttft_ms_p99: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("tpot_ms_p99", "ttft_ms_p99"):
+            v = getattr(self, key)
+            if v is not None:
+                require_range(f"slo.{key}", v, 0.0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario. `source` keeps the mapping it was built from (after overrides)."""
+    name: str
+    seed: int
+    hardware: HardwareSpec
+    model: str | None
+    drafter: DrafterSpec | None
+    acceptance: Any            # an acceptance.AcceptanceModel (unbound; the engine binds a copy)
+    policy: Any                # a policies.Policy (the engine runs a fresh copy per replica)
+    workload: WorkloadSpec
+    engine: EngineSpec
+    slo: SLOSpec
+    description: str = ""
+    source: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def k_max(self) -> int:
+        """The largest K any round may use (the drafter's num_speculative_tokens; 0 without one)."""
+        return 0 if self.drafter is None else int(self.drafter.num_speculative_tokens)
+
+    def baseline(self) -> "Scenario":
+        """The same scenario with speculation off (K = 0 every round): the speedup reference."""
+        return load_scenario(self.source, ["policy={kind: 'off'}"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.source))
+
+
+# ---- overrides ---------------------------------------------------------------------------
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one `a.b.c=value` (value parsed as YAML) to a nested mapping, in place."""
+    if "=" not in assignment:
+        raise SpecsightInputError("--set", assignment, "must look like key.path=value")
+    path, _, text = assignment.partition("=")
+    keys = [k.strip() for k in path.strip().split(".")]
+    if not keys or any(not k for k in keys):
+        raise SpecsightInputError("--set", assignment, "the key path must be dotted names, e.g. engine.max_num_seqs=64")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        raise SpecsightInputError(f"--set {path}", text, "the value must parse as YAML") from None
+    if keys[0] not in TOP_KEYS:
+        raise SpecsightInputError(f"--set {keys[0]}", text, f"unknown top-level key; {closest_names(keys[0], TOP_KEYS)}")
+    node: Any = raw
+    for i, k in enumerate(keys[:-1]):
+        nxt = node.get(k)
+        if nxt is None:
+            nxt = node[k] = {}
+        elif isinstance(nxt, str) and i == 0 and k == "model":
+            raise SpecsightInputError(f"--set {path}", text, "model is a name or path, not a mapping")
+        elif not isinstance(nxt, dict):
+            where = ".".join(keys[: i + 1])
+            raise SpecsightInputError(f"--set {path}", text, f"{where} is {nxt!r}, not a mapping")
+        node = nxt
+    node[keys[-1]] = value
+
+
+# ---- loading -----------------------------------------------------------------------------
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecsightInputError("scenario", str(path), "no such file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecsightInputError(str(path), "malformed YAML", f"fix the YAML syntax{at}") from None
+
+
+def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    v = raw.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise SpecsightInputError(key, v, "must be a mapping")
+    return v
+
+
+def _dataclass_from(cls: type, raw: Mapping[str, Any], where: str, skip: Iterable[str] = ()) -> Any:
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in skip]
+    reject_unknown(raw, names, where)
+    return cls(**dict(raw))
+
+
+def _normalise_workload(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept the flat form `{arrival: poisson, qps: 2, ...}` as well as `{arrival: {process: poisson, qps: 2}}`."""
+    w = dict(raw)
+    arr = w.get("arrival")
+    if isinstance(arr, str):
+        sub: dict[str, Any] = {"process": arr}
+        for key in ARRIVAL_KEYS.get(arr, ()):
+            if key in w:
+                sub[key] = w.pop(key)
+        w["arrival"] = sub
+    return w
+
+
+def _normalise_policy(raw: Any) -> Any:
+    """YAML 1.1 reads a bare `off` as False: `policy: off` and `{kind: off}` mean kind off."""
+    if raw is False:
+        return {"kind": "off"}
+    if isinstance(raw, Mapping) and raw.get("kind") is False:
+        return {**raw, "kind": "off"}
+    return raw
+
+
+def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
+    """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
+    from .acceptance import AcceptanceSpec
+    from .policies import PolicySpec
+
+    if isinstance(path_or_mapping, Mapping):
+        raw: Any = copy.deepcopy(dict(path_or_mapping))
+        default_name = "scenario"
+    else:
+        p = Path(path_or_mapping)
+        raw = _read_yaml(p)
+        default_name = p.stem
+    if not isinstance(raw, dict):
+        raise SpecsightInputError("scenario", type(raw).__name__, "a scenario must be a YAML mapping")
+    for a in overrides:
+        apply_override(raw, a)
+    reject_unknown(raw, TOP_KEYS, "scenario")
+
+    name = str(raw.get("name") or default_name)
+    seed = require_int("seed", raw.get("seed", 0), lo=0)
+    hardware = _dataclass_from(HardwareSpec, _section(raw, "hardware"), "hardware")
+    model = raw.get("model")
+    if model is not None and not isinstance(model, (str, Path)):
+        raise SpecsightInputError("model", model, "must be a catalog name (models/<name>.json) or a config.json path")
+    if model is None and not hardware.is_fixed:
+        raise SpecsightInputError("model", None, "required: a catalog name (models/<name>.json) or a config.json path")
+
+    drafter = None
+    if raw.get("drafter") is not None:
+        drafter = DrafterSpec.from_mapping(_section(raw, "drafter"), where="drafter")
+    k_max = 0 if drafter is None else int(drafter.num_speculative_tokens)
+
+    acc_raw = raw.get("acceptance")
+    if acc_raw is None:
+        if k_max > 0:
+            raise SpecsightInputError("acceptance", None, "required with a drafter, e.g. {model: iid, alpha: 0.7}")
+        acc_raw = {"model": "iid", "alpha": 0.0}
+    acceptance = AcceptanceSpec.from_mapping(acc_raw, where="acceptance", k_max=max(k_max, 1))
+
+    pol_raw = _normalise_policy(raw.get("policy"))
+    if pol_raw is None:
+        pol_raw = {"kind": "static" if k_max > 0 else "off"}
+    prior = acceptance.alphas(k_max) if k_max > 0 else None
+    policy = PolicySpec.from_mapping(pol_raw, where="policy", k_max=k_max, prior_alphas=prior)
+
+    wl_raw = raw.get("workload")
+    if wl_raw is None:
+        raise SpecsightInputError("workload", None, "required: arrival, num_requests, prompt_len, output_len")
+    if not isinstance(wl_raw, Mapping):
+        raise SpecsightInputError("workload", wl_raw, "must be a mapping")
+    workload = WorkloadSpec.from_mapping(_normalise_workload(wl_raw), where="workload")
+    engine = _dataclass_from(EngineSpec, _section(raw, "engine"), "engine")
+    slo = _dataclass_from(SLOSpec, _section(raw, "slo"), "slo")
+    return Scenario(name=name, seed=seed, hardware=hardware, model=None if model is None else str(model),
+                    drafter=drafter, acceptance=acceptance, policy=policy, workload=workload,
+                    engine=engine, slo=slo, description=str(raw.get("description") or ""), source=raw)

@@ -1,0 +1,213 @@
+"""Workloads: when requests arrive and how long their prompts and outputs are.
+
+A scenario's `workload:` block, e.g.
+
+    workload:
+      arrival: {process: poisson, qps: 4.0}     # requests per second
+      num_requests: 500
+      prompt_len: {dist: lognormal, mean: 1000, sigma: 0.8, max: 8192}   # tokens
+      output_len: 256                           # tokens (an int is a fixed length)
+
+Arrival processes (every synthetic process puts its first request at t = 0):
+  poisson      {qps}                 i.i.d. exponential gaps, mean 1/qps
+  gamma        {qps, cv}             i.i.d. Gamma gaps, shape 1/cv^2, mean 1/qps (cv = 1 is Poisson)
+  constant     {qps}                 gaps of exactly 1/qps
+  closed_loop  {concurrency, think_time_s = 0}
+                                     `concurrency` users each send the next request think_time_s
+                                     after the previous finishes; arrival_s is all zeros and the
+                                     engine schedules them
+  trace        {path, time_scale = 1, max_requests}
+                                     replay a CSV with columns arrived_at, num_prefill_tokens,
+                                     num_decode_tokens (data/traces/*.csv); times are multiplied by
+                                     time_scale (2.0 = half the rate); prompt_len/output_len, if
+                                     given, replace the trace's lengths
+
+Common random numbers: `generate_requests` spawns three child generators from the one it is
+given, in a fixed order (arrivals, prompt lengths, output lengths), so the baseline and the
+speculative run of a comparison, seeded alike, see identical requests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
+from .errors import SpecsightInputError, closest_names, require_int, require_range
+from .keys import reject_unknown
+from .length_dist import LengthDist
+
+ARRIVALS = ("poisson", "gamma", "constant", "closed_loop", "trace")
+ARRIVAL_KEYS = {
+    "poisson": ("qps",),
+    "gamma": ("qps", "cv"),
+    "constant": ("qps",),
+    "closed_loop": ("concurrency", "think_time_s"),
+    "trace": ("path", "time_scale", "max_requests"),
+}
+REQUIRED_ARRIVAL_KEYS = {"poisson": ("qps",), "gamma": ("qps", "cv"), "constant": ("qps",),
+                         "closed_loop": ("concurrency",), "trace": ("path",)}
+DEFAULT_NUM_REQUESTS = 1000
+TRACE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+
+
+@dataclass(frozen=True)
+class Requests:
+    """One run's requests, as parallel arrays of length num_requests (read-only)."""
+    arrival_s: np.ndarray      # [N] float64, nondecreasing; all zeros for closed_loop
+    prompt_len: np.ndarray     # [N] int64 >= 1, tokens
+    output_len: np.ndarray     # [N] int64 >= 1, tokens to generate
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival_s)
+        if len(self.prompt_len) != n or len(self.output_len) != n:
+            raise ValueError("Requests arrays must have equal lengths")
+        for a in (self.arrival_s, self.prompt_len, self.output_len):
+            a.flags.writeable = False
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A workload: an arrival process, a request count and two length distributions."""
+    arrival: str = "poisson"
+    qps: float | None = None                 # requests per second (poisson, gamma, constant)
+    cv: float = 1.0                          # gamma: coefficient of variation of the gaps
+    concurrency: int | None = None           # closed_loop: simultaneous users
+    think_time_s: float = 0.0                # closed_loop: pause between a reply and the next request
+    trace_path: str | None = None            # trace: CSV file
+    time_scale: float = 1.0                  # trace: multiply arrival times by this
+    max_requests: int | None = None          # trace: replay at most this many rows
+    num_requests: int | None = None          # None: DEFAULT_NUM_REQUESTS, or every trace row
+    prompt_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
+    output_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
+    _trace: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        w = "workload"
+        if self.arrival not in ARRIVALS:
+            raise SpecsightInputError(f"{w}.arrival.process", self.arrival, closest_names(self.arrival, ARRIVALS))
+        if self.arrival in ("poisson", "gamma", "constant"):
+            require_range(f"{w}.arrival.qps", self.qps, 0.0, lo_open=True)
+        if self.arrival == "gamma":
+            require_range(f"{w}.arrival.cv", self.cv, 0.0, lo_open=True)
+        if self.arrival == "closed_loop":
+            require_int(f"{w}.arrival.concurrency", self.concurrency, lo=1)
+            require_range(f"{w}.arrival.think_time_s", self.think_time_s, 0.0)
+        if self.arrival == "trace":
+            require_range(f"{w}.arrival.time_scale", self.time_scale, 0.0, lo_open=True)
+            if self.max_requests is not None:
+                require_int(f"{w}.arrival.max_requests", self.max_requests, lo=1)
+            if self._trace is None:
+                object.__setattr__(self, "_trace", load_trace(self.trace_path, f"{w}.arrival.path"))
+        else:
+            for name in ("prompt_len", "output_len"):
+                if getattr(self, name) is None:
+                    raise SpecsightInputError(f"{w}.{name}", None, "required (an int or {dist: ...}) unless arrival is a trace")
+        if self.num_requests is not None:
+            require_int(f"{w}.num_requests", self.num_requests, lo=1)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "workload") -> "WorkloadSpec":
+        """Build from a scenario's `workload:` mapping; unknown keys name their path."""
+        if not isinstance(raw, Mapping):
+            raise SpecsightInputError(where, raw, "must be a mapping with arrival, num_requests, prompt_len, output_len")
+        allowed = ("arrival", "num_requests", "prompt_len", "output_len")
+        reject_unknown(raw, allowed, where)
+        arr = raw.get("arrival")
+        if not isinstance(arr, Mapping) or "process" not in arr:
+            raise SpecsightInputError(f"{where}.arrival", arr, "must be a mapping {process: " + "|".join(ARRIVALS) + ", ...}")
+        proc = arr["process"]
+        if proc not in ARRIVALS:
+            raise SpecsightInputError(f"{where}.arrival.process", proc, closest_names(str(proc), ARRIVALS))
+        reject_unknown(arr, ("process",) + ARRIVAL_KEYS[proc], f"{where}.arrival")
+        for key in REQUIRED_ARRIVAL_KEYS[proc]:
+            if key not in arr:
+                raise SpecsightInputError(f"{where}.arrival.{key}", None, f"required for process {proc}")
+        kw: dict[str, Any] = {"arrival": proc}
+        for key in ARRIVAL_KEYS[proc]:
+            if key in arr:
+                kw["trace_path" if key == "path" else key] = arr[key]
+        if "num_requests" in raw:
+            kw["num_requests"] = require_int(f"{where}.num_requests", raw["num_requests"], lo=1)
+        for name in ("prompt_len", "output_len"):
+            if raw.get(name) is not None:
+                kw[name] = LengthDist.from_value(raw[name], f"{where}.{name}")
+        try:
+            return cls(**kw)
+        except SpecsightInputError as e:   # __post_init__ names paths under "workload"
+            if where == "workload" or not e.field.startswith("workload"):
+                raise
+            raise SpecsightInputError(where + e.field[len("workload"):], e.value, e.allowed) from None
+
+    @property
+    def is_closed_loop(self) -> bool:
+        return self.arrival == "closed_loop"
+
+    @property
+    def n_requests(self) -> int:
+        """How many requests `generate_requests` returns."""
+        if self.arrival != "trace":
+            return self.num_requests or DEFAULT_NUM_REQUESTS
+        assert self._trace is not None
+        n = len(self._trace["arrived_at"])
+        for cap in (self.max_requests, self.num_requests):
+            if cap is not None:
+                n = min(n, cap)
+        return n
+
+
+def load_trace(path: object, field: str) -> dict[str, np.ndarray]:
+    """A request trace CSV: arrival times (s, nondecreasing) and token counts (>= 1)."""
+    p = resolve_path(path, field)
+    cols = read_csv_columns(p, field)
+    require_columns(cols, TRACE_COLUMNS, field, p)
+    t = cols["arrived_at"]
+    if len(t) == 0:
+        raise SpecsightInputError(field, str(p), "trace has no rows")
+    if np.any(np.diff(t) < 0) or t[0] < 0:
+        raise SpecsightInputError(field, str(p), "arrived_at must be >= 0 and nondecreasing")
+    return {"arrived_at": t,
+            "num_prefill_tokens": as_counts(cols["num_prefill_tokens"], field, "num_prefill_tokens", lo=1),
+            "num_decode_tokens": as_counts(cols["num_decode_tokens"], field, "num_decode_tokens", lo=1)}
+
+
+def arrival_times(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """[n] float64 arrival times in seconds, the first at 0 (trace: as recorded, scaled)."""
+    if spec.arrival == "closed_loop":
+        return np.zeros(n)
+    if spec.arrival == "trace":
+        assert spec._trace is not None
+        return spec._trace["arrived_at"][:n] * spec.time_scale
+    qps = float(spec.qps)  # type: ignore[arg-type]
+    if spec.arrival == "poisson":
+        gaps = rng.exponential(1.0 / qps, n - 1)
+    elif spec.arrival == "gamma":
+        shape = 1.0 / spec.cv ** 2             # mean = shape * scale = 1/qps, CV = 1/sqrt(shape)
+        gaps = rng.gamma(shape, 1.0 / (qps * shape), n - 1)
+    else:
+        gaps = np.full(n - 1, 1.0 / qps)
+    return np.concatenate(([0.0], np.cumsum(gaps)))
+
+
+def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> Requests:
+    """Draw one run's requests. Arrivals, prompt and output lengths each come from their own child
+    generator (rng.spawn(3), always in that order): the same seed gives the same requests."""
+    arr_rng, prompt_rng, output_rng = rng.spawn(3)
+    n = spec.n_requests
+    t = arrival_times(spec, n, arr_rng)
+    if spec.prompt_len is not None:
+        prompt = spec.prompt_len.sample(prompt_rng, n)
+    else:
+        assert spec._trace is not None
+        prompt = spec._trace["num_prefill_tokens"][:n].copy()
+    if spec.output_len is not None:
+        output = spec.output_len.sample(output_rng, n)
+    else:
+        assert spec._trace is not None
+        output = spec._trace["num_decode_tokens"][:n].copy()
+    return Requests(arrival_s=t, prompt_len=prompt, output_len=output)
+

@@ -1,0 +1,155 @@
+"""`specsight simulate SCENARIO.yaml [--set key.path=value ...] [--baseline] [--out DIR] [--json]`
+
+Runs a scenario through the SimPy serving simulator. stdout gets the summary (a table, or one
+JSON object with --json); stderr gets which hardware profile the numbers come from. --out DIR
+writes requests.parquet, iterations.parquet (CSV when pyarrow is missing), summary.json and the
+resolved scenario.yaml (with --baseline, the baseline's tables go to DIR/baseline/).
+Bad input prints one line `specsight: error: ...` and exits with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from simulator.errors import SpecsightInputError
+
+HELP = "simulate a deployment (continuous batching + speculative decoding) from a scenario YAML"
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("simulate", help=HELP, description=HELP)
+    p.add_argument("scenario", help="scenario YAML file (see docs/simulator.md)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a scenario value (parsed as YAML), e.g. --set engine.max_num_seqs=64; repeatable")
+    p.add_argument("--baseline", action="store_true",
+                   help="also run with speculation off on the same requests and report speedup_* keys")
+    p.add_argument("--out", metavar="DIR", help="write requests/iterations tables and summary.json here")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.set_defaults(func=run)
+    return p
+
+
+def json_safe(d: Mapping[str, Any]) -> dict[str, Any]:
+    """NaN and infinities become null (strict JSON); numpy scalars become Python numbers."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        out[k] = v
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        a = abs(v)
+        return f"{v:.4g}" if (a >= 1e-3 or a == 0) and a < 1e6 else f"{v:.3e}"
+    return str(v)
+
+
+TABLE_GROUPS = (
+    ("run", ("scenario", "hardware_profile", "policy", "k_max", "replicas", "num_requests", "num_iterations",
+             "duration_s", "output_tokens")),
+    ("throughput", ("output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment")),
+    ("latency (ms)", tuple(f"{m}_ms_{s}" for m in ("ttft", "tpot", "itl", "e2e") for s in ("mean", "p50", "p90", "p99"))),
+    ("speculation", ("mean_k", "mean_tokens_per_round", "mean_accept_length", "acceptance_rate")),
+    ("GPU time", ("draft_time_frac", "verify_time_frac", "prefill_time_frac", "overhead_time_frac", "busy_frac")),
+    ("memory", ("kv_capacity_blocks", "kv_util_mean", "kv_util_max", "preemptions", "preempted_requests", "mean_batch")),
+)
+
+
+def format_table(summary: Mapping[str, Any]) -> str:
+    lines: list[str] = []
+    shown: set[str] = set()
+    for title, keys in TABLE_GROUPS:
+        keys = tuple(k for k in keys if k in summary)
+        if title == "speculation":
+            keys += tuple(k for k in summary if k.startswith("acceptance_rate_pos"))
+        if not keys:
+            continue
+        lines.append(f"[{title}]")
+        for k in keys:
+            lines.append(f"  {k:<34} {_fmt(summary[k])}")
+            shown.add(k)
+    rest = [k for k in summary if k.startswith(("speedup_", "baseline_")) and k not in shown]
+    if rest:
+        lines.append("[against K = 0 baseline]")
+        for k in rest:
+            lines.append(f"  {k:<34} {_fmt(summary[k])}")
+    return "\n".join(lines)
+
+
+def _write_table(df, path_stem: Path) -> Path:
+    try:
+        import pyarrow  # noqa: F401
+        p = path_stem.with_suffix(".parquet")
+        df.to_parquet(p, index=False)
+    except ImportError:
+        p = path_stem.with_suffix(".csv")
+        df.to_csv(p, index=False)
+    return p
+
+
+def write_outputs(result, out_dir: Path) -> list[Path]:
+    """requests/iterations tables, summary.json and scenario.yaml under out_dir."""
+    import yaml
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [_write_table(result.requests, out_dir / "requests"),
+               _write_table(result.iterations, out_dir / "iterations")]
+    p = out_dir / "summary.json"
+    p.write_text(json.dumps(json_safe(result.summary), indent=2) + "\n")
+    written.append(p)
+    p = out_dir / "scenario.yaml"
+    p.write_text(yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))
+    written.append(p)
+    if result.baseline is not None:
+        b = out_dir / "baseline"
+        b.mkdir(exist_ok=True)
+        written += [_write_table(result.baseline.requests, b / "requests"),
+                    _write_table(result.baseline.iterations, b / "iterations")]
+        p = b / "summary.json"
+        p.write_text(json.dumps(json_safe(result.baseline.summary), indent=2) + "\n")
+        written.append(p)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.run import simulate
+    from simulator.scenario import load_scenario
+    try:
+        sc = load_scenario(args.scenario, args.overrides)
+        if not sc.hardware.is_fixed:
+            from simulator.hardware import load_profile
+            print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
+        result = simulate(sc, baseline=args.baseline)
+        if args.out:
+            for p in write_outputs(result, Path(args.out)):
+                print(f"wrote {p}", file=sys.stderr)
+    except SpecsightInputError as e:
+        print(f"specsight: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(json_safe(result.summary), allow_nan=False))
+    else:
+        print(format_table(result.summary))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (tests, `python -m specsight.simulate_cmd`); the CLI wires add_parser/run."""
+    parser = argparse.ArgumentParser(prog="specsight")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

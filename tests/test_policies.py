@@ -1,0 +1,127 @@
+"""Speculation policies: table lookups, a scripted hysteresis trajectory, goodput closed forms."""
+import numpy as np
+import pytest
+
+from simulator.acceptance import IIDAcceptance
+from simulator.policies import (AdaptivePolicy, BatchSchedulePolicy, GoodputPolicy, OffPolicy, PolicySpec,
+                                PolicyState, StaticPolicy)
+from simulator.spec_math import optimal_k
+
+STATE = PolicyState()
+
+
+def test_static_and_off():
+    assert PolicySpec.from_mapping(None, k_max=5).choose_k(32, STATE) == 5
+    assert PolicySpec.from_mapping({"kind": "static", "k": 2}, k_max=5).choose_k(1, STATE) == 2
+    p = PolicySpec.from_mapping("off", k_max=5)
+    assert isinstance(p, OffPolicy) and p.choose_k(1, STATE) == 0 and p.k_max == 5
+
+
+def test_batch_schedule_lookups_and_zero_past_last_threshold():
+    p = PolicySpec.from_mapping({"kind": "batch_schedule", "schedule": [[4, 5], [16, 3], [64, 1]]}, k_max=5)
+    assert isinstance(p, BatchSchedulePolicy)
+    got = {b: p.choose_k(b, STATE) for b in (1, 4, 5, 16, 17, 64, 65, 1000)}
+    assert got == {1: 5, 4: 5, 5: 3, 16: 3, 17: 1, 64: 1, 65: 0, 1000: 0}
+
+
+def test_adaptive_hysteresis_trajectory():
+    # ema_decay 0.5; up 0.8; down 0.4; K in [1, 4], starting at 2.
+    p = PolicySpec.from_mapping({"kind": "adaptive", "up": 0.8, "down": 0.4, "ema_decay": 0.5,
+                                 "k_min": 1, "k_init": 2}, k_max=4)
+    assert isinstance(p, AdaptivePolicy)
+    # accepted per sequence for each round; the round proposes the policy's current K.
+    # ratio r, ema after the round, then K:
+    #   2/2=1    ema 1        -> up to 3
+    #   3/3=1    ema 1        -> 4
+    #   4/4=1    ema 1        -> stays 4 (k_max)
+    #   0        ema .5       -> holds (inside the band)
+    #   0        ema .25      -> 3
+    #   0        ema .125     -> 2
+    #   1/2      ema .3125    -> 1
+    #   1/1      ema .65625   -> holds 1
+    #   1/1      ema .828125  -> 2
+    script = [[2, 2], [3], [4], [0], [0], [0], [1], [1], [1]]
+    ks = [p.choose_k(8, STATE)]
+    for acc in script:
+        p.observe(ks[-1], np.array(acc))
+        ks.append(p.choose_k(8, STATE))
+    assert ks == [2, 3, 4, 4, 4, 3, 2, 1, 1, 2]
+    assert p.ema == pytest.approx(0.828125)
+    p.reset()
+    assert p.choose_k(8, STATE) == 2 and p.ema is None
+
+
+def test_goodput_counts_attempts_per_position():
+    g = GoodputPolicy(k_max=3, prior_alphas=[0.5, 0.5, 0.5], prior_strength=1.0)
+    g.observe(3, np.array([0, 1, 3]))
+    # position 1 reached by all 3, accepted by 2; position 2 reached by 2, accepted by 1; position 3: 1 of 1
+    np.testing.assert_array_equal(g.attempts, [3, 2, 1])
+    np.testing.assert_array_equal(g.successes, [2, 1, 1])
+    np.testing.assert_allclose(g.alpha_hat(), [(0.5 + 2) / 4, (0.5 + 1) / 3, (0.5 + 1) / 2])
+
+
+def test_goodput_picks_zero_when_verify_is_steep_and_kmax_when_free():
+    prior = IIDAcceptance(0.7).alphas(6)
+    g = PolicySpec.from_mapping({"kind": "goodput", "prior_strength": 1e9}, k_max=6, prior_alphas=prior)
+    assert isinstance(g, GoodputPolicy)
+    steep = PolicyState(round_time_s=lambda b, k: 0.01 * (1 + 10 * k))   # each draft costs 10 steps
+    free = PolicyState(round_time_s=lambda b, k: 0.01)                  # verify costs nothing extra
+    assert g.choose_k(16, steep) == 0
+    assert g.choose_k(16, free) == 6
+
+
+@pytest.mark.parametrize("alpha, c", [(0.8, 0.05), (0.6, 0.2), (0.9, 0.01), (0.5, 0.6)])
+def test_goodput_matches_leviathan_optimal_k(alpha, c):
+    # round_time = t (1 + c K): goodput's argmax is Leviathan et al.'s batch-1 optimal K (Thm 3.8)
+    g = GoodputPolicy(k_max=12, prior_alphas=np.full(12, alpha), prior_strength=1e12)
+    state = PolicyState(round_time_s=lambda b, k: 0.02 * (1 + c * k))
+    assert g.choose_k(4, state) == optimal_k(alpha, c, k_max=12)
+
+
+def test_goodput_learns_online_acceptance():
+    # prior says 0.9; the drafter really accepts 0.3 i.i.d.: after 20,000 sequence-rounds each
+    # estimate sits within 4 SE (binomial, on its own attempts) plus the prior's pull of 0.3, and
+    # K falls to Leviathan's optimum for alpha 0.3 (K = 1 at c = 0.2; K = 4 under the prior)
+    model = IIDAcceptance(0.3)
+    g = GoodputPolicy(k_max=4, prior_alphas=np.full(4, 0.9), prior_strength=10)
+    state = PolicyState(round_time_s=lambda b, k: 0.01 * (1 + 0.2 * k))
+    k_before = g.choose_k(8, state)
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        g.observe(4, model.sample(np.arange(40), 4, rng))
+    n = g.attempts[:2]
+    assert n[0] == 20_000
+    tol = 4 * np.sqrt(0.21 / n) + 10 * 0.6 / n
+    assert np.all(np.abs(g.alpha_hat()[:2] - 0.3) < tol)
+    assert k_before == optimal_k(0.9, 0.2, k_max=4) == 4
+    assert g.choose_k(8, state) == optimal_k(0.3, 0.2, k_max=4) == 1
+    g.reset()
+    np.testing.assert_allclose(g.alpha_hat(), 0.9)
+
+
+def test_goodput_needs_round_time():
+    with pytest.raises(ValueError, match="round_time_s"):
+        GoodputPolicy(k_max=2).choose_k(4, PolicyState())
+
+
+def test_static_policy_direct():
+    assert StaticPolicy(4).choose_k(100, STATE) == 4
+
+
+@pytest.mark.parametrize("raw, match", [
+    ({"kind": "adaptve"}, r"policy\.kind.*adaptive"),
+    ({"kind": "static", "k": 9}, r"policy\.k\b"),
+    ({"kind": "static", "K": 2}, r"policy\.K.*unknown"),
+    ({"kind": "batch_schedule"}, r"policy\.schedule"),
+    ({"kind": "batch_schedule", "schedule": [[8, 3], [4, 1]]}, r"policy\.schedule\[1\]\[0\].*increase"),
+    ({"kind": "batch_schedule", "schedule": [[8, 7]]}, r"policy\.schedule\[0\]\[1\]"),
+    ({"kind": "batch_schedule", "schedule": [[8]]}, r"policy\.schedule\[0\]"),
+    ({"kind": "adaptive", "up": 0.3, "down": 0.5}, r"policy\.down"),
+    ({"kind": "adaptive", "k_min": 0}, r"policy\.k_min"),
+    ({"kind": "adaptive", "ema_decay": 1.0}, r"policy\.ema_decay"),
+    ({"kind": "goodput", "prior_strength": -1}, r"policy\.prior_strength"),
+    (["static"], r"policy="),
+])
+def test_bad_input_names_the_key_path(raw, match):
+    with pytest.raises(ValueError, match=match):
+        PolicySpec.from_mapping(raw, k_max=4)
