@@ -7,6 +7,10 @@ Covers: B in {1, 8, 64, 256}, K in {1, 3, 7}, V in {32000 (Llama-2), 128256 (Lla
 (Qwen2/3)}. The CPU default leaves out B = 256 (about a minute on two cores); --quick runs four
 configurations; --full runs the whole grid on any device.
 
+Modes (calibrate/sampling_fast.py make_chain_verifier): eager = verify_chain itself; compiled =
+the blocked two-level inverse CDF under torch.compile; graphed = compiled and replayed from a CUDA
+graph (CUDA only). --modes picks some; --profile adds a torch.profiler table for one configuration.
+
 Reported per configuration: the median time over repeats (device synchronised around each call,
 warm-up calls left out), and the "nominal" bandwidth: the bytes of the inputs the issue counts,
 4 * (B*(K+1)*V + B*K*V), divided by the time, also as a fraction of a copy bandwidth measured in
@@ -35,12 +39,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from calibrate.sampling import make_chain_verifier  # noqa: E402
+from calibrate.sampling_fast import make_chain_verifier  # noqa: E402
 
 BATCHES = (1, 8, 64, 256)
 DRAFTS = (1, 3, 7)
 VOCABS = (32000, 128256, 151936)
-QUICK = ((1, 3, 32000), (64, 3, 128256), (256, 3, 151936), (256, 7, 151936))
+QUICK = ((256, 7, 151936), (256, 3, 151936), (64, 3, 128256), (1, 3, 32000))
 COPY_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}  # tensor cloned to measure copy bandwidth
 MEMORY_HEADROOM = 0.6  # use at most this fraction of free memory for one configuration
 SEED = 0
@@ -135,15 +139,22 @@ def configs(device: torch.device, quick: bool, full: bool) -> list[Config]:
     if quick:
         return [Config(*c) for c in QUICK]
     batches = BATCHES if (full or device.type == "cuda") else BATCHES[:-1]
-    return [Config(b, k, v) for b, k, v in itertools.product(batches, DRAFTS, VOCABS)]
+    grid = [Config(b, k, v) for b, k, v in itertools.product(batches, DRAFTS, VOCABS)]
+    # NOTE: largest first. The compiled modes use dynamic shapes, and Triton picks each kernel's
+    # launch configuration at its first call: tuned on B=1 it ran the B=256 rows 2x slower.
+    return sorted(grid, key=lambda c: -c.batch * c.k * c.vocab)
+
+
+# mode -> make_chain_verifier arguments. eager: verify_chain (one [B, V] inverse CDF, eager ops);
+# compiled: the blocked two-level path under torch.compile; graphed: that, replayed from CUDA graphs.
+MODES = {"eager": {}, "compiled": {"compile": True}, "graphed": {"compile": True, "cuda_graph": True}}
 
 
 def run(device: torch.device, grid: list[Config], modes: list[str], repeats: int,
         log=print) -> tuple[list[Row], list[str]]:
-    """Time every (mode, config); returns the rows and the configurations skipped (memory)."""
-    verifiers = {"eager": make_chain_verifier(compile=False)}
-    if "compiled" in modes:
-        verifiers["compiled"] = make_chain_verifier(compile=True)
+    """Time every (mode, config); returns the rows and the notes on what was skipped (memory,
+    or a mode that failed: its error is logged and the mode dropped)."""
+    verifiers = {mode: make_chain_verifier(**MODES[mode]) for mode in modes}
     generator = torch.Generator(device=device).manual_seed(SEED)
     rows, skipped = [], []
     for config in grid:
@@ -152,10 +163,17 @@ def run(device: torch.device, grid: list[Config], modes: list[str], repeats: int
                            f"(needs ~{config.working_bytes / 2**30:.1f} GiB)")
             continue
         target, draft, tokens = make_inputs(config, device, generator)
-        for mode in modes:
+        for mode in list(verifiers):
             verify = verifiers[mode]
-            seconds = median_time(lambda: verify(target, draft, tokens, generator=generator),
-                                  device, repeats, warmup=3)
+            try:
+                seconds = median_time(lambda: verify(target, draft, tokens, generator=generator),
+                                      device, repeats, warmup=3)
+            except Exception as error:  # a torch.compile or CUDA-graph failure on this torch
+                log(f"{mode} failed at B={config.batch} K={config.k} V={config.vocab}: {error!r}")
+                skipped.append(f"mode {mode} from B={config.batch} K={config.k} V={config.vocab} on "
+                               f"({type(error).__name__})")
+                del verifiers[mode]
+                continue
             rows.append(Row(mode, config, seconds))
             log(f"{mode:8s} B={config.batch:4d} K={config.k} V={config.vocab:6d}  {seconds * 1e6:10.1f} us")
         del target, draft, tokens
@@ -164,17 +182,41 @@ def run(device: torch.device, grid: list[Config], modes: list[str], repeats: int
     return rows, skipped
 
 
+def profile(device: torch.device, config: Config, modes: list[str], log=print) -> None:
+    """torch.profiler summary of one call per mode: where the time goes (kernels, host)."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    generator = torch.Generator(device=device).manual_seed(SEED)
+    target, draft, tokens = make_inputs(config, device, generator)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    for mode in modes:
+        verify = make_chain_verifier(**MODES[mode])
+        for _ in range(3):
+            verify(target, draft, tokens, generator=generator)
+        synchronize(device)
+        with torch_profile(activities=activities) as prof:
+            for _ in range(5):
+                verify(target, draft, tokens, generator=generator)
+            synchronize(device)
+        log(f"\n### profile: {mode}, B={config.batch} K={config.k} V={config.vocab}, 5 calls")
+        sort = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+        log(prof.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=60))
+
+
 def markdown(rows: list[Row], copy_bw: float, header: list[str], skipped: list[str]) -> str:
     lines = header + [
         "",
         f"Copy bandwidth (torch clone, read + write): {copy_bw / 1e9:.1f} GB/s.",
         "Nominal bytes = 4 * (B*(K+1)*V + B*K*V), float32; the kernel itself reads about 4 * 2*B*V "
         "(one p row and one q row per sequence), so the nominal fraction can exceed 100 %.",
+        "Modes: eager = verify_chain (eager ops, one float64 inverse CDF over [B, V]); compiled = "
+        "calibrate.sampling_fast blocked path under torch.compile; graphed = compiled, replayed from "
+        "a CUDA graph.",
         "",
         "| mode | B | K | V | B*K*V | nominal MB | median us | nominal GB/s | nominal / copy BW |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in rows:
+    mode_order = {mode: i for i, mode in enumerate(MODES)}
+    for r in sorted(rows, key=lambda r: (r.config.batch, r.config.k, r.config.vocab, mode_order[r.mode])):
         c = r.config
         lines.append(f"| {r.mode} | {c.batch} | {c.k} | {c.vocab} | {c.batch * c.k * c.vocab:.2e} | "
                      f"{c.nominal_bytes / 1e6:.1f} | {r.median_s * 1e6:.1f} | {r.nominal_bandwidth() / 1e9:.1f} | "
@@ -191,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the whole grid, also on CPU (B = 256)")
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per configuration "
                         "(default 20 on CUDA, 5 on CPU)")
-    parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
-                        help="also time make_chain_verifier(compile=True); auto = on CUDA only")
+    parser.add_argument("--modes", default=None, help="comma-separated, from " + ", ".join(MODES) +
+                        " (default: all on CUDA, eager on CPU)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print a torch.profiler table for B=256 K=3 V=151936 (B=8 on CPU)")
     parser.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     args = parser.parse_args(argv)
 
@@ -200,9 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--device cuda: torch.cuda.is_available() is False")
     device = torch.device(args.device)
     repeats = args.repeats or (20 if device.type == "cuda" else 5)
-    modes = ["eager"]
-    if args.compile == "on" or (args.compile == "auto" and device.type == "cuda"):
-        modes.append("compiled")
+    modes = args.modes.split(",") if args.modes else (list(MODES) if device.type == "cuda" else ["eager"])
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; choose from {list(MODES)}")
 
     header = [
         f"# verify_chain benchmark on {args.device}",
@@ -219,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                         log=lambda s: print(s, flush=True))
     table = markdown(rows, copy_bw, header, skipped)
     print(table)
+    if args.profile:
+        profile(device, Config(256 if device.type == "cuda" else 8, 3, 151936), modes)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(table)

@@ -203,3 +203,86 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
     text = yaml.safe_dump(d, sort_keys=False, width=120, allow_unicode=True)
     path.write_text((header.rstrip() + "\n" if header else "") + text)
     return load_profile(str(path))
+
+
+# ---- fitting the microbenchmark grid (calibrate on this machine) -----------------------------
+def predict_points(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
+                   params: Mapping[str, float]) -> np.ndarray:
+    """Simulator's CostModel time for each measured pass (a DataFrame with role, layers, batch,
+    new_tokens, context): the model's spec with num_layers = layers, the candidate parameters.
+    Target passes score every position (verify); draft passes only the last."""
+    from simulator.cost_model import CostModel
+    hw2 = with_params(hw, params)
+    out = np.empty(len(points))
+    for (role, layers), idx in points.groupby(["role", "layers"]).indices.items():
+        spec = dataclasses.replace(specs[role], num_layers=int(layers))
+        cm = CostModel(spec, hw2, tp=1, dtype=dtype)
+        sub = points.iloc[idx]
+        B = sub["batch"].to_numpy(float)
+        n = sub["new_tokens"].to_numpy(float)
+        c = sub["context"].to_numpy(float)
+        logits = n if role == "target" else np.ones_like(n)
+        out[idx] = cm.time_s(B * n, B * c, B * (n * c + n * (n + 1) / 2), B * logits)
+    return out
+
+
+@dataclass(frozen=True)
+class DeviceFit:
+    params: dict[str, float]
+    summary: dict[str, Any]
+    points: Any          # DataFrame: every pass point with pred_s, ape, heldout
+
+
+def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
+               holdout_frac: float = 0.3, seed: int = 0) -> DeviceFit:
+    """Fit on a seeded ~70 % of the grid cells (batch, new tokens, context: one cell's passes at
+    every layer count and role stay on one side), report the error on the other ~30 %."""
+    import pandas as pd
+    df = pd.DataFrame(points)
+    df = df[df["role"].isin(list(specs))].reset_index(drop=True)
+    cells = [f"{b}:{n}:{c}" for b, n, c in zip(df["batch"], df["new_tokens"], df["context"])]
+    held = holdout_groups(cells, holdout_frac, seed)
+    train = df[~held].reset_index(drop=True)
+    f = fit_log_time(lambda p: predict_points(train, specs, hw, dtype, p), train["median_s"].to_numpy())
+    df["pred_s"] = predict_points(df, specs, hw, dtype, f.params)
+    df["pred_datasheet_s"] = predict_points(df, specs, hw, dtype, params_of(hw))
+    df["ape"] = ape(df["pred_s"], df["median_s"])
+    df["heldout"] = held
+    h = df[held]
+    s: dict[str, Any] = {}
+    s.update({f"heldout_{k}": v for k, v in ape_summary(h["ape"].to_numpy()).items()})
+    s.update({f"train_{k}": v for k, v in ape_summary(df[~held]["ape"].to_numpy()).items()})
+    s["datasheet_ape_median"] = float(np.median(ape(df["pred_datasheet_s"], df["median_s"])))
+    s["heldout_by_role"] = {r: float(np.median(g["ape"])) for r, g in h.groupby("role")}
+    s["rms_log_residual_train"] = f.rms_log_residual
+    s["holdout"] = f"seeded {int(round(100 * holdout_frac))} % of grid cells (seed {seed})"
+    s["layer_scaling"] = layer_scaling(df)
+    return DeviceFit(f.params, s, df)
+
+
+def layer_scaling(df) -> dict[str, Any]:
+    """Target cells timed at two layer counts: the per-layer slope (t2 - t1) / (L2 - L1), the
+    intercept t1 - L1 * slope (embedding, LM head, softmax, host), and the fitted model's slope."""
+    t = df[df["role"] == "target"]
+    counts = sorted(t["layers"].unique())
+    if len(counts) < 2:
+        return {}
+    l1, l2 = counts[0], counts[-1]
+    a = t[t["layers"] == l1].set_index(["batch", "new_tokens", "context"])
+    b = t[t["layers"] == l2].set_index(["batch", "new_tokens", "context"])
+    j = a.join(b, lsuffix="_1", rsuffix="_2", how="inner")
+    if j.empty:
+        return {}
+    slope = (j["median_s_2"] - j["median_s_1"]) / (l2 - l1)
+    pslope = (j["pred_s_2"] - j["pred_s_1"]) / (l2 - l1)
+    inter = j["median_s_1"] - l1 * slope
+    rows = [{"batch": int(i[0]), "new_tokens": int(i[1]), "context": int(i[2]),
+             "t1_ms": 1e3 * r.median_s_1, "t2_ms": 1e3 * r.median_s_2, "slope_ms_per_layer": 1e3 * s_,
+             "pred_slope_ms_per_layer": 1e3 * p_, "intercept_ms": 1e3 * c_}
+            for i, r, s_, p_, c_ in zip(j.index, j.itertuples(), slope, pslope, inter)]
+    return {"layers": [int(l1), int(l2)], "n_cells": len(j),
+            "median_ratio_t2_t1": float(np.median(j["median_s_2"] / j["median_s_1"])),
+            "median_slope_share_of_t2": float(np.median(l2 * slope / j["median_s_2"])),
+            "slope_ape_median": float(np.median(ape(pslope, slope.clip(lower=1e-9)))),
+            "negative_slopes": int((slope <= 0).sum()),
+            "cells": rows}

@@ -31,16 +31,16 @@ Data flow of `verify_chain` (no [B, K, V] temporary, no Python loop over batch o
 gather p_k(x_k), q_k(x_k) ([B, K]) -> accept mask -> num_accepted ([B]) -> the ONE row per sequence
 that is sampled (residual at the first rejection, or p at the bonus position; [B, V]) -> inverse
 CDF with one uniform per sequence. Only B*(2V + 2K) probabilities are read, not B*(2K+1)*V.
-`make_chain_verifier(compile=True)` runs the same algorithm with a two-level inverse CDF (block
-sums, then one block) under torch.compile, so the sampled rows are read once and no [B, V]
-tensor is written; it is the GPU path (benchmarks/bench_sampling.py).
+calibrate/sampling_fast.py runs the same algorithm with a two-level inverse CDF (block sums,
+then one block) under torch.compile and optionally a CUDA graph, so the sampled rows are read
+once and no [B, V] tensor is written: the GPU path (benchmarks/bench_sampling.py).
 
 The slow scalar reference in sampling_reference.py consumes the same uniforms as
 `_verify_chain_core` and gives identical tokens (tests/test_sampling.py).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
@@ -141,8 +141,13 @@ def draw_uniforms(batch: int, width: int, generator: torch.Generator | None,
 
 
 def _prefix_length(accept: torch.Tensor) -> torch.Tensor:
-    """Length of the leading run of True per row: accept [B, K] bool -> [B] int64."""
-    return accept.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int64)  # [B]
+    """Length of the leading run of True per row: accept [B, K] bool -> [B] int64 (the first
+    False position, or K). A min-reduction rather than a cumulative product, so it fuses."""
+    batch, k = accept.shape
+    if k == 0:
+        return torch.zeros(batch, dtype=torch.int64, device=accept.device)
+    positions = torch.arange(k, device=accept.device)  # [K]
+    return torch.where(accept, k, positions).amin(dim=1)  # [B]
 
 
 def _inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -247,60 +252,6 @@ def _verify_chain_core(target_probs: torch.Tensor, draft_probs: torch.Tensor,
     return _emit(draft_tokens, num_accepted, sampled)
 
 
-# --- The blocked fast path (make_chain_verifier(compile=True)) --------------------------------
-
-SAMPLE_BLOCK = 1024  # tokens per block of the two-level inverse CDF
-
-
-def _pick_block(block_sums: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """First level of the inverse CDF: block_sums [B, C] float64, u [B] float64 -> the block
-    holding u * total ([B] int64; its sum is > 0) and the threshold left inside it ([B] float64)."""
-    cdf = torch.cumsum(block_sums, dim=-1)  # [B, C]
-    total = cdf[:, -1]  # [B]
-    threshold = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))  # [B]
-    block = torch.searchsorted(cdf, threshold[:, None], right=True)[:, 0].clamp(max=cdf.shape[1] - 1)  # [B]
-    before = cdf.gather(1, (block - 1).clamp(min=0)[:, None])[:, 0]  # [B] cdf of the blocks before
-    before = torch.where(block > 0, before, torch.zeros_like(before))  # [B]
-    # NOTE: threshold >= before (searchsorted), so the rounded difference is >= 0 too.
-    return block, threshold - before
-
-
-def _search_block(weights: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
-    """Second level: the first index of weights [B, W] whose float64 running sum exceeds
-    threshold [B] -> [B] int64, capped at the last positive weight (the block's running sum can
-    round below the block sum of the first level)."""
-    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64)  # [B, W]
-    index = torch.searchsorted(cdf, threshold[:, None], right=True)[:, 0]  # [B]
-    width = weights.shape[1]
-    last_positive = width - 1 - (weights > 0).flip(1).to(torch.int32).argmax(dim=1)  # [B]
-    return torch.minimum(index, last_positive)
-
-
-def _verify_chain_blocked(target_probs: torch.Tensor, draft_probs: torch.Tensor,
-                          draft_tokens: torch.Tensor, num_draft: torch.Tensor, uniforms: torch.Tensor,
-                          block: int = SAMPLE_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
-    """_verify_chain_core with a two-level inverse CDF that reads each sampled row once and
-    writes no [B, V] tensor when compiled: block sums of the weights ([B, C] float64, C =
-    ceil(V / block)), pick a block, recompute that block's weights ([B, block]) and search it.
-    Same distribution; the same tokens as _verify_chain_core except where float64 sums taken in
-    another order straddle a boundary (probability about 1e-16 per draw)."""
-    k = draft_tokens.shape[1]
-    batch, _, vocab = target_probs.shape
-    num_accepted = _accepted_counts(target_probs, draft_probs, draft_tokens, num_draft,
-                                    uniforms[:, :k])  # [B]
-    use_residual = (num_accepted < num_draft)[:, None]  # [B, 1]
-    p_row, q_row = _gather_rows(target_probs, draft_probs, num_accepted)  # [B, V] each
-    weights = _sampling_weights(p_row, q_row, use_residual)  # [B, V]
-    padded = torch.nn.functional.pad(weights, (0, (-vocab) % block))  # [B, C*block]
-    block_sums = padded.view(batch, -1, block).sum(dim=-1, dtype=torch.float64)  # [B, C]
-    chosen, threshold = _pick_block(block_sums, uniforms[:, k])  # [B], [B]
-    columns = chosen[:, None] * block + torch.arange(block, device=chosen.device)  # [B, block]
-    p_blk, q_blk = _gather_rows(target_probs, draft_probs, num_accepted, columns.clamp(max=vocab - 1))
-    block_weights = torch.where(columns < vocab, _sampling_weights(p_blk, q_blk, use_residual), 0.0)  # [B, block]
-    sampled = chosen * block + _search_block(block_weights, threshold)  # [B]
-    return _emit(draft_tokens, num_accepted, sampled)
-
-
 def verify_chain(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor,
                  num_draft: torch.Tensor | None = None,
                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -326,31 +277,6 @@ def verify_chain(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
     batch, k = draft_tokens.shape
     uniforms = draw_uniforms(batch, k + 1, generator, draft_tokens.device)  # [B, K+1]
     return _verify_chain_core(target_probs, draft_probs, draft_tokens, num_draft, uniforms)
-
-
-def make_chain_verifier(compile: bool = False, backend: str = "inductor", block: int = SAMPLE_BLOCK,
-                        ) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """A function with verify_chain's signature.
-
-    compile=False returns verify_chain itself. compile=True returns the blocked fast path
-    (_verify_chain_blocked: two-level inverse CDF, block tokens per block) under torch.compile
-    with `backend`: the gather of the p and q rows, the residual and the block sums fuse into one
-    pass over 2*B*V values. It consumes the same uniforms as verify_chain and samples the same
-    distribution; the first call per device and shape class compiles (seconds).
-    """
-    if not compile:
-        return verify_chain
-    # NOTE: dynamic=True so that new B, K or V do not recompile (sizes 0 and 1 still specialise).
-    core = torch.compile(_verify_chain_blocked, dynamic=True, backend=backend)
-
-    def verify_chain_compiled(target_probs, draft_probs, draft_tokens, num_draft=None, generator=None):
-        num_draft = _check_chain_inputs(target_probs, draft_probs, draft_tokens, num_draft, generator)
-        batch, k = draft_tokens.shape
-        uniforms = draw_uniforms(batch, k + 1, generator, draft_tokens.device)  # [B, K+1]
-        return core(target_probs, draft_probs, draft_tokens, num_draft, uniforms, block)
-
-    verify_chain_compiled.__doc__ = verify_chain.__doc__
-    return verify_chain_compiled
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from .cost_model import CostModel
 from .drafters import Drafter
@@ -83,6 +82,8 @@ class BreakEven:
 def breakeven_batch(cm: CostModel, drafter: Drafter, context: float, k: int, alpha: float,
                     max_batch: float = 4096.0) -> BreakEven:
     """Solve speedup(B) = 1 for B in [1, max_batch] (the first crossing from above)."""
+    from scipy.optimize import brentq   # NOTE: imported here; scipy.optimize costs seconds at CLI start-up
+
     f = lambda b: float(speedup(cm, drafter, b, context, k, alpha)) - 1.0
     s1 = f(1.0) + 1.0
     if s1 < 1.0:

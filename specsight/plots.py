@@ -49,3 +49,166 @@ def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakev
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# ---- simulated break-even (specsight breakeven SCENARIO.yaml) ------------------------------------
+def _finish(fig, ax, path: str | Path, legend_title: str | None = None) -> Path:
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best", title=legend_title, title_fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _log2_axis(ax, which: str = "x") -> None:
+    """Base-2 log scale labelled with plain numbers (1, 2, 4, ... rather than 2^k)."""
+    from matplotlib.ticker import FuncFormatter
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    if which == "x":
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(fmt)
+    else:
+        ax.set_yscale("log", base=2)
+        ax.yaxis.set_major_formatter(fmt)
+
+
+def _plain_log_ticks(ax) -> None:
+    """Label log axes with plain numbers (1500, 2000) instead of powers of ten."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        axis.set_major_formatter(fmt)
+        # label minor ticks only when the axis spans less than a decade (else too crowded)
+        axis.set_minor_formatter(fmt if lo > 0 and hi / lo < 10 else NullFormatter())
+        axis.set_tick_params(which="minor", labelsize=7)
+
+
+def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | None], title: str, xlabel: str,
+                   ylabel: str, path: str | Path, logx: bool = False, analytic: pd.DataFrame | None = None,
+                   y: str = "speedup", curve: str = "curve") -> Path:
+    """Simulated speedup against `x`, one line per `curve` label ("K=3", "policy=goodput"); the
+    analytic model dotted in the same colour; X where each curve crosses 1; shading where
+    speculation loses."""
+    fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, g) in enumerate(df.groupby(curve, sort=False)):
+        g = g.sort_values(x)
+        c = colors[i % len(colors)]
+        ls = "-" if str(name).startswith("K=") else "--"
+        ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c, label=f"{name} (simulated)")
+        if analytic is not None and len(analytic) and name in set(analytic[curve]):
+            o = analytic[analytic[curve] == name].sort_values(x)
+            ax.plot(o[x], o[y], ls=":", lw=1.4, color=c, alpha=0.9, label=f"{name} (analytic)")
+        be = breakeven.get(str(name))
+        if be is not None:
+            ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
+            ax.annotate(f"{be:.3g}", (be, 1.0), textcoords="offset points", xytext=(5, -14), fontsize=8, color=c,
+                        fontweight="bold")
+    ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(min(lo, 0.9), max(hi, 1.1))
+    ax.axhspan(ax.get_ylim()[0], 1.0, color="red", alpha=0.06, zorder=0)
+    ax.text(0.99, 0.02, "speculation slower below the dashed line", transform=ax.transAxes, ha="right", va="bottom",
+            fontsize=8, color="firebrick")
+    if logx:
+        _log2_axis(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    return _finish(fig, ax, path)
+
+
+def plot_speedup_heatmap(best: pd.DataFrame, *, x: str, y: str, title: str, xlabel: str, ylabel: str,
+                         path: str | Path, colorbar_label: str = "speedup") -> Path:
+    """Best speedup over the curves on an x-by-y grid: diverging colours centred on 1 (red: slower,
+    blue: faster), each cell labelled with its speedup and the curve that achieves it."""
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+    xs = sorted(best[x].unique())
+    ys = sorted(best[y].unique())
+    grid = np.full((len(ys), len(xs)), np.nan)
+    label = [["" for _ in xs] for _ in ys]
+    for _, r in best.iterrows():
+        i, j = ys.index(r[y]), xs.index(r[x])
+        grid[i, j] = r["speedup"]
+        label[i][j] = str(r["curve"]).replace("policy=", "")
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.0 * len(xs) + 3), max(4.2, 0.65 * len(ys) + 2.2)), dpi=110)
+    finite = grid[np.isfinite(grid)]
+    vmin = min(0.5, float(finite.min())) if finite.size else 0.5
+    vmax = max(1.5, float(finite.max())) if finite.size else 1.5
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="RdBu", norm=TwoSlopeNorm(1.0, vmin, vmax))
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            v = grid[i, j]
+            txt = "fail" if not np.isfinite(v) else f"{v:.2f}\n{label[i][j]}"
+            ax.text(j, i, txt, ha="center", va="center", fontsize=7.5,
+                    color="white" if np.isfinite(v) and abs(v - 1.0) > 0.45 * (vmax - 1.0) else "black")
+    if np.isfinite(grid).sum() >= 4 and len(xs) > 1 and len(ys) > 1:
+        ax.contour(np.arange(len(xs)), np.arange(len(ys)), np.nan_to_num(grid, nan=1.0), levels=[1.0],
+                   colors="black", linewidths=1.5, linestyles="--")
+    ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs])
+    ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title + "\n(dashed contour: speedup 1)", fontsize=10)
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label(colorbar_label, fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_best_speedup_lines(best: pd.DataFrame, *, x: str, group: str, title: str, xlabel: str, ylabel: str,
+                            path: str | Path, logx: bool = False) -> Path:
+    """Best speedup over the curves against x, one line per value of `group` (the second axis)."""
+    fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
+    cmap = plt.get_cmap("viridis")
+    groups = sorted(best[group].unique())
+    for i, gv in enumerate(groups):
+        g = best[best[group] == gv].sort_values(x)
+        ax.plot(g[x], g["speedup"], marker="o", ms=4, lw=2.0, color=cmap(i / max(1, len(groups) - 1)),
+                label=f"{group} = {gv:g}")
+    ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
+    if logx:
+        _log2_axis(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    return _finish(fig, ax, path)
+
+
+def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: str | Path) -> Path:
+    """TPOT p50 (left) and p99 (right) against output tokens/s: plain decoding (black) and each
+    speculative curve; the sweep's points are joined in axis order and labelled with the axis value."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110, sharey=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    base = df.drop_duplicates(subset=[x_axis]).sort_values(x_axis)
+    for ax, q in zip(axes, ("p50", "p99")):
+        ax.plot(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"], marker="s", ms=4, lw=2.2, color="black",
+                label="plain decoding (K=0)")
+        for _, r in base.iterrows():
+            ax.annotate(f"{r[x_axis]:g}", (r["base_output_tokens_per_s"], r[f"base_tpot_ms_{q}"]),
+                        textcoords="offset points", xytext=(3, -10), fontsize=7, color="black")
+        for i, (name, g) in enumerate(df.groupby("curve", sort=False)):
+            g = g.sort_values(x_axis)
+            ax.plot(g["spec_output_tokens_per_s"], g[f"spec_tpot_ms_{q}"], marker="o", ms=3, lw=1.6,
+                    color=colors[i % len(colors)], label=f"{name} (speculative)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _plain_log_ticks(ax)
+        ax.set_xlabel("output throughput (tokens/s, one replica)")
+        ax.set_ylabel(f"TPOT {q} (ms per output token)")
+        ax.set_title(f"TPOT {q}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="best", title=f"numbers: {x_axis}", title_fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,154 @@
+"""Predict a ground-truth run with the simulator's cost model and compare, round by round.
+
+For every recorded round the simulator's own pieces cost the same work:
+
+    K = 0   CostModel pass: one new token per sequence over its cached context, + iteration_us
+    K > 0   Drafter.propose_time_s (method draft_model: K sequential draft passes, the first one
+            ingesting 2 tokens per sequence, as the loop does) + CostModel verify pass (K + 1
+            tokens per sequence, logits at every position) + iteration_us
+
+with each sequence's recorded context and the recorded accept lengths (the acceptance is replayed
+as a trace, so predicted and measured runs emit exactly the same tokens). Predicted and measured
+totals, mean round times and tokens/s are compared per (batch, K), and so is the speedup of each
+K > 0 over K = 0 at the same batch.
+
+NOTE: this costs rounds directly with CostModel + Drafter rather than through the SimPy engine
+(simulator.run.simulate): the engine draws acceptance from per-position rates and schedules
+arrivals and prefills, while a ground-truth run is a fixed batch replaying recorded accept
+lengths; the per-iteration cost the engine charges is this same CostModel + Drafter sum.
+
+Rounds disturbed by the machine (a shared CPU's scheduler can stall a process for seconds) are
+dropped by a stated rule: wall time above STALL_FACTOR x the median of its (batch, K); the count
+dropped is reported, and predicted totals are taken over the same rounds.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simulator.cost_model import CostModel, PassShape
+from simulator.drafters import Drafter, DrafterSpec
+from simulator.hardware import HardwareProfile, load_profile
+from simulator.model_spec import spec_from_config
+
+STALL_FACTOR = 5.0
+
+
+def _spec(part: dict, where: str):
+    return spec_from_config(part["config"], part["name"], where)
+
+
+def predict_rounds(run: dict, hw: HardwareProfile) -> pd.DataFrame:
+    """One row per recorded round: measured and predicted seconds, tokens emitted."""
+    dtype = run["provenance"]["dtype"]
+    target = _spec(run["target"], "groundtruth run: target")
+    cm = CostModel(target, hw, tp=1, dtype=dtype)
+    drafter = None
+    tmp = None
+    if run.get("draft"):
+        tmp = tempfile.TemporaryDirectory()
+        cfg = Path(tmp.name) / f"{run['draft']['name'].replace('/', '_')}.json"
+        cfg.write_text(json.dumps(run["draft"]["config"]))
+        kmax = max([r["k"] for r in run["runs"]] + [1])
+        drafter = Drafter(DrafterSpec(method="draft_model", num_speculative_tokens=kmax, model=str(cfg)), target, cm)
+    rows = []
+    try:
+        for rec in run["runs"]:
+            B, K = rec["batch"], rec["k"]
+            for r in rec["rounds"]:
+                ctx = np.asarray(r["committed_before"], float)          # committed tokens per sequence
+                if K == 0:
+                    t_draft = 0.0
+                    t_verify = cm.shape_time_s(PassShape.from_sequences([(1, c - 1) for c in ctx]))
+                else:
+                    assert drafter is not None
+                    t_draft = float(drafter.propose_time_s(B, K, float(np.sum(ctx - 2)), catchup_tokens=2 * B))
+                    t_verify = cm.shape_time_s(PassShape.from_sequences([(K + 1, c - 1) for c in ctx]))
+                pred = t_draft + float(t_verify) + cm.iteration_overhead_s
+                rows.append({"batch": B, "k": K, "round": r["round"], "warmup": r["warmup"],
+                             "wall_s": r["wall_s"], "draft_s": r["draft_s"], "pred_s": pred,
+                             "pred_draft_s": t_draft, "emitted": int(np.sum(r["accepted"])) + B})
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return pd.DataFrame(rows)
+
+
+def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per (batch, K): totals, mean round, tokens/s, their errors, and speedups over K = 0."""
+    df = rounds[~rounds["warmup"]].copy()
+    med = df.groupby(["batch", "k"])["wall_s"].transform("median")
+    df["stall"] = df["wall_s"] > stall_factor * med
+    kept = df[~df["stall"]]
+    rows = []
+    for (b, k), g in kept.groupby(["batch", "k"]):
+        tm, tp = g["wall_s"].sum(), g["pred_s"].sum()
+        tok = g["emitted"].sum()
+        rows.append({"batch": int(b), "k": int(k), "rounds": len(g),
+                     "dropped_stalls": int(df[(df["batch"] == b) & (df["k"] == k)]["stall"].sum()),
+                     "tokens_per_round_per_seq": tok / len(g) / b,
+                     "measured_total_s": tm, "predicted_total_s": tp,
+                     "measured_round_ms": 1e3 * tm / len(g), "predicted_round_ms": 1e3 * tp / len(g),
+                     "measured_draft_ms": 1e3 * g["draft_s"].mean(), "predicted_draft_ms": 1e3 * g["pred_draft_s"].mean(),
+                     "measured_tok_s": tok / tm, "predicted_tok_s": tok / tp})
+    t = pd.DataFrame(rows)
+    t["total_err"] = (t["predicted_total_s"] - t["measured_total_s"]) / t["measured_total_s"]
+    t["round_err"] = t["total_err"]          # same rounds on both sides: mean round error = total error
+    t["tok_s_err"] = (t["predicted_tok_s"] - t["measured_tok_s"]) / t["measured_tok_s"]
+    base = t[t["k"] == 0].set_index("batch")
+    t["measured_speedup"] = [r.measured_tok_s / base.loc[r.batch, "measured_tok_s"] if r.batch in base.index else np.nan
+                             for r in t.itertuples()]
+    t["predicted_speedup"] = [r.predicted_tok_s / base.loc[r.batch, "predicted_tok_s"] if r.batch in base.index else np.nan
+                              for r in t.itertuples()]
+    spec = t[t["k"] > 0].dropna(subset=["measured_speedup"])
+    agree = ((spec["measured_speedup"] > 1) == (spec["predicted_speedup"] > 1))
+    summary = {
+        "tok_s_ape_median": float(np.median(np.abs(t["tok_s_err"]))),
+        "tok_s_ape_max": float(np.max(np.abs(t["tok_s_err"]))),
+        "total_ape_median": float(np.median(np.abs(t["total_err"]))),
+        "speedup_sign_agreement": float(agree.mean()) if len(agree) else float("nan"),
+        "speedup_sign_disagreements": [f"B={r.batch} K={r.k}" for r, a in zip(spec.itertuples(), agree) if not a],
+        "rounds_kept": int(len(kept)), "rounds_dropped_as_stalls": int(df["stall"].sum()),
+        "stall_rule": f"wall > {stall_factor:g} x median of its (batch, K)",
+    }
+    return t, summary
+
+
+def validate(run: dict, profile: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    hw = load_profile(profile)
+    table, summary = compare(predict_rounds(run, hw))
+    summary.update({"profile": hw.describe(), "run_device": run["provenance"].get("device_name"),
+                    "target": run["target"]["name"], "target_layers": run["target"]["layers"],
+                    "draft": (run.get("draft") or {}).get("name"), "draft_layers": (run.get("draft") or {}).get("layers"),
+                    "method": "CostModel + Drafter per recorded round (accept lengths replayed as a trace)"})
+    return table, summary
+
+
+def table_markdown(t: pd.DataFrame) -> str:
+    lines = ["| batch | K | rounds | tokens/round/seq | round ms (measured) | round ms (predicted) | error | "
+             "tokens/s (measured) | tokens/s (predicted) | error | speedup vs K=0 (measured) | (predicted) |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in t.itertuples():
+        sp_m = "-" if r.k == 0 or np.isnan(r.measured_speedup) else f"{r.measured_speedup:.2f}x"
+        sp_p = "-" if r.k == 0 or np.isnan(r.predicted_speedup) else f"{r.predicted_speedup:.2f}x"
+        lines.append(f"| {r.batch} | {r.k} | {r.rounds} | {r.tokens_per_round_per_seq:.2f} | {r.measured_round_ms:.2f} | "
+                     f"{r.predicted_round_ms:.2f} | {100 * r.round_err:+.1f} % | {r.measured_tok_s:.0f} | "
+                     f"{r.predicted_tok_s:.0f} | {100 * r.tok_s_err:+.1f} % | {sp_m} | {sp_p} |")
+    return "\n".join(lines)
+
+
+def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
+    s = summary
+    head = [f"# Validation: {s['target']} ({s['target_layers']} layers)"
+            + (f" + draft {s['draft']} ({s['draft_layers']} layers)" if s.get("draft") else ""),
+            "", f"- run device: {s['run_device']}", f"- {s['profile']}", f"- method: {s['method']}",
+            f"- tokens/s error: median {100 * s['tok_s_ape_median']:.1f} %, max {100 * s['tok_s_ape_max']:.1f} %",
+            f"- speedup sign agreement: {100 * s['speedup_sign_agreement']:.0f} %"
+            + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
+            f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})", ""]
+    return "\n".join(head) + table_markdown(table) + "\n"
