@@ -206,24 +206,36 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
 
 
 # ---- fitting the microbenchmark grid (calibrate on this machine) -----------------------------
+class PassPredictor:
+    """Simulator's CostModel time for each measured pass (rows with role, layers, batch,
+    new_tokens, context): the role's spec with num_layers = layers, candidate parameters.
+    Target passes score every position (verify); draft passes only the last. The grouping is
+    done once, so a least-squares evaluation costs one CostModel per (role, layers)."""
+
+    def __init__(self, points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str):
+        self.hw, self.dtype, self.n = hw, dtype, len(points)
+        self.groups = []
+        for (role, layers), idx in points.groupby(["role", "layers"]).indices.items():
+            sub = points.iloc[idx]
+            B = sub["batch"].to_numpy(float)
+            n = sub["new_tokens"].to_numpy(float)
+            c = sub["context"].to_numpy(float)
+            logits = n if role == "target" else np.ones_like(n)
+            shape = (B * n, B * c, B * (n * c + n * (n + 1) / 2), B * logits)
+            self.groups.append((dataclasses.replace(specs[role], num_layers=int(layers)), idx, shape))
+
+    def __call__(self, params: Mapping[str, float]) -> np.ndarray:
+        from simulator.cost_model import CostModel
+        hw2 = with_params(self.hw, params)
+        out = np.empty(self.n)
+        for spec, idx, shape in self.groups:
+            out[idx] = CostModel(spec, hw2, tp=1, dtype=self.dtype).time_s(*shape)
+        return out
+
+
 def predict_points(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
                    params: Mapping[str, float]) -> np.ndarray:
-    """Simulator's CostModel time for each measured pass (a DataFrame with role, layers, batch,
-    new_tokens, context): the model's spec with num_layers = layers, the candidate parameters.
-    Target passes score every position (verify); draft passes only the last."""
-    from simulator.cost_model import CostModel
-    hw2 = with_params(hw, params)
-    out = np.empty(len(points))
-    for (role, layers), idx in points.groupby(["role", "layers"]).indices.items():
-        spec = dataclasses.replace(specs[role], num_layers=int(layers))
-        cm = CostModel(spec, hw2, tp=1, dtype=dtype)
-        sub = points.iloc[idx]
-        B = sub["batch"].to_numpy(float)
-        n = sub["new_tokens"].to_numpy(float)
-        c = sub["context"].to_numpy(float)
-        logits = n if role == "target" else np.ones_like(n)
-        out[idx] = cm.time_s(B * n, B * c, B * (n * c + n * (n + 1) / 2), B * logits)
-    return out
+    return PassPredictor(points, specs, hw, dtype)(params)
 
 
 @dataclass(frozen=True)
@@ -243,7 +255,7 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     cells = [f"{b}:{n}:{c}" for b, n, c in zip(df["batch"], df["new_tokens"], df["context"])]
     held = holdout_groups(cells, holdout_frac, seed)
     train = df[~held].reset_index(drop=True)
-    f = fit_log_time(lambda p: predict_points(train, specs, hw, dtype, p), train["median_s"].to_numpy())
+    f = fit_log_time(PassPredictor(train, specs, hw, dtype), train["median_s"].to_numpy())
     df["pred_s"] = predict_points(df, specs, hw, dtype, f.params)
     df["pred_datasheet_s"] = predict_points(df, specs, hw, dtype, params_of(hw))
     df["ape"] = ape(df["pred_s"], df["median_s"])

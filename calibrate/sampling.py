@@ -46,7 +46,7 @@ import torch
 
 # NOTE: the sampled row is mixed with 2^-64 * p so that a numerically empty residual (p <= q
 # everywhere, e.g. p == q up to rounding) falls back to p without a data-dependent branch or a
-# host sync. For a non-empty residual the mixture moves at most 2^-64 (about 5e-20) of probability
+# host sync. For a non-empty residual the mixture moves about 2^-64 (5e-20) of probability
 # mass, far below the float32 rounding of the inputs; 2^-64 is a power of two, so the product is
 # exact (no rounding difference between fused and unfused code) for p >= 2^-62.
 FALLBACK_WEIGHT = 2.0 ** -64
@@ -379,8 +379,8 @@ def verify_tree(target_probs: torch.Tensor, draft_probs: torch.Tensor, tree_toke
     """Exact verification of a token tree (several candidates per position), emitting one path.
 
     Recursive rejection sampling over siblings (SpecInfer, Miao et al. 2024, arXiv 2305.09781,
-    "multi-step speculative sampling"; multi-draft speculative sampling as in Chen et al. 2023 /
-    Sun et al. 2023 "SpecTr"): the children of the current node are tried in index order; each
+    "multi-step speculative sampling"; Yang et al. 2024, "Multi-Candidate Speculative Decoding",
+    arXiv 2401.06706): the children of the current node are tried in index order; each
     is accepted with probability min(1, p(x)/q(x)) against the current p, and a rejection replaces
     p by norm((p - q)+). Exact (the emitted tokens are distributed as the target's samples) when
     each node's token was drawn independently from its draft_probs row given its parent, e.g.

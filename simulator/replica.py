@@ -113,24 +113,27 @@ class Replica:
         # sample_prefix_accepts draws (one uniform per position) and returning the same counts.
         self._population = type(acceptance).sample is AcceptanceModel.sample or self.tree_branches > 1
         self._rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        # decode slots [S]: request id, context (prompt + generated), remaining output tokens,
-        # accepted drafts, drafter catch-up tokens, round / drafted counters at entry, missed drafts
+        # Decode slots [S], in admission order. The three counters every emitted token advances
+        # share one [3, S] array so that a round updates them in one operation:
+        #   context (prompt + generated tokens), generated tokens, tokens emitted by rounds since
+        #   joining the decode batch (minus the rounds: the drafts accepted and used).
+        # Then: request id, output length, drafter catch-up tokens, round / drafted counters at
+        # entry, drafts not proposed (n-gram misses).
         S = self.max_seqs
+        self.d_tok = np.zeros((3, S), dtype=np.int64)
+        self.d_ctx, self.d_gen, self.d_ems = self.d_tok[0], self.d_tok[1], self.d_tok[2]
         self.d_id = np.zeros(S, dtype=np.int64)
-        self.d_ctx = np.zeros(S, dtype=np.int64)
-        self.d_rem = np.zeros(S, dtype=np.int64)
-        self.d_acc = np.zeros(S, dtype=np.int64)
+        self.d_out = np.zeros(S, dtype=np.int64)
         self.d_pend = np.zeros(S, dtype=np.int64)
         self.d_r0 = np.zeros(S, dtype=np.int64)
         self.d_kc0 = np.zeros(S, dtype=np.int64)
         self.d_miss = np.zeros(S, dtype=np.int64)
-        self._slot_arrays = (self.d_id, self.d_ctx, self.d_rem, self.d_acc, self.d_pend, self.d_r0,
-                             self.d_kc0, self.d_miss)
+        self._slot_arrays = (self.d_id, self.d_out, self.d_pend, self.d_r0, self.d_kc0, self.d_miss)
         self._scratch = np.zeros(S, dtype=np.int64)
         self.n = 0                     # decode sequences
         self.sum_ctx = 0               # sum of d_ctx[:n]
         self.pend_sum = 0              # sum of d_pend[:n]
-        self.rem_lb = BIG              # lower bound on min(d_rem[:n]): no exact check while > K + 1
+        self.rem_lb = BIG              # lower bound on min(d_out - d_gen): no exact check while > K + 1
         self.rounds_cum = 0            # decode rounds this replica ran
         self.k_cum = 0                 # sum of K over those rounds (drafts per sequence)
         # partial prefills, in admission order: [rid, need, done, chunk, held_blocks]
@@ -190,8 +193,9 @@ class Replica:
     def _flush(self, j: int, rid: int) -> None:
         """Fold slot j's counters into the request table (on finish or preemption)."""
         t = self.table
-        t.rounds[rid] += self.rounds_cum - self.d_r0[j]
-        t.accepted[rid] += self.d_acc[j]
+        rounds = self.rounds_cum - int(self.d_r0[j])
+        t.rounds[rid] += rounds
+        t.accepted[rid] += int(self.d_ems[j]) - rounds
         t.drafted[rid] += self.k_cum - self.d_kc0[j] - self.d_miss[j]
 
     def _preempt_prefill(self) -> None:
@@ -204,7 +208,7 @@ class Replica:
         t = self.table
         for j in range(self.n - 1, keep - 1, -1):
             rid = int(self.d_id[j])
-            t.generated[rid] = t.output[rid] - int(self.d_rem[j])
+            t.generated[rid] = int(self.d_gen[j])
             self._flush(j, rid)
             self.sum_ctx -= int(self.d_ctx[j])
             self.pend_sum -= int(self.d_pend[j])
@@ -367,7 +371,7 @@ class Replica:
         emitted = 0
         finished_any = False
         if n:
-            rem = self.d_rem[:n]
+            tok = self.d_tok[:, :n]                                       # [3, n] context, generated, emitted
             if k:
                 matched = self._matched
                 if matched is None:
@@ -383,31 +387,29 @@ class Replica:
                         self.policy.observe(k, acc_m)
                     self.d_miss[:n] += k * ~matched
                 em = acc + 1                                              # [n] tokens emitted
-                if self.rem_lb <= k + 1:                                  # someone may hit its cap
+                if self.rem_lb <= k + 1:                                  # someone may reach its output length
+                    rem = np.subtract(self.d_out[:n], self.d_gen[:n], out=self._scratch[:n])
                     np.minimum(em, rem, out=em)
                     rem -= em
                     self.rem_lb = int(rem.min())
                     finished_any = self.rem_lb == 0
                 else:
-                    rem -= em
                     self.rem_lb -= k + 1
-                self.d_ctx[:n] += em
-                self.d_acc[:n] += acc
+                tok += em
                 es = int(em.sum())
                 if self.track_catchup:
                     self.d_pend[:n] = em
                     self.pend_sum = es
                 self.k_cum += k
             else:
-                rem -= 1
-                self.d_ctx[:n] += 1
+                tok += 1
                 es = n
                 if self.track_catchup:
                     self.d_pend[:n] += 1
                     self.pend_sum += n
                 self.rem_lb -= 1
                 if self.rem_lb <= 0:
-                    self.rem_lb = int(rem.min())
+                    self.rem_lb = int((self.d_out[:n] - self.d_gen[:n]).min())
                     finished_any = self.rem_lb == 0
             self.sum_ctx += es
             self.rounds_cum += 1
@@ -448,9 +450,8 @@ class Replica:
             j = self.n                                           # join the decode batch
             ctx = need_t + 1
             self.d_id[j] = rid
-            self.d_ctx[j] = ctx
-            self.d_rem[j] = remaining
-            self.d_acc[j] = 0
+            self.d_tok[:, j] = (ctx, t.generated[rid], 0)
+            self.d_out[j] = t.output[rid]
             self.d_pend[j] = ctx
             self.d_r0[j] = self.rounds_cum
             self.d_kc0[j] = self.k_cum
@@ -474,7 +475,7 @@ class Replica:
     def _retire(self, n_old: int, now: float) -> None:
         """Remove finished sequences among the first n_old decode slots, keeping the order."""
         t = self.table
-        done = self.d_rem[:n_old] == 0
+        done = self.d_gen[:n_old] == self.d_out[:n_old]
         rids = []
         for j in np.flatnonzero(done).tolist():
             rid = int(self.d_id[j])
@@ -490,7 +491,8 @@ class Replica:
         m = int(keep.sum())
         for a in self._slot_arrays:
             a[:m] = a[:n_all][keep]
+        self.d_tok[:, :m] = self.d_tok[:, :n_all][:, keep]
         self.n = m
-        self.rem_lb = int(self.d_rem[:m].min()) if m else BIG
+        self.rem_lb = int((self.d_out[:m] - self.d_gen[:m]).min()) if m else BIG
         for rid in rids:                        # notify after compaction: the replica is consistent
             self._finish(rid, now)

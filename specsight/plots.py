@@ -212,3 +212,43 @@ def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: 
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# ---- capacity plan (specsight plan) ---------------------------------------------------------------
+def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: float | None, path: str | Path,
+                     title: str) -> Path:
+    """The search's probes: TPOT p99 (left) and TTFT p99 (right) against the offered rate, one colour
+    per configuration; filled = within the SLO, hollow = not; the SLO as a red line; each
+    configuration's largest passing rate as a dotted vertical line."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, key, slo, name in ((axes[0], "tpot_ms_p99", slo_tpot_ms, "TPOT p99 (ms per output token)"),
+                               (axes[1], "ttft_ms_p99", slo_ttft_ms, "TTFT p99 (ms)")):
+        for i, r in enumerate(rows):
+            c = colors[i % len(colors)]
+            pr = sorted((p for p in r["probes"] if p.get(key) is not None), key=lambda p: p["qps"])
+            if not pr:
+                continue
+            ax.plot([p["qps"] for p in pr], [p[key] for p in pr], color=c, lw=1.0, alpha=0.6)
+            ok = [p for p in pr if p["pass"]]
+            bad = [p for p in pr if not p["pass"]]
+            ax.scatter([p["qps"] for p in ok], [p[key] for p in ok], color=c, s=28, zorder=4,
+                       label=f"{r['config']}: max {r['max_qps_per_replica']:.3g}/s" if r["max_qps_per_replica"] else f"{r['config']}: none")
+            ax.scatter([p["qps"] for p in bad], [p[key] for p in bad], facecolors="none", edgecolors=c, s=28, zorder=4)
+            if r["max_qps_per_replica"]:
+                ax.axvline(r["max_qps_per_replica"], color=c, ls=":", lw=1.2)
+        if slo is not None:
+            ax.axhline(slo, color="red", lw=1.5, ls="--", label=f"SLO {slo:g} ms")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _plain_log_ticks(ax)
+        ax.set_xlabel("offered load per replica (requests/s, Poisson)")
+        ax.set_ylabel(name)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="best", title="filled: passes the SLO and is stable", title_fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
