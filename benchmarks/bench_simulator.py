@@ -68,10 +68,24 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path) -> dict:
 def run_case(name: str, profile: bool) -> dict:
     """In this process: time imports, set-up, the event loop and the DataFrames."""
     t0 = time.perf_counter()
+    import numpy as np
+    import pandas  # noqa: F401  (imported by simulate() for its DataFrames; counted here)
     import simulator.engine as engine_mod
+    import simulator.replica as replica_mod
     from simulator.run import simulate
     from simulator.scenario import load_scenario
     t_import = time.perf_counter() - t0
+
+    # Per-iteration wall time (a perf_counter stamp when each iteration completes, ~0.1 us):
+    # its median is robust to other processes stealing the core, unlike the loop's total.
+    stamps: list[float] = []
+    orig_complete = replica_mod.Replica._complete
+    pc = time.perf_counter
+
+    def stamped_complete(self):
+        orig_complete(self)
+        stamps.append(pc())
+    replica_mod.Replica._complete = stamped_complete
 
     loop = {}
     orig_run = engine_mod.Engine.run
@@ -98,6 +112,7 @@ def run_case(name: str, profile: bool) -> dict:
             pstats.Stats(pr, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     s = r.summary
     loop_s = loop["end"] - loop["start"]
+    per_it = np.diff(np.asarray(stamps)) * 1e6
     return {
         "case": name, "requests": n, "speculation": "eagle3 K=3" if spec else "off",
         "iterations": s["num_iterations"], "decode_iterations": s["num_decode_rounds"],
@@ -106,6 +121,9 @@ def run_case(name: str, profile: bool) -> dict:
         "frames_and_summary_s": round(t_end - loop["end"], 3), "wall_s": round(t_end - t1, 3),
         "decode_iters_per_s": round(s["num_decode_rounds"] / loop_s),
         "iters_per_s": round(s["num_iterations"] / loop_s),
+        "median_iteration_us": round(float(np.median(per_it)), 2),
+        "mean_iteration_us_below_p90": round(float(per_it[per_it <= np.percentile(per_it, 90)].mean()), 2),
+        "iters_per_s_from_median": round(1e6 / float(np.median(per_it))),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "output_tokens_per_s": round(s["output_tokens_per_s"], 1), "tpot_ms_p50": round(s["tpot_ms_p50"], 2),
         "mean_batch": round(s["mean_batch"], 1), "preemptions": s["preemptions"],
@@ -138,6 +156,7 @@ def main() -> int:
         print(f"{r['case']:6} {r['requests']:>7} req  spec {r['speculation']:<10}  "
               f"decode iters {r['decode_iterations']:>8}  loop {r['loop_s']:7.2f} s  "
               f"{r['decode_iters_per_s']:>7} decode it/s ({r['decode_iters_per_s'] / VIDUR_ITERS_PER_S:.1f}x Vidur)  "
+              f"median iteration {r['median_iteration_us']:.1f} us (= {r['iters_per_s_from_median']} it/s)  "
               f"start-up {r['startup_s']:.2f} s (+ imports {r['import_s']:.2f} s)  wall {r['wall_s']:.2f} s  "
               f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
     print(json.dumps(rows, indent=1))

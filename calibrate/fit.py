@@ -31,9 +31,11 @@ from simulator.hardware import Efficiency, HardwareProfile, Overheads, load_prof
 
 PARAM_NAMES = ("efficiency.memory", "efficiency.compute", "efficiency.roofline_sharpness",
                "overheads.kernel_launch_us")
-# Bounds: fractions in (0, 1]; p in [1, P_MAX] (beyond ~64 the soft roofline equals max() to
-# within 1 %); launch overhead in [0, 1000] us.
-P_MAX = 64.0
+# Bounds: fractions in (0, 1]; p in [1, P_MAX]; launch overhead in [0, 1000] us. P_MAX = 32:
+# the soft roofline is then within 2.2 % of max() at the knee (2^(1/32)), and t^p stays clear
+# of float64 underflow for op times down to 1 ns (simulator.cost_model.soft_roofline raises t to
+# the power p directly). The sharp max() roofline is compared with p = inf, not with P_MAX.
+P_MAX = 32.0
 LOWER = np.array([1e-3, 1e-3, 0.0, 0.0])                  # theta = (eff_m, eff_c, log p, launch_us)
 UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0])
 P_STARTS = (2.0, 4.0, 12.0)
@@ -95,11 +97,14 @@ class Fit:
 
 def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: np.ndarray,
                  fixed: Mapping[str, float] | None = None, p_starts: Sequence[float] = P_STARTS,
-                 start: Mapping[str, float] | None = None) -> Fit:
+                 start: Mapping[str, float] | None = None,
+                 jac: Callable[[dict[str, float]], np.ndarray] | None = None) -> Fit:
     """Least squares on log(pred) - log(meas) over the free parameters.
 
     predict(params) -> predicted seconds for every measured point (same order as measured_s).
-    fixed: parameters held at a value (e.g. roofline_sharpness = 64 for the sharp roofline)."""
+    fixed: parameters held at a value (e.g. roofline_sharpness = inf for the max() roofline).
+    jac(params) -> [n_points, 4] d log(pred) / d theta, theta = (eff_m, eff_c, log p, launch_us);
+    without it the Jacobian is taken by finite differences."""
     y = np.log(np.asarray(measured_s, float))
     fixed = dict(fixed or {})
     free = [i for i, n in enumerate(PARAM_NAMES) if n not in fixed]
@@ -117,13 +122,17 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
         pred = predict(theta_to_params(full_theta(x)))
         return np.log(np.maximum(pred, 1e-12)) - y
 
+    jac_free = "2-point"
+    if jac is not None:
+        jac_free = lambda x: jac(theta_to_params(full_theta(x)))[:, free]   # noqa: E731
+
     best = None
     starts = p_starts if "efficiency.roofline_sharpness" not in fixed else (base["efficiency.roofline_sharpness"],)
     for p0 in starts:
         th0 = params_to_theta({**base, "efficiency.roofline_sharpness": p0})
         x0 = np.clip(th0[free], LOWER[free] + 1e-9, UPPER[free] - 1e-9)
-        r = least_squares(resid, x0, bounds=(LOWER[free], UPPER[free]), method="trf",
-                          x_scale=np.maximum(np.abs(x0), 0.1), diff_step=1e-4, max_nfev=400)
+        r = least_squares(resid, x0, jac=jac_free, bounds=(LOWER[free], UPPER[free]), method="trf",
+                          x_scale=np.maximum(np.abs(x0), 0.1), diff_step=1e-4, max_nfev=200)
         if best is None or r.cost < best.cost:
             best = r
     assert best is not None
@@ -131,6 +140,30 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
     pred = predict(params)
     return Fit(params=params, train_ape=ape(pred, measured_s),
                rms_log_residual=float(np.sqrt(np.mean(best.fun ** 2))), fixed=tuple(fixed))
+
+
+def soft_roofline_jac(t_compute: np.ndarray, t_memory: np.ndarray, p: float, eff_m: float, eff_c: float,
+                      extra_s: np.ndarray | float = 0.0) -> np.ndarray:
+    """d log(S + extra) / d theta for S = (tc^p + tm^p)^(1/p), tc proportional to 1/eff_c and
+    tm to 1/eff_m, theta = (eff_m, eff_c, log p, launch_us) with extra = launch_us * 1e-6 (one
+    kernel). Normalised by m = max(tc, tm) so nothing underflows: [n, 4]."""
+    tc, tm = np.asarray(t_compute, float), np.asarray(t_memory, float)
+    m = np.maximum(tc, tm)
+    a, b = tc / m, tm / m
+    ap, bp = a ** p, b ** p
+    sig = ap + bp                                      # in [1, 2]
+    S = m * sig ** (1.0 / p)
+    pred = S + extra_s
+    dS_dtc = a ** (p - 1) * sig ** ((1.0 - p) / p)
+    dS_dtm = b ** (p - 1) * sig ** ((1.0 - p) / p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dlogS_dp = -np.log(sig) / p ** 2 + np.nan_to_num((ap * np.log(a) + bp * np.log(b)) / (p * sig))
+    J = np.empty((tc.size, 4))
+    J[:, 0] = -dS_dtm * tm / eff_m / pred
+    J[:, 1] = -dS_dtc * tc / eff_c / pred
+    J[:, 2] = p * S * dlogS_dp / pred
+    J[:, 3] = 1e-6 / pred
+    return J
 
 
 def holdout_groups(groups: Sequence[Any], frac: float, seed: int) -> np.ndarray:
@@ -146,6 +179,10 @@ def holdout_groups(groups: Sequence[Any], frac: float, seed: int) -> np.ndarray:
 
 def _round(x: Any, nd: int = 6) -> Any:
     """Round floats for YAML (so the file reads well); recurse into containers."""
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, str):
+        return str(x)          # plain str (torch.__version__ is a str subclass YAML cannot write)
     if isinstance(x, float):
         return float(f"{x:.{nd}g}")
     if isinstance(x, Mapping):
@@ -246,12 +283,19 @@ class DeviceFit:
 
 
 def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
-               holdout_frac: float = 0.3, seed: int = 0) -> DeviceFit:
+               holdout_frac: float = 0.3, seed: int = 0, stat: str = "median") -> DeviceFit:
     """Fit on a seeded ~70 % of the grid cells (batch, new tokens, context: one cell's passes at
-    every layer count and role stay on one side), report the error on the other ~30 %."""
+    every layer count and role stay on one side), report the error on the other ~30 %.
+
+    stat: which statistic of the repeats is the measured time, "median" or "min" (a shared CPU:
+    interference from other processes only ever adds time, so the minimum estimates the pass's
+    own cost; Python's timeit documentation gives the same advice)."""
     import pandas as pd
     df = pd.DataFrame(points)
     df = df[df["role"].isin(list(specs))].reset_index(drop=True)
+    if stat not in ("median", "min"):
+        raise ValueError(f"stat must be 'median' or 'min', not {stat!r}")
+    df["median_s"] = df[f"{stat}_s"]        # the statistic fitted and compared, whatever its name
     cells = [f"{b}:{n}:{c}" for b, n, c in zip(df["batch"], df["new_tokens"], df["context"])]
     held = holdout_groups(cells, holdout_frac, seed)
     train = df[~held].reset_index(drop=True)
@@ -268,6 +312,7 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     s["heldout_by_role"] = {r: float(np.median(g["ape"])) for r, g in h.groupby("role")}
     s["rms_log_residual_train"] = f.rms_log_residual
     s["holdout"] = f"seeded {int(round(100 * holdout_frac))} % of grid cells (seed {seed})"
+    s["statistic"] = f"{stat} of repeats"
     s["layer_scaling"] = layer_scaling(df)
     return DeviceFit(f.params, s, df)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,7 @@ from simulator.hardware import HardwareProfile, Interconnect, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.paths import REPO_ROOT
 
-from .fit import P_MAX, ape, ape_summary, fit_log_time, params_of
+from .fit import ape, ape_summary, fit_log_time, params_of
 
 LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 BYTES_FP16 = 2
@@ -52,6 +52,7 @@ SHIPPED_DIR = REPO_ROOT / "data" / "vidur-profiling"
 SHARED_DIR = REPO_ROOT.parent / "shared" / "data" / "vidur-profiling"
 # Intra-node topology whose all-reduce data describes each SKU's HGX/DGX NVLink fabric.
 TOPOLOGY = {"a100": "a100_dgx"}
+SHARP = {"efficiency.roofline_sharpness": float("inf")}   # the classic max() roofline, for comparison
 
 
 def default_data_dir() -> Path:
@@ -78,8 +79,22 @@ def op_dims(row: Mapping[str, Any], op: str, tp: int) -> tuple[int, int]:
     raise ValueError(op)
 
 
-def load_compute(data_dir: str | Path, sku: str) -> pd.DataFrame:
-    """One row per (model, linear op, num_tokens, tp): measured seconds, FLOPs and bytes."""
+def geometric_tokens(tokens: np.ndarray) -> np.ndarray:
+    """Mask of token counts that are 2^i or 1.5 x 2^i (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, ...).
+
+    Vidur's grid is linear (every 8 tokens up to 1024, then every 16, 32, 256): a fit on every
+    row would weigh the compute-bound prefill range ~10x more than decode and the knee; the
+    geometric subset weighs each octave of T alike."""
+    t = np.asarray(tokens, dtype=np.int64)
+    pow2 = (t & (t - 1)) == 0
+    s = t // 3
+    three_halves = (t % 3 == 0) & (s > 0) & ((s & (s - 1)) == 0) & (t >= 24)
+    return pow2 | three_halves
+
+
+def load_compute(data_dir: str | Path, sku: str, tokens: str = "geometric") -> pd.DataFrame:
+    """One row per (model, linear op, num_tokens, tp): measured seconds, FLOPs and bytes.
+    tokens: "geometric" (the subset of geometric_tokens) or "all" rows."""
     root = Path(data_dir) / "compute" / sku
     files = sorted(root.glob("*/*/mlp.csv"))
     if not files:
@@ -106,7 +121,12 @@ def load_compute(data_dir: str | Path, sku: str) -> pd.DataFrame:
                 "bytes": BYTES_FP16 * (io[:, 0] * io[:, 1] + T * (io[:, 0] + io[:, 1])),
             }))
     df = pd.concat(frames, ignore_index=True)
-    return df[df["time_s"] > 0].reset_index(drop=True)
+    keep = df["time_s"] > 0
+    if tokens == "geometric":
+        keep &= geometric_tokens(df["num_tokens"].to_numpy())
+    elif tokens != "all":
+        raise ValueError(f"tokens must be 'geometric' or 'all', not {tokens!r}")
+    return df[keep].reset_index(drop=True)
 
 
 def load_allreduce(data_dir: str | Path, topology: str) -> pd.DataFrame:
@@ -127,6 +147,16 @@ def predict_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, floa
     W = hw.memory_bandwidth_bytes_s * params["efficiency.memory"]
     t = soft_roofline(df["flops"].to_numpy() / F, df["bytes"].to_numpy() / W, params["efficiency.roofline_sharpness"])
     return t + params["overheads.kernel_launch_us"] * 1e-6
+
+
+def jac_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, float], dtype: str = "fp16") -> np.ndarray:
+    """Analytic d log(predict_ops) / d theta (see calibrate.fit.soft_roofline_jac)."""
+    from .fit import soft_roofline_jac
+    em, ec = params["efficiency.memory"], params["efficiency.compute"]
+    tc = df["flops"].to_numpy() / (hw.peak_flops(dtype) * ec)
+    tm = df["bytes"].to_numpy() / (hw.memory_bandwidth_bytes_s * em)
+    return soft_roofline_jac(tc, tm, params["efficiency.roofline_sharpness"], em, ec,
+                             params["overheads.kernel_launch_us"] * 1e-6)
 
 
 def band_of(tokens: np.ndarray) -> np.ndarray:
@@ -165,7 +195,7 @@ class VidurFit:
     sku: str
     base: HardwareProfile
     params: dict[str, float]              # fit on all models (what the shipped profile carries)
-    sharp_params: dict[str, float]        # fit on all models with p held at P_MAX (the max() roofline)
+    sharp_params: dict[str, float]        # fit on all models with p = inf (the max() roofline)
     table: pd.DataFrame                   # per (model, band): APE medians, datasheet / sharp / soft
     heldout: pd.DataFrame                 # every op row with its leave-one-model-out prediction
     allreduce: dict[str, Any]
@@ -188,25 +218,26 @@ class VidurFit:
 
 
 def fit_vidur(data_dir: str | Path, sku: str = "a100", gpu: str = "a100-80gb-sxm",
-              topology: str | None = None) -> VidurFit:
+              topology: str | None = None, tokens: str = "geometric") -> VidurFit:
     """Fit on all models; evaluate each model with a fit that never saw it."""
     base = load_profile(gpu)
-    df = load_compute(data_dir, sku)
+    df = load_compute(data_dir, sku, tokens=tokens)
     y = df["time_s"].to_numpy()
     band = band_of(df["num_tokens"].to_numpy())
 
     def fit_on(mask: np.ndarray, fixed: Mapping[str, float] | None = None):
         sub = df[mask]
-        return fit_log_time(lambda p: predict_ops(sub, base, p), sub["time_s"].to_numpy(), fixed=fixed)
+        return fit_log_time(lambda p: predict_ops(sub, base, p), sub["time_s"].to_numpy(), fixed=fixed,
+                            jac=None if fixed else (lambda p: jac_ops(sub, base, p)))
 
     full = fit_on(np.ones(len(df), bool))
-    sharp = fit_on(np.ones(len(df), bool), fixed={"efficiency.roofline_sharpness": P_MAX})
+    sharp = fit_on(np.ones(len(df), bool), fixed=SHARP)
     pred_fit = np.empty(len(df))
     pred_sharp = np.empty(len(df))
     for model in df["model"].unique():
         test = (df["model"] == model).to_numpy()
         f = fit_on(~test)
-        s = fit_on(~test, fixed={"efficiency.roofline_sharpness": P_MAX})
+        s = fit_on(~test, fixed=SHARP)
         pred_fit[test] = predict_ops(df[test], base, f.params)
         pred_sharp[test] = predict_ops(df[test], base, s.params)
     held = df.assign(band=band, pred_datasheet=predict_ops(df, base, params_of(base)),
@@ -289,3 +320,35 @@ def write_vidur_profile(fit: VidurFit, out: str | Path, data_dir: str | Path) ->
         header=(f"# Calibrated from real {fit.sku.upper()} operator timings (microsoft/vidur profiling data, MIT licence).\n"
                 f"# Written by: specsight calibrate --from-vidur DIR --sku {fit.sku} --gpu {fit.base.name}. "
                 f"Do not edit by hand; rerun the command."))
+
+
+def trim_copy(src: str | Path, dst: str | Path, sku: str = "a100", topologies: tuple[str, ...] = ("a100_dgx",)) -> list[Path]:
+    """Copy the columns this module reads (the median of every operator, the dimensions, the
+    token count and TP degree; for all-reduce the median, size and worker layout) from a Vidur
+    data/profiling folder, values unchanged (copied as text). What data/vidur-profiling holds."""
+    import csv
+    src, dst = Path(src), Path(dst)
+    written = []
+
+    def copy(f: Path, keep: Callable[[str], bool]) -> None:
+        out = dst / f.relative_to(src)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with f.open(newline="") as fin, out.open("w", newline="") as fout:
+            r = csv.reader(fin)
+            head = next(r)
+            idx = [i for i, h in enumerate(head) if keep(h)]
+            w = csv.writer(fout, lineterminator="\n")
+            w.writerow([head[i] for i in idx])
+            for row in r:
+                w.writerow([row[i] for i in idx])
+        written.append(out)
+
+    dims = {"n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp", "num_tokens",
+            "num_tensor_parallel_workers"}
+    for f in sorted((src / "compute" / sku).glob("*/*/mlp.csv")):
+        copy(f, lambda h: h in dims or (h.startswith("time_stats.") and h.endswith(".median")))
+    for topo in topologies:
+        copy(src / "network" / topo / "all_reduce.csv",
+             lambda h: h in {"time_stats.all_reduce.median", "time_stats.all_reduce.min", "rank", "num_workers",
+                             "size", "collective", "devices_per_node", "max_devices_per_node"})
+    return written

@@ -113,15 +113,17 @@ class Replica:
         # sample_prefix_accepts draws (one uniform per position) and returning the same counts.
         self._population = type(acceptance).sample is AcceptanceModel.sample or self.tree_branches > 1
         self._rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        # Decode slots [S], in admission order. The three counters every emitted token advances
-        # share one [3, S] array so that a round updates them in one operation:
+        # Decode slots [S], in admission order. The four counters every emitted token advances
+        # share one [4, S] array so that a round updates them in one operation:
         #   context (prompt + generated tokens), generated tokens, tokens emitted by rounds since
-        #   joining the decode batch (minus the rounds: the drafts accepted and used).
+        #   joining the decode batch (minus the rounds: the drafts accepted and used), and
+        #   context + K_kv + block_size - 1 (so that KV blocks = that // block_size, one division).
         # Then: request id, output length, drafter catch-up tokens, round / drafted counters at
         # entry, drafts not proposed (n-gram misses).
         S = self.max_seqs
-        self.d_tok = np.zeros((3, S), dtype=np.int64)
-        self.d_ctx, self.d_gen, self.d_ems = self.d_tok[0], self.d_tok[1], self.d_tok[2]
+        self.d_tok = np.zeros((4, S), dtype=np.int64)
+        self.d_ctx, self.d_gen, self.d_ems, self.d_kvc = self.d_tok
+        self._kv_k = 0                 # the K that d_kvc includes
         self.d_id = np.zeros(S, dtype=np.int64)
         self.d_out = np.zeros(S, dtype=np.int64)
         self.d_pend = np.zeros(S, dtype=np.int64)
@@ -130,6 +132,7 @@ class Replica:
         self.d_miss = np.zeros(S, dtype=np.int64)
         self._slot_arrays = (self.d_id, self.d_out, self.d_pend, self.d_r0, self.d_kc0, self.d_miss)
         self._scratch = np.zeros(S, dtype=np.int64)
+        self._logbuf = log.buf
         self.n = 0                     # decode sequences
         self.sum_ctx = 0               # sum of d_ctx[:n]
         self.pend_sum = 0              # sum of d_pend[:n]
@@ -230,10 +233,10 @@ class Replica:
         k = self._choose_k(n) if (n and self.spec_on) else 0
         # KV for the decode sequences: context + K lookahead slots each, in blocks
         if n:
-            tmp = self._scratch[:n]
-            np.add(self.d_ctx[:n], k + bs - 1, out=tmp)
-            tmp //= bs
-            dec_blocks = int(tmp.sum())
+            if k != self._kv_k:
+                self.d_kvc[:n] += k - self._kv_k
+                self._kv_k = k
+            dec_blocks = int(np.floor_divide(self.d_kvc[:n], bs, out=self._scratch[:n]).sum())
             if dec_blocks + self.pf_blocks > cap:
                 n, dec_blocks = self._make_room(k, dec_blocks)
         else:
@@ -281,7 +284,7 @@ class Replica:
             self._preempt_prefill()
         if dec_blocks > cap:
             n = self.n
-            need = (self.d_ctx[:n] + (k + self.bs - 1)) // self.bs
+            need = self.d_kvc[:n] // self.bs
             keep = int(np.searchsorted(np.cumsum(need), cap, side="right"))
             self._preempt_decode_tail(keep)
             dec_blocks = int(need[: self.n].sum())
@@ -371,7 +374,7 @@ class Replica:
         emitted = 0
         finished_any = False
         if n:
-            tok = self.d_tok[:, :n]                                       # [3, n] context, generated, emitted
+            tok = self.d_tok[:, :n]                                       # [4, n] token counters
             if k:
                 matched = self._matched
                 if matched is None:
@@ -421,7 +424,7 @@ class Replica:
             emitted += first
         if finished_any:
             self._retire(n, now)
-        self.log.buf.extend(self._row_head + (now,) + self._row_mid + (emitted, first) + self._row_tail)
+        self._logbuf.extend(self._row_head + (now,) + self._row_mid + (emitted, first) + self._row_tail)
 
     def _complete_prefills(self, now: float) -> int:
         """Advance the scheduled chunks; prompts now fully computed emit their first token and
@@ -450,7 +453,7 @@ class Replica:
             j = self.n                                           # join the decode batch
             ctx = need_t + 1
             self.d_id[j] = rid
-            self.d_tok[:, j] = (ctx, t.generated[rid], 0)
+            self.d_tok[:, j] = (ctx, t.generated[rid], 0, ctx + self._kv_k + self.bs - 1)
             self.d_out[j] = t.output[rid]
             self.d_pend[j] = ctx
             self.d_r0[j] = self.rounds_cum

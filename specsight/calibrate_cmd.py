@@ -59,6 +59,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--gpu", default=None, help="base profile: datasheet peaks to fit fractions of (default: from the "
                    "device name); with --from-vidur, the GPU Vidur measured (a100-80gb-sxm)")
+    p.add_argument("--stat", choices=("median", "min"), default=None,
+                   help="statistic of the repeats that is fitted (default: median on cuda, min on cpu)")
     p.add_argument("--holdout", type=float, default=0.3, help="fraction of grid cells held out (seeded)")
     p.add_argument("--points", default=None, help="JSONL of measured points (default: <out>.points.jsonl); resumed")
     p.add_argument("--from-vidur", metavar="DIR", default=None, help="fit from Vidur profiling data instead of timing")
@@ -173,7 +175,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     points_path = Path(args.points) if args.points else out.with_name(out.stem + ".points.jsonl")
     env = mb.environment(device)
     points = mb.measure(cfg, points_path, progress=not (args.no_progress or args.json))
-    host = [p["median_s"] for p in points if p["role"] == "host"]
+    stat = args.stat or ("median" if device == "cuda" else "min")
+    host = [p[f"{stat}_s"] for p in points if p["role"] == "host"]
     iteration_us = 1e6 * float(sorted(host)[len(host) // 2]) if host else 0.0
 
     peaks = peak_sources = None
@@ -187,12 +190,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
                  "memory_capacity_gb": base.memory_capacity_gb}
         peak_sources = dict(base.sources)
     specs = {"target": target} if draft is None else {"target": target, "draft": draft}
-    fit = fit_device(points, specs, base, dtype, holdout_frac=args.holdout, seed=args.seed)
+    fit = fit_device(points, specs, base, dtype, holdout_frac=args.holdout, seed=args.seed, stat=stat)
     s = fit.summary
     host_by_k = {}
     for p in points:
         if p["role"] == "host":
-            host_by_k.setdefault(int(p["new_tokens"]), []).append(1e6 * p["median_s"])
+            host_by_k.setdefault(int(p["new_tokens"]), []).append(1e6 * p[f"{stat}_s"])
     cal = {
         "method": "microbenchmark-fit", **{k: env[k] for k in ("device_name", "driver", "torch", "python") if k in env},
         "dtype": dtype, "model": args.model, "draft": args.draft, "scale": scale,
@@ -202,7 +205,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "grid": {"name": grid_name, "batches": list(cfg.grid.batches), "new_tokens": list(cfg.grid.new_tokens),
                  "contexts": list(cfg.grid.contexts), "max_tokens": cfg.grid.max_tokens,
                  "max_kv_tokens": cfg.grid.max_kv_tokens},
-        "timing": f"{args.warmup} warm-up + median of {args.repeats} repeats, device synchronised around perf_counter",
+        "timing": f"{args.warmup} warm-up + {stat} of {args.repeats} repeats, device synchronised around perf_counter",
         "n_points": int(len(fit.points)), "points_file": str(points_path), "key": cfg.key,
         "holdout": s["holdout"],
         "residuals": {k: v for k, v in s.items() if k.startswith(("heldout_ape", "train_ape", "datasheet_", "rms_"))},
@@ -226,7 +229,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
                                 f"--grid {grid_name} --scale {scale} --dtype {dtype}")
     result = {"profile": str(out), "profile_name": prof.name, "device_name": env["device_name"], "dtype": dtype,
               "heldout_ape_median": s["heldout_ape_median"], "heldout_ape_max": s["heldout_ape_max"],
-              "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_ape_n"],
+              "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
               "train_ape_median": s["train_ape_median"], "datasheet_ape_median": s["datasheet_ape_median"],
               "heldout_by_role": s["heldout_by_role"], "fitted": fit.params, "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"],

@@ -146,7 +146,9 @@ def test_long_context_moves_breakeven_up():
     d = Drafter(DrafterSpec("draft_model", 3, model="llama-3.2-1b"), L8B, cm)
     short = breakeven_batch(cm, d, 512, 3, 0.6, max_batch=1e5).breakeven_batch
     long = breakeven_batch(cm, d, 32768, 3, 0.6, max_batch=1e5).breakeven_batch
-    assert short is not None and long is not None and long > short
+    assert short is not None
+    assert long is None or long > short          # None: it never crosses 1 up to 10^5 sequences
+    assert speedup(cm, d, short, 32768, 3, 0.6) > 1.0
 
 
 def test_drafter_costs_are_ordered():

@@ -1,0 +1,115 @@
+"""`specsight breakeven SCENARIO.yaml`: crossings, the CLI's JSON/CSV/plots, axis2 heatmaps, bad input.
+
+Fixed step costs make the speedup a closed form: a K-draft round costs target + K x draft seconds
+and emits E(alpha, K) = (1 - alpha^(K+1)) / (1 - alpha) tokens against 1 token per target pass.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from scipy.optimize import brentq
+
+from specsight.breakeven_cmd import crossings, status
+from specsight.cli import main
+
+TARGET_S, DRAFT_S = 0.02, 0.004          # s per target pass / per draft step
+FIXED = {
+    "name": "fixed-breakeven", "seed": 5,
+    "hardware": {"kind": "fixed", "target_step_s": TARGET_S, "draft_step_s": DRAFT_S},
+    "drafter": {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3},
+    "acceptance": {"model": "iid", "alpha": 0.6},
+    "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 24,
+                 "prompt_len": 8, "output_len": 96},
+}
+
+
+def closed_form_alpha(k: int) -> float:
+    """alpha where E(alpha, K) * TARGET / (TARGET + K * DRAFT) = 1."""
+    f = lambda a: (1 - a ** (k + 1)) / (1 - a) * TARGET_S / (TARGET_S + k * DRAFT_S) - 1.0
+    return brentq(f, 1e-9, 0.999)
+
+
+@pytest.fixture
+def fixed_path(tmp_path):
+    p = tmp_path / "fixed.yaml"
+    p.write_text("# Where does alpha make K drafts pay on fixed step costs? (test scenario)\n" + yaml.safe_dump(FIXED))
+    return p
+
+
+def test_crossings_interpolate_linearly_and_in_log_space():
+    assert crossings([0, 1, 2], [2.0, 1.5, 0.5]) == [{"at": 1.5, "direction": "down"}]
+    assert crossings([1, 4], [1.5, 0.5], log=True)[0]["at"] == pytest.approx(2.0)    # geometric midpoint
+    c = crossings([0.1, 0.5, 0.9, 1.0], [0.5, 1.5, 1.2, 0.8])
+    assert [x["direction"] for x in c] == ["up", "down"]
+    assert c[0]["at"] == pytest.approx(0.3)
+    assert crossings([1, 2, 3], [1.2, float("nan"), 1.1]) == []
+    assert status([1.2, 1.1]) == "pays throughout" and status([0.9]) == "never pays" and status([1.1, 0.9]) == "crosses"
+
+
+def test_alpha_axis_finds_the_closed_form_breakeven(fixed_path, tmp_path, capsys):
+    out = tmp_path / "be"
+    assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", "0.1,0.3,0.5,0.7,0.9", "--k", "1,3",
+                 "--workers", "1", "--out", str(out), "--json", "--no-progress"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["axis"] == "alpha" and obj["metric"] == "throughput"
+    for k in (1, 3):
+        be = obj["breakeven"][f"K={k}"]
+        assert be == pytest.approx(closed_form_alpha(k), abs=0.06), k
+        assert obj["crossings"][f"K={k}"][0]["direction"] == "up"
+    assert obj["best_k"]["0.1"] == 0 and obj["best_k"]["0.9"] == 3
+    assert obj["points_simulated"] == 5 * 2 + 1          # the baseline does not depend on alpha: one run
+    for f in ("csv", "plot", "latency_plot", "store"):
+        assert (tmp_path / obj["files"][f]).exists() or (out / obj["files"][f]).exists() or \
+            __import__("pathlib").Path(obj["files"][f]).stat().st_size > 0
+    import pandas as pd
+    df = pd.read_csv(obj["files"]["csv"])
+    assert set(df["curve"]) == {"K=1", "K=3"} and len(df) == 10
+    # rerun: every point comes from the store
+    assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", "0.1,0.3,0.5,0.7,0.9", "--k", "1,3",
+                 "--workers", "1", "--out", str(out), "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["points_simulated"] == 0
+
+
+def test_policy_curves_and_k_axis(fixed_path, tmp_path, capsys):
+    assert main(["breakeven", str(fixed_path), "--axis", "k", "--values", "1,2,4", "--policies", "static,goodput",
+                 "--workers", "1", "--out", str(tmp_path / "k"), "--json", "--no-progress"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert set(obj["breakeven"]) == {"policy=static", "policy=goodput"}
+    pts = {(p["k"], p["curve"]): p["speedup"] for p in obj["points"]}
+    assert pts[(2, "policy=static")] > 1.0                  # alpha 0.6: K = 2 pays on these costs
+    assert obj["status"]["policy=goodput"] == "pays throughout"
+
+
+def test_axis2_heatmap_and_text_output(fixed_path, tmp_path, capsys):
+    out = tmp_path / "hm"
+    assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", "0.2,0.8", "--k", "2",
+                 "--axis2", "batch", "--values2", "1,4", "--workers", "1", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "-- batch = 1" in text and "-- batch = 4" in text and "break-even K=2" in text
+    assert (out / "breakeven_alpha_batch_heatmap.png").stat().st_size > 10_000
+    assert (out / "breakeven_alpha_batch.csv").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--axis", "qps"], "--values"),                        # a closed-loop scenario has no rate to scale
+    (["--values", "1,x"], "--values"),
+    (["--policies", "static,magic"], "--policies"),
+    (["--axis", "alpha", "--values", "0.5,1.5"], "--values"),
+    (["--axis", "batch", "--axis2", "qps", "--values2", "1"], "--axis2"),
+    (["--k", "0"], "k"),
+])
+def test_bad_input_is_one_line_exit_2(fixed_path, tmp_path, capsys, argv, needle):
+    assert main(["breakeven", str(fixed_path), "--out", str(tmp_path / "x"), "--workers", "1"] + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specsight: error: ") and err.count("\n") == 1 and needle in err
+
+
+def test_scenario_without_drafter_is_rejected(tmp_path, capsys):
+    p = tmp_path / "plain.yaml"
+    p.write_text(yaml.safe_dump({k: v for k, v in FIXED.items() if k not in ("drafter", "acceptance")}))
+    assert main(["breakeven", str(p), "--out", str(tmp_path / "x")]) == 2
+    assert "drafter" in capsys.readouterr().err
