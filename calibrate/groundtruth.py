@@ -18,7 +18,8 @@ A sequence of `committed` tokens has committed - 1 of them in the target's cache
 pending input of the next pass). Every round is timed between device synchronisations, and its
 draft phase separately; the first `warmup` rounds are recorded but flagged. The record keeps what
 the simulator needs to cost the same run: batch, K, each sequence's committed length before the
-round and its accept length.
+round and its accept length. With CUDA graphs, a round that captured a new graph (its context
+crossed into a new key bucket) is flagged `captured_graphs` > 0: it timed the capture too.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import torch
 
 from simulator.model_spec import ModelSpec
 
-from .layers import DecoderModel, spec_to_config, synchronize
+from .layers import DecoderModel, PassRunner, spec_to_config, synchronize
 from .sampling import verify_chain
 
 
@@ -85,10 +86,16 @@ class GTConfig:
     seed: int = 0
 
 
-def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int, cfg: GTConfig) -> dict:
-    """Run one (batch, K) configuration; return its record with per-round timings."""
-    if k > 0 and draft is None:
+def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig) -> dict:
+    """Run one (batch, K) configuration; return its record with per-round timings.
+
+    Every pass is followed by a device synchronisation (the host reads what it sampled before it
+    launches the next step), so host work adds to device time instead of hiding under it, as
+    in the calibration, where each pass is timed between synchronisations."""
+    if k > 0 and draft_run is None:
         raise ValueError("K > 0 needs a draft model")
+    target = target_run.model
+    draft = draft_run.model if draft_run is not None else None
     dev = target.device
     P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps
     gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000003 + batch * 101 + k)
@@ -96,6 +103,7 @@ def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int
     cap = P + rounds * (k + 1) + k + 2
     buf = torch.zeros(batch, cap + k + 1, dtype=torch.int64, device=dev)          # [B, S] token ids
     buf[:, :P] = torch.randint(0, V, (batch, P), device=dev, generator=gen)
+    cap += PassRunner.KEY_BUCKET                                                 # graphs round keys up
     tcache = target.new_cache(batch, cap)
     target(buf[:, :P - 1], tcache, uniform_length=0, logits="last")              # prefill
     dcache = None
@@ -109,12 +117,14 @@ def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int
     out_rounds = []
     for r in range(rounds):
         before = list(host_committed)
+        captures0 = target_run.captures + (draft_run.captures if draft_run is not None else 0)
         synchronize(dev)
         t0 = time.perf_counter()
         if k == 0:
             tcache.lengths.copy_(committed - 1)
-            p = target(buf[ar_b, committed - 1][:, None], tcache, logits="last", temperature=cfg.temperature,
-                       max_length=max(before) - 1)                                # [B, 1, V]
+            p = target_run(buf[ar_b, committed - 1][:, None], tcache, logits="last", temperature=cfg.temperature,
+                           max_length=max(before) - 1)                            # [B, 1, V]
+            synchronize(dev)
             x = draw(p[:, 0], gen)
             committed = commit(buf, committed, x[:, None], torch.ones_like(committed))
             host_committed = [c + 1 for c in host_committed]
@@ -122,14 +132,16 @@ def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int
             t_draft = 0.0
             synchronize(dev)
         else:
-            assert draft is not None and dcache is not None
+            assert draft_run is not None and dcache is not None
             dcache.lengths.copy_(committed - 2)
             idx = (committed - 2)[:, None] + torch.arange(2, device=dev)[None, :]
             inp = torch.gather(buf, 1, idx)                                       # [B, 2]
             qs, xs = [], []
             top = max(before) - 2
             for j in range(k):
-                q = draft(inp, dcache, logits="last", temperature=cfg.temperature, max_length=top)[:, 0]  # [B, V]
+                q = draft_run(inp, dcache, logits="last", temperature=cfg.temperature, max_length=top)[:, 0]
+                q = q.clone() if draft_run.graphs else q                          # [B, V]; a graph reuses its output
+                synchronize(dev)
                 dcache.lengths += inp.shape[1]
                 top += inp.shape[1]
                 x = draw(q, gen)
@@ -141,7 +153,8 @@ def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int
             x_all = torch.stack(xs, 1)                                            # [B, K]
             tcache.lengths.copy_(committed - 1)
             vin = torch.cat([buf[ar_b, committed - 1][:, None], x_all], 1)        # [B, K+1]
-            p = target(vin, tcache, logits="all", temperature=cfg.temperature, max_length=max(before) - 1)
+            p = target_run(vin, tcache, logits="all", temperature=cfg.temperature, max_length=max(before) - 1)
+            synchronize(dev)
             tokens, n_emit = verify_chain(p, torch.stack(qs, 1), x_all, generator=gen)
             committed = commit(buf, committed, tokens, n_emit)
             n_host = n_emit.tolist()                                              # the round's one sync
@@ -149,15 +162,22 @@ def run_one(target: DecoderModel, draft: DecoderModel | None, batch: int, k: int
             accepted = [n - 1 for n in n_host]
             synchronize(dev)
         wall = time.perf_counter() - t0
-        out_rounds.append({"round": r, "warmup": r < cfg.warmup, "wall_s": wall, "draft_s": t_draft,
+        captured = target_run.captures + (draft_run.captures if draft_run is not None else 0) - captures0
+        out_rounds.append({"round": r, "warmup": r < cfg.warmup, "captured_graphs": captured,
+                           "wall_s": wall, "draft_s": t_draft,
                            "committed_before": before, "accepted": accepted})
-    return {"batch": batch, "k": k, "rounds": out_rounds}
+    target_run.reset()
+    if draft_run is not None:
+        draft_run.reset()
+    return {"batch": batch, "k": k, "rounds": out_rounds,
+            "graphs": target_run.graphs and (draft_run is None or draft_run.graphs or k == 0)}
 
 
 def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, target_layers: int,
-                    draft_layers: int, device: str, dtype: str, cfg: GTConfig,
+                    draft_layers: int, device: str, dtype: str, cfg: GTConfig, graphs: bool = False,
                     progress: bool = True, on_config: Callable[[dict], None] | None = None) -> dict:
-    """Every (batch, K) of cfg; returns the run record (JSON-ready)."""
+    """Every (batch, K) of cfg; returns the run record (JSON-ready). graphs: CUDA graphs for the
+    passes (calibrate.layers.PassRunner), as in the calibration that predicts this run."""
     from .microbench import _progress, environment
     target = DecoderModel(target_spec, target_layers, dtype=dtype, device=device, seed=cfg.seed)
     draft = None
@@ -165,11 +185,13 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
         if draft_spec.vocab_size != target_spec.vocab_size:
             raise ValueError(f"draft vocabulary {draft_spec.vocab_size} != target's {target_spec.vocab_size}")
         draft = DecoderModel(draft_spec, draft_layers, dtype=dtype, device=device, seed=cfg.seed + 1)
+    target_run = PassRunner(target, graphs=graphs)
+    draft_run = PassRunner(draft, graphs=graphs) if draft is not None else None
     runs = []
     bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress)
     for b in cfg.batches:
         for k in cfg.ks:
-            rec = run_one(target, draft, b, k, cfg)
+            rec = run_one(target_run, draft_run, b, k, cfg)
             runs.append(rec)
             if on_config:
                 on_config(rec)
@@ -177,7 +199,9 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
     bar.close()
     return {
         "kind": "specsight-groundtruth", "version": 1,
-        "provenance": {**environment(device), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dtype": dtype},
+        "provenance": {**environment(device), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dtype": dtype,
+                       "cuda_graphs_requested": graphs,
+                       "cuda_graphs_failed": target_run.graphs_failed or (draft_run.graphs_failed if draft_run else None)},
         "config": dataclasses.asdict(cfg),
         "target": {"name": target_spec.name, "layers": target_layers,
                    "config": spec_to_config(dataclasses.replace(target_spec, num_layers=target_layers))},

@@ -232,3 +232,86 @@ def synchronize(device: torch.device | str) -> None:
     """Wait for queued device work (CUDA); a no-op on the CPU."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
+
+
+class PassRunner:
+    """Runs a DecoderModel's passes; on CUDA it can capture one CUDA graph per pass shape and
+    replay it, as serving engines do for decode (eager PyTorch launches ~25 kernels per layer
+    from Python, and at small batch the host, not the GPU, sets the pace; a graph removes that
+    and leaves the additive device time the cost model describes).
+
+    A shape is (cache, batch, new tokens, keys attended, logits, temperature, layers); the keys
+    attended are rounded up to KEY_BUCKET so a growing context reuses a graph for KEY_BUCKET
+    tokens (the extra slots are masked). Inputs are copied into the graph's static buffer and
+    the returned probabilities are the graph's static output: valid until the same shape runs
+    again (clone to keep them). The first replay of every graph is checked against an eager
+    pass; any capture error or mismatch turns graphs off for good (`self.graphs_failed` says
+    why) and passes run eagerly from then on."""
+
+    KEY_BUCKET = 64
+
+    def __init__(self, model: DecoderModel, graphs: bool = False):
+        self.model = model
+        self.graphs = bool(graphs) and model.device.type == "cuda"
+        self.graphs_failed: str | None = None
+        self.captures = 0            # graphs captured so far (a capture costs a few passes)
+        self._cache: dict = {}
+
+    def reset(self) -> None:
+        """Drop captured graphs (and their memory), e.g. when the caches they read are freed."""
+        self._cache.clear()
+        if self.model.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def __call__(self, tokens: torch.Tensor, cache: KVCache, *, logits: str, max_length: int,
+                 temperature: float = 1.0, num_layers: int | None = None) -> torch.Tensor:
+        m = self.model
+        if not self.graphs:
+            return m(tokens, cache, logits=logits, max_length=max_length, temperature=temperature,
+                     num_layers=num_layers)
+        B, n = tokens.shape
+        b = self.KEY_BUCKET
+        top = -(-(max_length + n) // b) * b - n                 # keys attended: a multiple of the bucket
+        key = (id(cache), B, n, top, logits, temperature, num_layers)
+        entry = self._cache.get(key)
+        if entry is None:
+            try:
+                entry = self._capture(tokens, cache, logits, top, temperature, num_layers)
+            except Exception as e:   # noqa: BLE001 (any capture failure: run eagerly, say why)
+                self._fail(f"capture failed: {type(e).__name__}: {e}")
+                return self(tokens, cache, logits=logits, max_length=max_length, temperature=temperature,
+                            num_layers=num_layers)
+            self._cache[key] = entry
+            self.captures += 1
+        graph, static_tokens, static_out, checked = entry
+        static_tokens.copy_(tokens)
+        graph.replay()
+        if not checked:
+            ref = m(tokens, cache, logits=logits, max_length=top, temperature=temperature, num_layers=num_layers)
+            if not torch.allclose(ref, static_out, rtol=1e-2, atol=1e-4):
+                self._fail("graph replay differs from the eager pass")
+                return ref
+            self._cache[key] = (graph, static_tokens, static_out, True)
+        return static_out
+
+    def _capture(self, tokens, cache, logits, top, temperature, num_layers):
+        m = self.model
+        static_tokens = tokens.clone()
+        run = lambda: m(static_tokens, cache, logits=logits, max_length=top, temperature=temperature,  # noqa: E731
+                        num_layers=num_layers)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = run()
+        torch.cuda.synchronize()
+        return graph, static_tokens, static_out, False
+
+    def _fail(self, why: str) -> None:
+        self.graphs = False
+        self.graphs_failed = why
+        self._cache.clear()

@@ -31,7 +31,7 @@ import torch
 
 from simulator.model_spec import ModelSpec
 
-from .layers import DecoderModel, synchronize
+from .layers import DecoderModel, PassRunner, synchronize
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class BenchConfig:
     warmup: int = 2
     repeats: int = 5
     seed: int = 0
+    graphs: bool = False                 # CUDA graphs for the passes (calibrate.layers.PassRunner)
 
     def identity(self) -> dict[str, Any]:
         """Everything a measurement depends on (the resume key hashes this)."""
@@ -82,7 +83,7 @@ class BenchConfig:
                                                 "intermediate_size", "vocab_size", "attention_bias")}
         return {"target": dims(self.target), "draft": dims(self.draft), "device": device_name(self.device),
                 "dtype": self.dtype, "torch": torch.__version__, "threads": torch.get_num_threads(),
-                "warmup": self.warmup, "repeats": self.repeats}
+                "warmup": self.warmup, "repeats": self.repeats, "graphs": self.graphs}
 
     @property
     def key(self) -> str:
@@ -197,17 +198,18 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     done = read_points(jsonl, cfg.key)
     todo = [p for p in grid_points(cfg) if p.id not in done]
     bar = _progress(len(done) + len(todo), len(done), progress)
-    models: dict[str, DecoderModel] = {}
+    runners: dict[str, PassRunner] = {}
 
-    def model(role: str) -> DecoderModel:
-        if role not in models:
-            models.clear()          # one model in memory at a time
+    def runner(role: str) -> PassRunner:
+        if role not in runners:
+            runners.clear()          # one model in memory at a time
             if torch.device(cfg.device).type == "cuda":
                 torch.cuda.empty_cache()
             spec = cfg.target if role == "target" else cfg.draft
             n = max(cfg.layers) if role == "target" else cfg.draft_layers
-            models[role] = DecoderModel(spec, n, dtype=cfg.dtype, device=cfg.device, seed=cfg.seed)
-        return models[role]
+            runners[role] = PassRunner(DecoderModel(spec, n, dtype=cfg.dtype, device=cfg.device, seed=cfg.seed),
+                                       graphs=cfg.graphs)
+        return runners[role]
 
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
     # Group the shapes that share a cache: (role, layers, batch, context).
@@ -220,17 +222,22 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
                 vocab = cfg.target.vocab_size
                 times = time_fn(host_work(p.batch, p.new_tokens, vocab, gen), cfg.device, cfg.warmup, cfg.repeats)
             else:
-                m = model(p.role)
+                r = runner(p.role)
                 ck = (p.role, p.batch, p.context)
                 if ck != cache_key:
+                    r.reset()
                     cache = None
-                    cache = m.new_cache(p.batch, p.context + max(cfg.grid.new_tokens))
+                    cache = r.model.new_cache(p.batch, p.context + max(cfg.grid.new_tokens) + PassRunner.KEY_BUCKET)
                     cache_key = ck
-                toks = torch.randint(0, m.spec.vocab_size, (p.batch, p.new_tokens), device=cfg.device, generator=gen)
+                toks = torch.randint(0, r.model.spec.vocab_size, (p.batch, p.new_tokens), device=cfg.device,
+                                     generator=gen)
                 logits = "all" if p.role == "target" else "last"
-                run = _pass(m, toks, cache, p.context, p.layers, logits)
+                run = _pass(r, toks, cache, p.context, p.layers, logits)
                 times = time_fn(run, cfg.device, cfg.warmup, cfg.repeats)
-            rec = {"key": cfg.key, "id": p.id, **dataclasses.asdict(p), "median_s": statistics.median(times),
+            rr = next(iter(runners.values())) if runners and p.role != "host" else None
+            rec = {"key": cfg.key, "id": p.id, **dataclasses.asdict(p), "graphs": bool(rr and rr.graphs),
+                   **({"graphs_failed": rr.graphs_failed} if rr is not None and rr.graphs_failed else {}),
+                   "median_s": statistics.median(times),
                    "min_s": min(times), "times_s": [round(t, 9) for t in times],
                    "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
             f.write(json.dumps(rec) + "\n")
@@ -241,11 +248,11 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     return list(done.values())
 
 
-def _pass(m: DecoderModel, toks: torch.Tensor, cache, context: int, layers: int, logits: str) -> Callable[[], Any]:
+def _pass(r: PassRunner, toks: torch.Tensor, cache, context: int, layers: int, logits: str) -> Callable[[], Any]:
     """One forward pass over the first `layers` layers (the rest of the model stays idle), every
     sequence holding `context` cached tokens, through the ragged path the ground truth uses."""
     cache.lengths.fill_(context)
-    return lambda: m(toks, cache, logits=logits, num_layers=layers, max_length=context)
+    return lambda: r(toks, cache, logits=logits, num_layers=layers, max_length=context)
 
 
 class _NoBar:

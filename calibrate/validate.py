@@ -17,7 +17,8 @@ NOTE: this costs rounds directly with CostModel + Drafter rather than through th
 arrivals and prefills, while a ground-truth run is a fixed batch replaying recorded accept
 lengths; the per-iteration cost the engine charges is this same CostModel + Drafter sum.
 
-Rounds disturbed by the machine (a shared CPU's scheduler can stall a process for seconds) are
+Warm-up rounds, and rounds that captured a CUDA graph, are left out of both sides. Rounds
+disturbed by the machine (a shared CPU's scheduler can stall a process for seconds) are
 dropped by a stated rule: wall time above STALL_FACTOR x the median of its (batch, K); the count
 dropped is reported, and predicted totals are taken over the same rounds.
 """
@@ -70,7 +71,8 @@ def predict_rounds(run: dict, hw: HardwareProfile) -> pd.DataFrame:
                     t_draft = float(drafter.propose_time_s(B, K, float(np.sum(ctx - 2)), catchup_tokens=2 * B))
                     t_verify = cm.shape_time_s(PassShape.from_sequences([(K + 1, c - 1) for c in ctx]))
                 pred = t_draft + float(t_verify) + cm.iteration_overhead_s
-                rows.append({"batch": B, "k": K, "round": r["round"], "warmup": r["warmup"],
+                rows.append({"batch": B, "k": K, "round": r["round"],
+                             "warmup": bool(r["warmup"]) or r.get("captured_graphs", 0) > 0,
                              "wall_s": r["wall_s"], "draft_s": r["draft_s"], "pred_s": pred,
                              "pred_draft_s": t_draft, "emitted": int(np.sum(r["accepted"])) + B})
     finally:

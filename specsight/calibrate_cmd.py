@@ -43,6 +43,8 @@ def _device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help=f"torch CPU threads (default on cpu: {CPU_THREADS}; 0 = torch's default)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--graphs", action=argparse.BooleanOptionalAction, default=None,
+                   help="CUDA graphs for the forward passes (default: on for cuda; ignored on cpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -117,6 +119,10 @@ def _setup(args: argparse.Namespace) -> tuple[str, str, int]:
     return device, dtype, scale
 
 
+def _graphs(args: argparse.Namespace, device: str) -> bool:
+    return device == "cuda" and (args.graphs is None or bool(args.graphs))
+
+
 def _keep_freed_memory() -> None:
     """Linux/glibc: keep freed buffers in the process (no mmap for big blocks, no trimming), so
     repeated passes reuse memory instead of paying page faults each time (a server process reaches
@@ -170,7 +176,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     layers = (max(1, args.layers // 2), args.layers)
     cfg = mb.BenchConfig(target=target, draft=draft, layers=layers, draft_layers=args.draft_layers or args.layers,
                          grid=mb.GRIDS[grid_name], device=device, dtype=dtype, warmup=args.warmup,
-                         repeats=args.repeats, seed=args.seed)
+                         repeats=args.repeats, seed=args.seed, graphs=_graphs(args, device))
     out = Path(args.out)
     points_path = Path(args.points) if args.points else out.with_name(out.stem + ".points.jsonl")
     env = mb.environment(device)
@@ -198,7 +204,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             host_by_k.setdefault(int(p["new_tokens"]), []).append(1e6 * p[f"{stat}_s"])
     cal = {
         "method": "microbenchmark-fit", **{k: env[k] for k in ("device_name", "driver", "torch", "python") if k in env},
-        "dtype": dtype, "model": args.model, "draft": args.draft, "scale": scale,
+        "dtype": dtype, "cuda_graphs": cfg.graphs, "model": args.model, "draft": args.draft, "scale": scale,
         "target_dims": {k: getattr(target, k) for k in ("hidden_size", "num_heads", "num_kv_heads", "head_dim",
                                                          "intermediate_size", "vocab_size")},
         "layers": list(layers), "draft_layers": cfg.draft_layers,
@@ -213,6 +219,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "layer_scaling": {k: v for k, v in s["layer_scaling"].items() if k != "cells"},
         "host_round_us_by_k": {str(k): round(float(sorted(v)[len(v) // 2]), 1) for k, v in sorted(host_by_k.items())},
     }
+    failed = sorted({p["graphs_failed"] for p in points if p.get("graphs_failed")})
+    if failed:
+        cal["cuda_graphs_failed"] = failed
     if device == "cpu":
         cal["loadavg_1m_start"] = env.get("loadavg_1m")
         cal["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
@@ -322,7 +331,7 @@ def run_groundtruth(args: argparse.Namespace) -> int:
     cfg = GTConfig(batches=tuple(args.batch), ks=tuple(args.k), steps=args.steps, warmup=args.warmup,
                    prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed)
     run = gt_run(target, draft, target_layers=args.layers, draft_layers=args.draft_layers, device=device,
-                 dtype=dtype, cfg=cfg, progress=not (args.no_progress or args.json))
+                 dtype=dtype, cfg=cfg, graphs=_graphs(args, device), progress=not (args.no_progress or args.json))
     run["provenance"]["arguments"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()
                                       if k not in ("func",) and not callable(v)}
     run["provenance"]["scale"] = scale

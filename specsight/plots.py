@@ -198,9 +198,6 @@ def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: 
             g = g.sort_values(x_axis)
             ax.plot(g["spec_output_tokens_per_s"], g[f"spec_tpot_ms_{q}"], marker="o", ms=3, lw=1.6,
                     color=colors[i % len(colors)], label=f"{name} (speculative)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        _plain_log_ticks(ax)
         ax.set_xlabel("output throughput (tokens/s, one replica)")
         ax.set_ylabel(f"TPOT {q} (ms per output token)")
         ax.set_title(f"TPOT {q}", fontsize=10)

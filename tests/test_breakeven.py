@@ -22,8 +22,8 @@ FIXED = {
     "hardware": {"kind": "fixed", "target_step_s": TARGET_S, "draft_step_s": DRAFT_S},
     "drafter": {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3},
     "acceptance": {"model": "iid", "alpha": 0.6},
-    "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 24,
-                 "prompt_len": 8, "output_len": 96},
+    "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 16,
+                 "prompt_len": 8, "output_len": 64},
 }
 
 
