@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import itertools
+import os
 import platform
 import statistics
 import sys
@@ -257,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- median of {repeats} timed calls after 3 warm-up calls; modes: {', '.join(modes)}",
     ]
+    if device.type == "cpu":  # other processes share the cores: say how busy they were
+        header.append("- load average at start (1, 5, 15 min): " +
+                      ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs")
     print("\n".join(header), flush=True)
     copy_bw = copy_bandwidth(device, repeats)
     print(f"copy bandwidth: {copy_bw / 1e9:.1f} GB/s", flush=True)

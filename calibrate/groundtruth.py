@@ -86,12 +86,14 @@ class GTConfig:
     seed: int = 0
 
 
-def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig) -> dict:
+def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig,
+            state: dict | None = None) -> dict:
     """Run one (batch, K) configuration; return its record with per-round timings.
 
     Every pass is followed by a device synchronisation (the host reads what it sampled before it
     launches the next step), so host work adds to device time instead of hiding under it, as
-    in the calibration, where each pass is timed between synchronisations."""
+    in the calibration, where each pass is timed between synchronisations.
+    state: if given, receives the final token buffer, committed lengths and both caches (tests)."""
     if k > 0 and draft_run is None:
         raise ValueError("K > 0 needs a draft model")
     target = target_run.model
@@ -166,6 +168,8 @@ def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k:
         out_rounds.append({"round": r, "warmup": r < cfg.warmup, "captured_graphs": captured,
                            "wall_s": wall, "draft_s": t_draft,
                            "committed_before": before, "accepted": accepted})
+    if state is not None:
+        state.update(buf=buf, committed=committed, tcache=tcache, dcache=dcache)
     target_run.reset()
     if draft_run is not None:
         draft_run.reset()

@@ -78,7 +78,8 @@ def verify_chain_blocked(target_probs: torch.Tensor, draft_probs: torch.Tensor,
     chosen, threshold = _pick_block(block_sums, uniforms[:, k])  # [B], [B]
     columns = chosen[:, None] * block + torch.arange(block, device=chosen.device)  # [B, block]
     p_blk, q_blk = _gather_rows(target_probs, draft_probs, num_accepted, columns.clamp(max=vocab - 1))
-    block_weights = torch.where(columns < vocab, _sampling_weights(p_blk, q_blk, use_residual), 0.0)  # [B, block]
+    in_vocab = columns < vocab  # [B, block] the last block is padded past V
+    block_weights = torch.where(in_vocab, _sampling_weights(p_blk, q_blk, use_residual), 0.0)  # [B, block]
     sampled = chosen * block + _search_block(block_weights, threshold)  # [B]
     return _emit(draft_tokens, num_accepted, sampled)
 
@@ -97,7 +98,7 @@ class _GraphedCore:
         self.graphs: OrderedDict = OrderedDict()
 
     def __call__(self, target_probs, draft_probs, draft_tokens, num_draft, generator):
-        key = tuple((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
+        key = tuple((t.device, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
                     for t in (target_probs, draft_probs, draft_tokens))
         entry = self.graphs.get(key)
         if entry is None:

@@ -78,7 +78,8 @@ def verify_chain_reference(target_probs: Sequence[Matrix], draft_probs: Sequence
 
 def verify_tree_reference(target_probs: Sequence[Matrix], draft_probs: Sequence[Matrix],
                           tree_tokens: Sequence[Sequence[int]], parents: Sequence[int],
-                          uniforms: Sequence[Sequence[float]]) -> tuple[list[list[int]], list[int], list[list[int]]]:
+                          uniforms: Sequence[Sequence[float]],
+                          ) -> tuple[list[list[int]], list[int], list[list[int]]]:
     """Recursive rejection sampling down a token tree, one sequence at a time.
 
     target_probs [B][N+1][V] (row 0: root; row i+1: after node i), draft_probs [B][N][V],

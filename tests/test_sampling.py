@@ -90,7 +90,8 @@ def _run_single_position(name: str, verifier: str = "verify_chain") -> dict:
     accepted = 0
     for _ in range(NUM_SAMPLES // CHUNK):
         x = torch.multinomial(draft[0], CHUNK, replacement=True, generator=generator)[:, None]  # [N, 1]
-        tokens, num_emitted = verify(target.expand(CHUNK, 2, vocab), draft.expand(CHUNK, 1, vocab), x, generator)
+        expanded = target.expand(CHUNK, 2, vocab), draft.expand(CHUNK, 1, vocab)  # no copies
+        tokens, num_emitted = verify(*expanded, x, generator)
         first += np.bincount(tokens[:, 0].numpy(), minlength=vocab)
         was_accepted = num_emitted == 2  # [N]
         accepted += int(was_accepted.sum())
@@ -374,7 +375,8 @@ def test_verify_chain_rejects_bad_inputs(mutate, match):
 
 
 def test_verify_tree_rejects_bad_parents():
-    target, draft, tokens = torch.full((1, 3, 4), 0.25), torch.full((1, 2, 4), 0.25), torch.zeros(1, 2, dtype=torch.int64)
+    target, draft = torch.full((1, 3, 4), 0.25), torch.full((1, 2, 4), 0.25)
+    tokens = torch.zeros(1, 2, dtype=torch.int64)
     with pytest.raises(ValueError, match=r"parents\[1\] = 1: must be -1 \(root\) or an earlier node"):
         verify_tree(target, draft, tokens, [-1, 1])
     with pytest.raises(ValueError, match=r"parents must list N = 2 nodes; got 1"):
