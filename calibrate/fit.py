@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
@@ -325,9 +326,9 @@ def layer_scaling(df) -> dict[str, Any]:
     if len(counts) < 2:
         return {}
     l1, l2 = counts[0], counts[-1]
-    a = t[t["layers"] == l1].set_index(["batch", "new_tokens", "context"])
-    b = t[t["layers"] == l2].set_index(["batch", "new_tokens", "context"])
-    j = a.join(b, lsuffix="_1", rsuffix="_2", how="inner")
+    on = ["batch", "new_tokens", "context"]
+    j = pd.merge(t[t["layers"] == l1], t[t["layers"] == l2], on=on, how="inner",
+                 suffixes=("_1", "_2")).set_index(on)
     if j.empty:
         return {}
     slope = (j["median_s_2"] - j["median_s_1"]) / (l2 - l1)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from simulator.jsonl import open_append, read_records, write_record
 from simulator.model_spec import ModelSpec
 
 from .layers import DecoderModel, PassRunner, synchronize
@@ -171,17 +172,7 @@ def time_fn(fn: Callable[[], Any], device: str, warmup: int, repeats: int) -> li
 
 def read_points(path: Path, key: str) -> dict[str, dict]:
     """Measured points of this configuration in a JSONL file (a torn last line is ignored)."""
-    done: dict[str, dict] = {}
-    if not path.exists():
-        return done
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if rec.get("key") == key:
-            done[rec["id"]] = rec
-    return done
+    return {rec["id"]: rec for rec in read_records(path) if rec.get("key") == key}
 
 
 def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
@@ -215,7 +206,7 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     # Group the shapes that share a cache: (role, layers, batch, context).
     todo.sort(key=lambda p: (p.role != "target", p.role, p.layers, p.batch, p.context, p.new_tokens))
     cache_key, cache = None, None
-    with jsonl.open("a") as f:
+    with open_append(jsonl) as f:
         for p in todo:
             if p.role == "host":
                 cache = None
@@ -240,7 +231,7 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
                    "median_s": statistics.median(times),
                    "min_s": min(times), "times_s": [round(t, 9) for t in times],
                    "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            f.write(json.dumps(rec) + "\n")
+            write_record(f, rec)
             f.flush()
             done[p.id] = rec
             bar.update(1)

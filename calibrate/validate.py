@@ -44,9 +44,10 @@ def _spec(part: dict, where: str):
     return spec_from_config(part["config"], part["name"], where)
 
 
-def predict_rounds(run: dict, hw: HardwareProfile) -> pd.DataFrame:
-    """One row per recorded round: measured and predicted seconds, tokens emitted."""
-    dtype = run["provenance"]["dtype"]
+def predict_rounds(run: dict, hw: HardwareProfile, dtype: str | None = None) -> pd.DataFrame:
+    """One row per recorded round: measured and predicted seconds, tokens emitted; costed at
+    `dtype` (default: the dtype the run was measured in)."""
+    dtype = dtype or run["provenance"]["dtype"]
     target = _spec(run["target"], "groundtruth run: target")
     cm = CostModel(target, hw, tp=1, dtype=dtype)
     drafter = None
@@ -121,10 +122,12 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR) -> tuple[p
     return t, summary
 
 
-def validate(run: dict, profile: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+def validate(run: dict, profile: str, dtype: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     hw = load_profile(profile)
-    table, summary = compare(predict_rounds(run, hw))
+    dtype = dtype or run["provenance"]["dtype"]
+    table, summary = compare(predict_rounds(run, hw, dtype))
     summary.update({"profile": hw.describe(), "run_device": run["provenance"].get("device_name"),
+                    "run_dtype": run["provenance"]["dtype"], "predicted_dtype": dtype,
                     "target": run["target"]["name"], "target_layers": run["target"]["layers"],
                     "draft": (run.get("draft") or {}).get("name"), "draft_layers": (run.get("draft") or {}).get("layers"),
                     "method": "CostModel + Drafter per recorded round (accept lengths replayed as a trace)"})

@@ -23,7 +23,7 @@ so an iteration costs a handful of vectorised operations whatever the batch size
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -89,6 +89,7 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="local processes (default: CPU count; 1 = in this process)")
     p.add_argument("--dask", metavar="ADDRESS", help="run the points on a dask.distributed scheduler, e.g. tcp://host:8786")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-plot", action="store_true", help="write the CSV only (no PNGs)")
 
 
 # ---- parsing --------------------------------------------------------------------------------------
@@ -455,7 +456,8 @@ def summarize_curves(df, axis: str, axis2: str | None) -> dict[str, Any]:
     return out
 
 
-def write_outputs(res: dict[str, Any], axis: str, axis2: str | None, out_dir: Path, metric_name: str) -> dict[str, str]:
+def write_outputs(res: dict[str, Any], axis: str, axis2: str | None, out_dir: Path, metric_name: str,
+                  plot: bool = True) -> dict[str, str]:
     from . import plots
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -467,6 +469,9 @@ def write_outputs(res: dict[str, Any], axis: str, axis2: str | None, out_dir: Pa
     df.to_csv(csv, index=False)
     files["csv"] = str(csv)
     summ = summarize_curves(df, axis, axis2)
+    res["summary"] = summ
+    if not plot:
+        return files
     ylabel = f"speedup over plain decoding ({METRIC_LABELS[metric_name]})"
     head = f"{meta['scenario']}: {meta['deployment']}, drafter {meta['drafter']}"
     if axis2 is None:
@@ -599,7 +604,7 @@ def run(args: argparse.Namespace) -> int:
                               metric=args.metric, requests_per_user=args.requests_per_user,
                               store_path=out_dir / "points.jsonl", executor=ex, progress=not args.no_progress)
     metric_name = res["rows"]["metric"].iloc[0] if len(res["rows"]) else "throughput"
-    files = write_outputs(res, args.axis, args.axis2, out_dir, metric_name)
+    files = write_outputs(res, args.axis, args.axis2, out_dir, metric_name, plot=not args.no_plot)
     files["store"] = str(out_dir / "points.jsonl")
     elapsed = time.perf_counter() - t0
     if args.json:

@@ -91,6 +91,8 @@ def add_parser(subparsers) -> None:
     v = subparsers.add_parser("validate", help="simulate a ground-truth run and compare with what was measured")
     v.add_argument("run", help="groundtruth RUN.json or its folder")
     v.add_argument("--profile", default=None, help="hardware profile (name or YAML; default: datasheet profile of the run's GPU)")
+    v.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16", "fp8"],
+                   help="cost the rounds at this dtype (default: the run's own)")
     v.add_argument("--out", default=None, help="also write the Markdown report here")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=run_validate)
@@ -313,7 +315,7 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
               f"{100 * s['heldout_ape_max']:.1f} %; knee (64-512 tokens) median {100 * s['heldout_knee_ape_median']:.1f} %")
         if fit.allreduce:
             a = fit.allreduce
-            print(f"all-reduce ({a['topology']}): {a['bandwidth_gb_s']:.1f} GB/s, {a['latency_us']:.1f} us per step; "
+            print(f"all-reduce ({a['topology']}): {a['bandwidth_gb_s']:.1f} GB/s, {a['latency_us']:.1f} us per collective; "
                   f"median APE {100 * a['ape_median']:.1f} % (datasheet {100 * a['datasheet_ape_median']:.1f} %)")
         print(table_markdown(fit.table))
     return 0
@@ -370,7 +372,7 @@ def run_validate(args: argparse.Namespace) -> int:
         if run["provenance"].get("device") != "cuda":
             raise SpecsightInputError("--profile", None, "a CPU run needs its calibrated profile (--profile PATH.yaml)")
         profile = guess_gpu_profile(run["provenance"]["device_name"])
-    table, summary = validate(run, profile)
+    table, summary = validate(run, profile, dtype=args.dtype)
     md = report_markdown(table, summary)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

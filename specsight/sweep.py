@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from simulator.errors import SpecsightInputError
+from simulator.jsonl import open_append, read_records, write_record
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
 
 _CODE_VERSION: str | None = None
@@ -179,12 +180,8 @@ class PointStore:
         self.path = None if path is None else Path(path)
         self.records: dict[str, dict[str, Any]] = {}
         if self.path is not None and self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict) and "key" in rec:
+            for rec in read_records(self.path):
+                if "key" in rec:
                     self.records[rec["key"]] = rec
 
     def __contains__(self, key: str) -> bool:
@@ -199,10 +196,8 @@ class PointStore:
     def put(self, record: dict[str, Any]) -> None:
         self.records[record["key"]] = record
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.write(json.dumps(record, allow_nan=False) + "\n")
-                f.flush()
+            with open_append(self.path) as f:
+                write_record(f, record)
 
 
 # ---- executors ----------------------------------------------------------------------------------

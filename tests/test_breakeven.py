@@ -6,9 +6,8 @@ and emits E(alpha, K) = (1 - alpha^(K+1)) / (1 - alpha) tokens against 1 token p
 from __future__ import annotations
 
 import json
-import math
+from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from scipy.optimize import brentq
@@ -22,7 +21,7 @@ FIXED = {
     "hardware": {"kind": "fixed", "target_step_s": TARGET_S, "draft_step_s": DRAFT_S},
     "drafter": {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3},
     "acceptance": {"model": "iid", "alpha": 0.6},
-    "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 16,
+    "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 16,
                  "prompt_len": 8, "output_len": 64},
 }
 
@@ -63,20 +62,19 @@ def test_alpha_axis_finds_the_closed_form_breakeven(fixed_path, tmp_path, capsys
     assert obj["best_k"]["0.1"] == 0 and obj["best_k"]["0.9"] == 3
     assert obj["points_simulated"] == 5 * 2 + 1          # the baseline does not depend on alpha: one run
     for f in ("csv", "plot", "latency_plot", "store"):
-        assert (tmp_path / obj["files"][f]).exists() or (out / obj["files"][f]).exists() or \
-            __import__("pathlib").Path(obj["files"][f]).stat().st_size > 0
+        assert Path(obj["files"][f]).stat().st_size > 1000, f
     import pandas as pd
     df = pd.read_csv(obj["files"]["csv"])
     assert set(df["curve"]) == {"K=1", "K=3"} and len(df) == 10
     # rerun: every point comes from the store
     assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", "0.1,0.3,0.5,0.7,0.9", "--k", "1,3",
-                 "--workers", "1", "--out", str(out), "--json", "--no-progress"]) == 0
+                 "--workers", "1", "--out", str(out), "--json", "--no-progress", "--no-plot"]) == 0
     assert json.loads(capsys.readouterr().out)["points_simulated"] == 0
 
 
 def test_policy_curves_and_k_axis(fixed_path, tmp_path, capsys):
     assert main(["breakeven", str(fixed_path), "--axis", "k", "--values", "1,2,4", "--policies", "static,goodput",
-                 "--workers", "1", "--out", str(tmp_path / "k"), "--json", "--no-progress"]) == 0
+                 "--workers", "1", "--out", str(tmp_path / "k"), "--json", "--no-progress", "--no-plot"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert set(obj["breakeven"]) == {"policy=static", "policy=goodput"}
     pts = {(p["k"], p["curve"]): p["speedup"] for p in obj["points"]}

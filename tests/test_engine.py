@@ -236,3 +236,35 @@ def test_speculation_counters_add_up(busy):
     assert 0 < s["acceptance_rate"] < 1 and s["mean_accept_length"] > 1
     fr = sum(s[f"{k}_time_frac"] for k in ("draft", "verify", "prefill", "overhead"))
     assert fr == pytest.approx(1.0)
+
+
+# ---- small pieces ------------------------------------------------------------------------------
+def test_weighted_percentile_is_the_inverse_cdf():
+    from simulator.metrics import weighted_percentile
+    v = np.array([30.0, 10.0, 20.0])
+    w = np.array([1.0, 2.0, 1.0])            # samples: 10, 10, 20, 30
+    assert weighted_percentile(v, w, 50) == 10.0
+    assert weighted_percentile(v, w, 51) == 20.0
+    assert weighted_percentile(v, w, 100) == 30.0
+    assert np.isnan(weighted_percentile(v, np.zeros(3), 50))
+
+
+def test_speedups_orient_throughput_and_latency():
+    from simulator.metrics import LATENCY_SPEEDUP_KEYS, SPEEDUP_KEYS, speedups
+    spec = {k: 2.0 for k in SPEEDUP_KEYS} | {k: 10.0 for k in LATENCY_SPEEDUP_KEYS}
+    base = {k: 1.0 for k in SPEEDUP_KEYS} | {k: 20.0 for k in LATENCY_SPEEDUP_KEYS}
+    s = speedups(spec, base)
+    assert s["speedup_output_tokens_per_s"] == 2.0       # spec / base
+    assert s["speedup_tpot_p50"] == 2.0                  # base / spec: lower latency is a speedup
+    assert s["baseline_tpot_ms_p99"] == 20.0
+
+
+def test_least_outstanding_router_picks_the_idlest_replica():
+    from simulator.router import LeastOutstandingRouter, RoundRobinRouter
+
+    class R:
+        def __init__(self, load):
+            self.outstanding = load
+    assert LeastOutstandingRouter(3).pick([R(2), R(1), R(1)]) == 1
+    rr = RoundRobinRouter(2)
+    assert [rr.pick([]) for _ in range(4)] == [0, 1, 0, 1]

@@ -1,0 +1,54 @@
+"""Append-only JSON-lines files that survive interruption: finished records are never lost.
+
+A run killed mid-write leaves a torn last line. Reading skips it; opening for append first cuts
+the file back to its last complete line, so the next record starts on a line of its own.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+
+def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Every complete JSON-object line of `path`, in file order (none if it does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            yield rec
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate `path` after its last newline (drops a partial last line, if any)."""
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        data = f.read()
+        f.truncate(data.rfind(b"\n") + 1)
+
+
+def open_append(path: str | Path) -> TextIO:
+    """Open `path` for appending records (creating its folder), torn tail removed first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        _cut_torn_tail(path)
+    return path.open("a")
+
+
+def write_record(f: TextIO, record: dict[str, Any]) -> None:
+    """One record as one line, flushed, so an interruption loses at most the line being written."""
+    f.write(json.dumps(record, allow_nan=False) + "\n")
+    f.flush()

@@ -1,0 +1,133 @@
+"""Ground truth (real speculative decoding in torch) and its validation against the simulator."""
+import contextlib
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from calibrate.groundtruth import GTConfig, commit, host_work_fn, load_run, run_groundtruth, run_one, write_run
+from calibrate.layers import DecoderModel, PassRunner, scaled_spec
+from calibrate.validate import compare, predict_rounds, validate
+from simulator.hardware import load_profile
+from simulator.model_spec import load_model
+
+TARGET = scaled_spec(load_model("llama-3.1-8b"), 32)
+DRAFT = scaled_spec(load_model("llama-3.2-1b"), 32)
+
+
+def test_commit_writes_after_each_sequence():
+    buf = torch.zeros(2, 8, dtype=torch.int64)
+    c = commit(buf, torch.tensor([2, 4]), torch.tensor([[5, 6, -1], [7, -1, -1]]), torch.tensor([2, 1]))
+    assert c.tolist() == [4, 5]
+    assert buf[0, 2:4].tolist() == [5, 6] and buf[1, 4].item() == 7
+
+
+def test_host_work_runs_for_every_k():
+    g = torch.Generator().manual_seed(0)
+    for k in (0, 1, 3):
+        host_work_fn(2, k, 100, g)()
+
+
+def test_rounds_roll_back_the_caches():
+    """After a speculative run, the target cache holds exactly the KV a fresh prefill of the
+    committed tokens gives (rejected drafts left no trace), and the record is consistent."""
+    torch.manual_seed(0)
+    tgt = DecoderModel(TARGET, 2, dtype="fp32", seed=1)
+    dft = DecoderModel(DRAFT, 1, dtype="fp32", seed=2)
+    state = {}
+    rec = run_one(PassRunner(tgt), PassRunner(dft), 3, 3, GTConfig(steps=6, warmup=1, prompt_len=16), state=state)
+    rounds = rec["rounds"]
+    assert len(rounds) == 7
+    for a, b in zip(rounds, rounds[1:]):
+        assert b["committed_before"] == [c + n + 1 for c, n in zip(a["committed_before"], a["accepted"])]
+    assert all(0 <= n <= 3 for r in rounds for n in r["accepted"])
+    buf, committed, tcache = state["buf"], state["committed"], state["tcache"]
+    for b in range(3):
+        n = int(committed[b]) - 1                                   # tokens in the target's cache
+        fresh = tgt.new_cache(1, n + 8)
+        tgt(buf[b:b + 1, :n], fresh, uniform_length=0, logits="last")
+        for layer in range(2):
+            torch.testing.assert_close(tcache.k[layer][b, :, :n], fresh.k[layer][0, :, :n], rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(tcache.v[layer][b, :, :n], fresh.v[layer][0, :, :n], rtol=1e-4, atol=1e-5)
+
+
+def test_same_model_as_draft_accepts_everything():
+    """A draft identical to the target (same weights): every draft token is accepted."""
+    m = DecoderModel(TARGET, 1, dtype="fp32", seed=3)
+    rec = run_one(PassRunner(m), PassRunner(m), 2, 2, GTConfig(steps=3, warmup=0, prompt_len=12))
+    assert all(a == 2 for r in rec["rounds"] for a in r["accepted"])
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    run = run_groundtruth(TARGET, DRAFT, target_layers=2, draft_layers=1, device="cpu", dtype="fp32",
+                          cfg=GTConfig(batches=(1, 2), ks=(0, 2), steps=3, warmup=1, prompt_len=16), progress=False)
+    path = write_run(run, tmp_path_factory.mktemp("gt"))
+    return path, run
+
+
+def test_run_record_has_provenance_and_rounds(tiny_run):
+    path, run = tiny_run
+    assert path.name == "groundtruth.json" and load_run(path.parent)["runs"] == json.loads(path.read_text())["runs"]
+    for k in ("device_name", "torch", "date", "dtype", "driver"):
+        assert k in run["provenance"]
+    assert [(r["batch"], r["k"]) for r in run["runs"]] == [(1, 0), (1, 2), (2, 0), (2, 2)]
+    assert run["target"]["config"]["num_hidden_layers"] == 2 and run["draft"]["config"]["num_hidden_layers"] == 1
+
+
+def test_validate_predicts_every_round_with_the_cost_model(tiny_run):
+    _, run = tiny_run
+    hw = load_profile("h200-sxm")          # any profile: this checks the plumbing, not the fidelity
+    rounds = predict_rounds(run, hw, dtype="bf16")
+    assert len(rounds) == sum(len(r["rounds"]) for r in run["runs"]) and (rounds["pred_s"] > 0).all()
+    spec = rounds[rounds["k"] == 2]
+    assert (spec["pred_draft_s"] > 0).all() and (rounds[rounds["k"] == 0]["pred_draft_s"] == 0).all()
+    table, summary = compare(rounds)
+    assert set(zip(table["batch"], table["k"])) == {(1, 0), (1, 2), (2, 0), (2, 2)}
+    for c in ("measured_tok_s", "predicted_tok_s", "tok_s_err", "measured_speedup", "predicted_speedup"):
+        assert table[c].notna().all()
+    assert table.loc[table["k"] == 0, "measured_speedup"].eq(1.0).all()
+    assert 0.0 <= summary["speedup_sign_agreement"] <= 1.0
+
+
+def test_compare_drops_stalls_and_keeps_tokens():
+    rows = [dict(batch=1, k=0, round=i, warmup=False, wall_s=1.0, draft_s=0.0, pred_s=1.1, pred_draft_s=0.0, emitted=1)
+            for i in range(5)]
+    rows[2]["wall_s"] = 100.0                                                   # a stall
+    rows += [dict(batch=1, k=2, round=i, warmup=False, wall_s=1.5, draft_s=0.5, pred_s=1.5, pred_draft_s=0.5, emitted=2)
+             for i in range(4)]
+    t, s = compare(pd.DataFrame(rows))
+    base = t[t["k"] == 0].iloc[0]
+    assert base["rounds"] == 4 and base["dropped_stalls"] == 1 and base["total_err"] == pytest.approx(0.1)
+    sp = t[t["k"] == 2].iloc[0]
+    assert sp["measured_speedup"] == pytest.approx((2 / 1.5) / 1.0)
+    assert sp["predicted_speedup"] == pytest.approx((2 / 1.5) / (1 / 1.1))
+    assert s["speedup_sign_agreement"] == 1.0 and s["rounds_dropped_as_stalls"] == 1
+
+
+def test_cli_groundtruth_and_validate(tmp_path):
+    from specsight.calibrate_cmd import main
+    out = tmp_path / "run.json"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["groundtruth", "--device", "cpu", "--scale", "32", "--layers", "1", "--draft-layers", "1",
+                     "--batch", "1,2", "--k", "0,1", "--steps", "2", "--warmup", "0", "--prompt-len", "8",
+                     "--out", str(out), "--json"]) == 0
+    res = json.loads(buf.getvalue())
+    assert res["run"] == str(out) and len(res["configs"]) == 4
+    # validate with the shipped A100 profile (the plumbing; CPU fidelity is in docs/calibration.md)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["validate", str(out), "--profile", "a100-80gb-sxm.vidur", "--dtype", "bf16", "--json", "--out",
+                     str(tmp_path / "v.md")]) == 0
+    v = json.loads(buf.getvalue())
+    assert {"tok_s_ape_median", "speedup_sign_agreement", "rows"} <= set(v) and len(v["rows"]) == 4
+    assert "| batch | K |" in (tmp_path / "v.md").read_text()
+    # a CPU run without a profile is refused with one line
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["validate", str(out)]) == 2
+    assert "--profile" in err.getvalue()
