@@ -200,12 +200,13 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
                   iteration_us: float | None = None, iteration_source: str | None = None,
                   peaks: Mapping[str, Any] | None = None, peak_sources: Mapping[str, str] | None = None,
                   interconnect: Mapping[str, float] | None = None, interconnect_source: str | None = None,
-                  header: str = "") -> HardwareProfile:
+                  header: str = "", param_sources: Mapping[str, str] | None = None) -> HardwareProfile:
     """Write a calibrated profile (same schema as hardware_profiles/*.yaml, name = file stem),
     then load it back with simulator.hardware.load_profile to prove the simulator can use it.
 
     peaks: replaces datasheet figures (memory_bandwidth_tb_s, peak_tflops, memory_capacity_gb),
-    e.g. measured CPU ceilings; each replaced number takes its source from peak_sources."""
+    e.g. measured CPU ceilings; each replaced number takes its source from peak_sources.
+    param_sources: sources of fitted-field values that were measured, not fitted (default: fit_source)."""
     path = Path(path)
     d = base.to_dict()
     d["name"] = path.stem
@@ -224,7 +225,7 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
     d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
                       "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
     for k in PARAM_NAMES:
-        sources[k] = fit_source
+        sources[k] = (param_sources or {}).get(k, fit_source)
     if iteration_us is not None:
         sources["overheads.iteration_us"] = iteration_source or "measured by specsight calibrate"
     if interconnect is not None:
@@ -284,9 +285,13 @@ class DeviceFit:
 
 
 def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
-               holdout_frac: float = 0.3, seed: int = 0, stat: str = "median") -> DeviceFit:
+               holdout_frac: float = 0.3, seed: int = 0, stat: str = "median",
+               fixed: Mapping[str, float] | None = None) -> DeviceFit:
     """Fit on a seeded ~70 % of the grid cells (batch, new tokens, context: one cell's passes at
     every layer count and role stay on one side), report the error on the other ~30 %.
+
+    fixed: parameters measured directly instead of fitted (e.g. the CPU's per-kernel dispatch
+    time, `microbench.measure_dispatch`), held at their value.
 
     stat: which statistic of the repeats is the measured time, "median" or "min" (a shared CPU:
     interference from other processes only ever adds time, so the minimum estimates the pass's
@@ -300,7 +305,7 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     cells = [f"{b}:{n}:{c}" for b, n, c in zip(df["batch"], df["new_tokens"], df["context"])]
     held = holdout_groups(cells, holdout_frac, seed)
     train = df[~held].reset_index(drop=True)
-    f = fit_log_time(PassPredictor(train, specs, hw, dtype), train["median_s"].to_numpy())
+    f = fit_log_time(PassPredictor(train, specs, hw, dtype), train["median_s"].to_numpy(), fixed=fixed)
     df["pred_s"] = predict_points(df, specs, hw, dtype, f.params)
     df["pred_datasheet_s"] = predict_points(df, specs, hw, dtype, params_of(hw))
     df["ape"] = ape(df["pred_s"], df["median_s"])
@@ -344,3 +349,24 @@ def layer_scaling(df) -> dict[str, Any]:
             "slope_ape_median": float(np.median(ape(pslope, slope.clip(lower=1e-9)))),
             "negative_slopes": int((slope <= 0).sum()),
             "cells": rows}
+
+
+def host_overhead(points, stat: str = "median") -> dict[str, Any]:
+    """Per-round host time outside the forward passes, from the "host" points (one round's
+    sampling and bookkeeping at batch B and K; calibrate.groundtruth.host_work_fn).
+
+    A round samples rows = B * (K + 1) probability rows (K draft draws and one verify draw per
+    sequence, or one draw at K = 0), so t = a + b * rows, fitted by least squares with a, b >= 0:
+    a is the fixed per-iteration host overhead (overheads.iteration_us); b, the per-row cost of
+    reading and sampling a row, is reported beside the cost model's own sampling term (which the
+    forward-pass costs already charge per logit), not written to the profile."""
+    from scipy.optimize import nnls
+    h = [p for p in points if p["role"] == "host"]
+    if not h:
+        return {"iteration_us": 0.0, "per_row_us": 0.0, "n": 0}
+    rows = np.array([p["batch"] * (p["new_tokens"] + 1) for p in h], float)
+    t_us = 1e6 * np.array([p[f"{stat}_s"] for p in h], float)
+    (a, b), _ = nnls(np.column_stack([np.ones_like(rows), rows]), t_us)
+    pred = a + b * rows
+    return {"iteration_us": float(a), "per_row_us": float(b), "n": len(h),
+            "ape_median": float(np.median(ape(pred, t_us))), "ape_max": float(np.max(ape(pred, t_us)))}

@@ -54,8 +54,10 @@ GRIDS = {
                        max_tokens=1280, max_kv_tokens=1 << 20),
     "cpu": Grid(batches=(1, 2, 4, 8, 16, 32), new_tokens=(1, 2, 3, 5, 8), contexts=(128, 512, 2048),
                 max_tokens=128, max_kv_tokens=1 << 15),
-    "cpu-quick": Grid(batches=(1, 4, 16), new_tokens=(1, 3, 5), contexts=(128, 1024), max_tokens=64,
-                      max_kv_tokens=1 << 14, sampling_ks=(0, 4)),
+    # cpu-quick covers the CPU ground truth's shapes (batch 1..32, verify widths 1..5, context ~300):
+    # 80 passes, about 20 s on one thread at dims / 8, layers 2 and 4.
+    "cpu-quick": Grid(batches=(1, 4, 8, 16, 32), new_tokens=(1, 3, 5), contexts=(128, 512), max_tokens=160,
+                      max_kv_tokens=1 << 14, sampling_ks=(0, 2, 4)),
     "cpu-tiny": Grid(batches=(1, 4, 8), new_tokens=(1, 3), contexts=(64, 256), max_tokens=32,
                      max_kv_tokens=1 << 12, draft_new_tokens=(1,), sampling_ks=(0, 2)),
 }
@@ -203,8 +205,10 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
         return runners[role]
 
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
-    # Group the shapes that share a cache: (role, layers, batch, context).
-    todo.sort(key=lambda p: (p.role != "target", p.role, p.layers, p.batch, p.context, p.new_tokens))
+    # Group the shapes that share a cache: (role, batch, context); within a group, each width at
+    # both layer counts back to back, so the per-layer slope compares passes timed seconds apart
+    # (a shared machine's speed drifts over minutes).
+    todo.sort(key=lambda p: (p.role != "target", p.role, p.batch, p.context, p.new_tokens, p.layers))
     cache_key, cache = None, None
     with open_append(jsonl) as f:
         for p in todo:
@@ -266,20 +270,52 @@ def _progress(total: int, initial: int, enabled: bool):
 
 # ---- device ceilings (the CPU has no datasheet here: measure them) --------------------------
 def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dict[str, float]:
-    """Copy bandwidth over a buffer of `nbytes` (read + write counted) and a square matmul's
-    FLOP/s in `dtype`: the fastest of `repeats`. Used as the CPU profile's ceilings."""
+    """Read bandwidth over a buffer of `nbytes` and a square matmul's FLOP/s in `dtype`: the
+    fastest of `repeats`. Used as the CPU profile's ceilings.
+
+    NOTE: the bandwidth probe reads (a matrix-vector product over the buffer, as a decode pass
+    reads its weights) rather than copies: a copy also writes, and on a CPU the write-allocate
+    traffic and a second buffer of the same size change which cache level the data lives in
+    (measured on the development Xeon, 32 MB: copy 14 GB/s counting read + write, read 24 GB/s)."""
     from .layers import TORCH_DTYPES
-    n = max(1 << 20, nbytes // 4)
-    a = torch.ones(n, dtype=torch.float32, device=device)
-    b = torch.empty_like(a)
+    cols = 512
+    rows = max(2048, nbytes // (4 * cols))
+    w = torch.ones(rows, cols, dtype=torch.float32, device=device)           # [rows, cols]
+    x = torch.ones(cols, dtype=torch.float32, device=device)                 # [cols]
     # A ceiling is the best a device does: the fastest repeat (interference only adds time).
-    t = min(time_fn(lambda: b.copy_(a), device, 2, repeats))
-    bw = 2 * n * 4 / t
-    size = 1024 if torch.device(device).type == "cpu" else 8192
-    x = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
-    y = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
-    tm = min(time_fn(lambda: x @ y, device, 2, repeats))
-    return {"copy_bytes_s": bw, "copy_buffer_bytes": 4 * n, "matmul_flops_s": 2 * size ** 3 / tm, "matmul_size": size}
+    t = min(time_fn(lambda: torch.mv(w, x), device, 2, repeats))
+    bw = rows * cols * 4 / t
+    # Peak FLOP/s: the best of a few square matmuls (a CPU's GEMM blocking favours some sizes: on
+    # the development Xeon 1024^3 ran 10-20 % below 512^3 and 2048^3).
+    best, best_size = 0.0, 0
+    for size in ((512, 1024, 2048) if torch.device(device).type == "cpu" else (8192,)):
+        a = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
+        b = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
+        flops_s = 2 * size ** 3 / min(time_fn(lambda: a @ b, device, 2, repeats))
+        if flops_s > best:
+            best, best_size = flops_s, size
+    return {"read_bytes_s": bw, "read_buffer_bytes": rows * cols * 4, "matmul_flops_s": best,
+            "matmul_size": best_size}
+
+
+def measure_dispatch(spec: ModelSpec, layers: int, device: str, dtype: str, warmup: int = 3,
+                     repeats: int = 15) -> dict[str, float]:
+    """Fixed time of a forward pass when its bytes and FLOPs are negligible: `spec`'s structure
+    with every width shrunk to one 64-wide head (d = 64, MLP 64, vocabulary 256), one sequence,
+    one token, 16 cached, `layers` layers; the fastest of `repeats`. Divided by the cost model's
+    kernel count (simulator.cost_model: KERNELS_PER_LAYER per layer + KERNELS_FIXED) it is the
+    per-kernel launch time: on a CPU the eager dispatch of every op, which the fit cannot tell
+    apart from the memory time (both are flat in tokens and grow with layers)."""
+    from simulator.cost_model import KERNELS_FIXED, KERNELS_PER_LAYER
+    tiny = dataclasses.replace(spec, name=f"{spec.name}/dispatch", hidden_size=64, num_heads=1, num_kv_heads=1,
+                               head_dim=64, intermediate_size=64, vocab_size=256, attention_bias=False)
+    model = DecoderModel(tiny, layers, dtype=dtype, device=device)
+    cache = model.new_cache(1, 64)
+    toks = torch.zeros(1, 1, dtype=torch.int64, device=device)
+    run = _pass(PassRunner(model), toks, cache, 16, layers, "all")
+    t = min(time_fn(run, device, warmup, repeats))
+    kernels = layers * KERNELS_PER_LAYER + KERNELS_FIXED
+    return {"pass_s": t, "layers": layers, "kernels": kernels, "kernel_launch_us": 1e6 * t / kernels}
 
 
 def points_table(points: Iterable[dict]):

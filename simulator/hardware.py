@@ -103,8 +103,14 @@ class HardwareProfile:
         """One line saying which profile and which fit the numbers come from."""
         if self.calibration:
             c = self.calibration
+            e, o = self.efficiency, self.overheads
+            held = (c.get("residuals") or {}).get("heldout_ape_median")
+            fit = (f"fit: memory {e.memory:.3g}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
+                   f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
+                   + (f", held-out median error {100 * float(held):.1f} %" if held is not None else ""))
             return (f"hardware profile {self.name} (CALIBRATED: {c.get('method', 'fit')} on "
-                    f"{c.get('device_name', '?')} {c.get('date', '')}; overrides datasheet defaults; file {self.path})")
+                    f"{c.get('device_name', '?')} {c.get('date', '')}; {fit}; overrides the defaults of base profile "
+                    f"{c.get('base_profile', '?')}; file {self.path})")
         return f"hardware profile {self.name} (datasheet defaults; file {self.path})"
 
     def to_dict(self) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     device, dtype, scale = _setup(args)
     from calibrate import microbench as mb
-    from calibrate.fit import fit_device, write_profile
+    from calibrate.fit import fit_device, host_overhead, write_profile
     from simulator.hardware import load_profile
 
     if args.layers < 1:
@@ -184,8 +184,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     env = mb.environment(device)
     points = mb.measure(cfg, points_path, progress=not (args.no_progress or args.json))
     stat = args.stat or ("median" if device == "cuda" else "min")
-    host = [p[f"{stat}_s"] for p in points if p["role"] == "host"]
-    iteration_us = 1e6 * float(sorted(host)[len(host) // 2]) if host else 0.0
+    host = host_overhead(points, stat)
+    iteration_us = host["iteration_us"]
 
     peaks = peak_sources = None
     if device == "cuda":
@@ -198,7 +198,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
                  "memory_capacity_gb": base.memory_capacity_gb}
         peak_sources = dict(base.sources)
     specs = {"target": target} if draft is None else {"target": target, "draft": draft}
-    fit = fit_device(points, specs, base, dtype, holdout_frac=args.holdout, seed=args.seed, stat=stat)
+    dispatch = fixed = param_sources = None
+    if device == "cpu":     # eager CPU: per-op dispatch is host time, measured rather than fitted
+        dispatch = mb.measure_dispatch(target, max(layers), device, dtype)
+        fixed = {"overheads.kernel_launch_us": dispatch["kernel_launch_us"]}
+        param_sources = {"overheads.kernel_launch_us": (
+            f"measured by specsight calibrate on {env['device_name']}: fastest pass of the model's structure at "
+            f"negligible width ({dispatch['layers']} layers, {1e3 * dispatch['pass_s']:.2f} ms) / "
+            f"{dispatch['kernels']} kernels")}
+    fit = fit_device(points, specs, base, dtype, holdout_frac=args.holdout, seed=args.seed, stat=stat, fixed=fixed)
     s = fit.summary
     host_by_k = {}
     for p in points:
@@ -220,19 +228,25 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "fitted": dict(fit.params),
         "layer_scaling": {k: v for k, v in s["layer_scaling"].items() if k != "cells"},
         "host_round_us_by_k": {str(k): round(float(sorted(v)[len(v) // 2]), 1) for k, v in sorted(host_by_k.items())},
+        "host_overhead": host,
     }
+    if dispatch is not None:
+        cal["dispatch"] = dispatch
     failed = sorted({p["graphs_failed"] for p in points if p.get("graphs_failed")})
     if failed:
         cal["cuda_graphs_failed"] = failed
     if device == "cpu":
+        cal["base_profile"] = "none (a CPU has no datasheet profile: its ceilings were measured here)"
         cal["loadavg_1m_start"] = env.get("loadavg_1m")
         cal["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     src = (f"specsight calibrate on {env['device_name']} ({dtype}, {args.model} dims/{scale}, layers {layers}): "
            f"least squares (log time) on {s['train_n']} passes; held-out median APE "
            f"{100 * s['heldout_ape_median']:.1f} % over {s['heldout_n']}")
-    prof = write_profile(out, base, fit.params, calibration=cal, fit_source=src, iteration_us=iteration_us,
-                         iteration_source=(f"measured by specsight calibrate on {env['device_name']}: median host work "
-                                           f"of one round (sampling draws, verify_chain, commit) over the grid"),
+    prof = write_profile(out, base, fit.params, calibration=cal, fit_source=src, param_sources=param_sources,
+                         iteration_us=iteration_us,
+                         iteration_source=(f"measured by specsight calibrate on {env['device_name']}: intercept of a round's "
+                                           f"host work (sampling draws, verify_chain, commit) against rows sampled "
+                                           f"B (K + 1), {host['n']} points"),
                          peaks=peaks, peak_sources=peak_sources,
                          description=f"{base.description} (calibrated by specsight on {env['device_name']})",
                          header=f"# Calibrated by: specsight calibrate --device {device} --model {args.model}"
@@ -243,7 +257,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
               "train_ape_median": s["train_ape_median"], "datasheet_ape_median": s["datasheet_ape_median"],
               "heldout_by_role": s["heldout_by_role"], "fitted": fit.params, "iteration_us": iteration_us,
-              "host_round_us_by_k": cal["host_round_us_by_k"],
+              "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
               "layer_scaling": cal["layer_scaling"], "n_points": cal["n_points"], "points_file": str(points_path),
               "elapsed_s": round(time.perf_counter() - t0, 1)}
     if device == "cpu":
@@ -280,7 +294,7 @@ def cpu_profile(name: str, env: dict, pk: dict, dtype: str):
     except (ValueError, OSError, AttributeError):
         ram_gb = 1.0
     who = f"measured by specsight calibrate on {env['device_name']}"
-    bw = pk["copy_bytes_s"]
+    bw = pk["read_bytes_s"]
     return HardwareProfile(
         name=name, description=f"CPU: {env['device_name']}", vendor="cpu",
         memory_capacity_gb=round(ram_gb, 2), memory_bandwidth_tb_s=bw / 1e12,
@@ -288,10 +302,10 @@ def cpu_profile(name: str, env: dict, pk: dict, dtype: str):
         interconnect=Interconnect("none", bw / 1e9, 0.0),
         efficiency=Efficiency(1.0, 1.0, 4.0), overheads=Overheads(0.0, 0.0),
         sources={"memory_capacity_gb": f"{who}: physical memory (os.sysconf)",
-                 "memory_bandwidth_tb_s": (f"{who}: torch copy of a {pk['copy_buffer_bytes'] / 1e6:.0f} MB buffer "
-                                           f"(the timed model's weight bytes), read + write bytes / median time"),
-                 f"peak_tflops.{dtype}": f"{who}: {pk['matmul_size']}^3 {dtype} matmul, median time",
-                 "interconnect.bandwidth_gb_s": "no interconnect (one CPU); placeholder = measured copy bandwidth, unused at tp = 1",
+                 "memory_bandwidth_tb_s": (f"{who}: matrix-vector product over a {pk['read_buffer_bytes'] / 1e6:.0f} MB "
+                                           f"fp32 buffer (the timed model's weight bytes), bytes read / fastest time"),
+                 f"peak_tflops.{dtype}": f"{who}: best of square {dtype} matmuls (fastest: {pk['matmul_size']}^3), fastest time",
+                 "interconnect.bandwidth_gb_s": "no interconnect (one CPU); placeholder = measured read bandwidth, unused at tp = 1",
                  "interconnect.latency_us": "no interconnect (one CPU); unused at tp = 1",
                  "efficiency.memory": "fit", "efficiency.compute": "fit", "efficiency.roofline_sharpness": "fit",
                  "overheads.kernel_launch_us": "fit", "overheads.iteration_us": "measured"})

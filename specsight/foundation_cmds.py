@@ -111,6 +111,7 @@ def cmd_cost(args) -> int:
     if args.json:
         emit_json(out)
         return 0
+    print(f"# {hw.describe()}", file=sys.stderr)
     print(f"{args.model} on {hw.name} x{cm.tp} ({cm.dtype}): batch {batch} x {new} new tokens, context {ctx}")
     print(f"{'op class':<14}{'GFLOP':>12}{'MB':>12}{'time ms':>10}  bound")
     for k, o in cost.ops.items():

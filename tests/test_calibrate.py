@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from calibrate.fit import (PassPredictor, ape, fit_device, fit_log_time, holdout_groups, params_of,
+from calibrate.fit import (PassPredictor, ape, fit_device, fit_log_time, holdout_groups, host_overhead, params_of,
                            soft_roofline_jac, theta_to_params, params_to_theta, write_profile)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.microbench import GRIDS, BenchConfig, grid_points, measure, read_points
@@ -107,6 +107,17 @@ def test_soft_roofline_jacobian_matches_finite_differences():
         np.testing.assert_allclose(J[:, i], num, rtol=1e-4, atol=1e-6)
 
 
+def test_host_overhead_is_the_intercept_of_host_time_against_rows_sampled():
+    """Host points with t = 150 us + 30 us per sampled row (rows = B (K + 1)): the fit returns
+    the intercept as iteration_us and the slope separately; target/draft points are ignored."""
+    pts = [dict(role="host", batch=b, new_tokens=k, context=0, min_s=(150 + 30 * b * (k + 1)) * 1e-6)
+           for b in (1, 4, 16) for k in (0, 2, 4)]
+    pts.append(dict(role="target", batch=1, new_tokens=1, context=128, min_s=1.0))
+    h = host_overhead(pts, stat="min")
+    assert h["iteration_us"] == pytest.approx(150.0, rel=1e-6) and h["per_row_us"] == pytest.approx(30.0, rel=1e-6)
+    assert h["n"] == 9 and h["ape_max"] < 1e-9
+
+
 def test_holdout_groups_are_seeded_and_whole():
     g = [f"c{i % 10}" for i in range(100)]
     a, b = holdout_groups(g, 0.3, 1), holdout_groups(g, 0.3, 1)
@@ -180,3 +191,29 @@ def test_cpu_calibration_cli_and_fit(cpu_calibration, capsys):
     assert (out.parent / "cpu-test.points.jsonl").exists()
     ls = res["layer_scaling"]
     assert ls["layers"] == [1, 2] and ls["median_ratio_t2_t1"] > 1.0      # two layers cost more than one
+    # the CPU's per-kernel dispatch time is measured (a negligible-width pass), held fixed in the fit
+    d = cal["dispatch"]
+    assert d["kernels"] == 2 * 9 + 4 and d["kernel_launch_us"] > 0
+    assert prof.overheads.kernel_launch_us == pytest.approx(d["kernel_launch_us"], rel=1e-5)
+    assert res["fitted"]["overheads.kernel_launch_us"] == res["dispatch"]["kernel_launch_us"]
+    assert prof.sources["overheads.kernel_launch_us"].startswith("measured by specsight calibrate")
+
+
+def test_cost_names_the_calibrated_profile_and_its_fit(capsys):
+    """A calibrated profile never overrides silently: `specsight cost` says which profile and
+    which fit (fitted values, held-out error, base profile) on stderr and in its JSON."""
+    from specsight.cli import main
+    prof = load_profile("a100-80gb-sxm.vidur")
+    args = ["cost", "--model", "llama-3.1-8b", "--batch", "8", "--new-tokens", "3", "--context", "1024"]
+    assert main(args + ["--gpu", "a100-80gb-sxm.vidur"]) == 0
+    err = capsys.readouterr().err
+    held = prof.calibration["residuals"]["heldout_ape_median"]
+    for part in ("a100-80gb-sxm.vidur (CALIBRATED: vidur-operator-fit", f"memory {prof.efficiency.memory:.3g}",
+                 f"sharpness {prof.efficiency.roofline_sharpness:.3g}", f"held-out median error {100 * held:.1f} %",
+                 "base profile a100-80gb-sxm"):
+        assert part in err, part
+    assert main(args + ["--gpu", "a100-80gb-sxm.vidur", "--json"]) == 0
+    assert "CALIBRATED" in json.loads(capsys.readouterr().out)["hardware_profile"]
+    assert main(args + ["--gpu", "a100-80gb-sxm"]) == 0
+    err = capsys.readouterr().err
+    assert "datasheet defaults" in err and "CALIBRATED" not in err

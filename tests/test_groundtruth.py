@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from calibrate.groundtruth import GTConfig, commit, host_work_fn, load_run, run_groundtruth, run_one, write_run
+from calibrate.groundtruth import GTConfig, commit, draw, host_work_fn, load_run, run_groundtruth, run_one, write_run
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.validate import compare, predict_rounds, validate
 from simulator.hardware import load_profile
@@ -23,6 +23,21 @@ def test_commit_writes_after_each_sequence():
     c = commit(buf, torch.tensor([2, 4]), torch.tensor([[5, 6, -1], [7, -1, -1]]), torch.tensor([2, 1]))
     assert c.tolist() == [4, 5]
     assert buf[0, 2:4].tolist() == [5, 6] and buf[1, 4].item() == 7
+
+
+def test_draw_is_distributed_as_probs_and_seeded():
+    """The ground truth's draw (inverse CDF, one uniform per row) samples each row's distribution
+    exactly (chi-square at the sampling tests' level), never a zero-probability token, and the
+    same generator seed gives the same tokens."""
+    from sampling_stats import ALPHA, chisquare_pvalue
+    probs = torch.tensor([[0.5, 0.0, 0.2, 0.3, 0.0, 0.0], [0.05, 0.05, 0.0, 0.1, 0.3, 0.5]])   # [B=2, V=6]
+    n = 20000
+    x = draw(probs.repeat(n, 1), torch.Generator().manual_seed(1)).view(n, 2)                # [n, 2]
+    for b in range(2):
+        counts = np.bincount(x[:, b].numpy(), minlength=6)
+        assert chisquare_pvalue(counts, probs[b].numpy()) > ALPHA, b
+    again = draw(probs.repeat(n, 1), torch.Generator().manual_seed(1)).view(n, 2)
+    assert torch.equal(x, again)
 
 
 def test_host_work_runs_for_every_k():
