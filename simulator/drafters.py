@@ -126,7 +126,10 @@ class Drafter:
             return (s.host_base_us + s.host_us_per_seq * B) * 1e-6
         dc = self.draft_cost
         assert dc is not None
-        first = B if catchup_tokens is None else catchup_tokens
+        # NOTE: self_spec drafts with the target's own weights over (a window of) the target's KV
+        # cache, which the target's prefill and verify passes already wrote (MagicDec, LayerSkip):
+        # only the last emitted token of each sequence is new to it, never a whole prompt.
+        first = B if catchup_tokens is None or m == "self_spec" else catchup_tokens
         ctx = sum_context
         if m == "self_spec" and s.kv_budget_tokens:
             ctx = np.minimum(sum_context, B * s.kv_budget_tokens)

@@ -7,7 +7,7 @@ Sweeps one axis of a scenario with the simulator and finds where speculation sto
 | axis    | override                                                            | x scale |
 | ------- | ------------------------------------------------------------------- | ------- |
 | batch   | closed-loop users = B (num_requests = max(min, requests/user x B))  | log     |
-| qps     | Poisson arrivals at this rate (requests/s)                          | log     |
+| qps     | Poisson arrivals at this rate (requests/s); a trace keeps its times, rescaled to it | log |
 | context | prompt length = c tokens (every decode step then reads c + t)      | log     |
 | alpha   | i.i.d. acceptance alpha                                             | linear  |
 | k       | num_speculative_tokens = K (curves are policies, not Ks)            | linear  |
@@ -113,11 +113,26 @@ def parse_values(field: str, text: str, axis: str) -> list[float]:
     return [int(v) for v in vals] if axis in ("batch", "context", "k") else vals
 
 
+def trace_qps(source: Mapping[str, Any]) -> float:
+    """Requests/s of a trace workload replayed at time_scale 1 (over the rows the scenario replays)."""
+    from simulator.scenario import load_scenario
+    from simulator.workload import arrival_times
+    wl = load_scenario(source).workload
+    n = wl.n_requests
+    t = arrival_times(wl, n, np.random.default_rng(0))      # a trace's own times: nothing is drawn
+    if n < 2 or t[-1] <= t[0]:
+        raise SpecsightInputError("workload.arrival.path", wl.trace_path, "the qps axis needs a trace spanning > 0 s")
+    return (n - 1) / float(t[-1] - t[0]) * wl.time_scale
+
+
 def default_values(axis: str, source: Mapping[str, Any]) -> str:
     if axis != "qps":
         return DEFAULT_VALUES[axis]
     arr = source.get("workload", {}).get("arrival", {})
     q = arr.get("qps") if isinstance(arr, Mapping) else None
+    if isinstance(arr, Mapping) and arr.get("process") == "trace":
+        t = arr.get("time_scale", 1.0)
+        q = trace_qps(source) / float(t if t is not None else 1.0)
     if not q:
         raise SpecsightInputError("--values", None, "the qps axis needs --values unless the scenario has an arrival rate (qps)")
     return ",".join(f"{float(q) * f:.4g}" for f in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0))
@@ -140,6 +155,8 @@ def axis_overrides(axis: str, value: float, source: Mapping[str, Any], requests_
         return out
     if axis == "qps":
         proc = arr.get("process")
+        if proc == "trace":     # keep the trace's lengths and burstiness; rescale its clock to this rate
+            return {"workload.arrival": {**arr, "time_scale": trace_qps(source) / float(value)}}
         new = {"process": proc, "qps": float(value)} if proc in ("poisson", "gamma", "constant") else \
             {"process": "poisson", "qps": float(value)}
         if proc == "gamma":
@@ -323,7 +340,9 @@ def breakeven_table(scenario: Any, axis: str, values: Sequence[float], ks: Seque
             raise SpecsightInputError("--axis2", axis2, f"must change something other than --axis {axis}")
     roofline = (source.get("hardware") or {}).get("kind", "roofline") == "roofline"
     analytic = Analytic(source) if roofline else None
-    schedule = analytic.batch_schedule(max(ks)) if (analytic and "batch_schedule" in policies) else None
+    own = source.get("policy") if isinstance(source.get("policy"), Mapping) else {}
+    derive = analytic is not None and "batch_schedule" in policies and own.get("kind") != "batch_schedule"
+    schedule = analytic.batch_schedule(max(ks)) if derive else None    # type: ignore[union-attr]
     curves = build_curves(axis, ks, policies, source, schedule)
     if axis2 == "k":
         curves = [c for c in curves if c.k is None]
@@ -382,7 +401,7 @@ def breakeven_table(scenario: Any, axis: str, values: Sequence[float], ks: Seque
                 row["analytic_speedup"] = _analytic_point(analytic, axis, v, axis2, v2, c.k, row["base_mean_batch"])
             rows.append(row)
     df = pd.DataFrame(rows)
-    sc_meta = _describe(source)
+    sc_meta = describe_scenario(source)
     return {"rows": df, "curves": curves, "analytic": analytic, "source": source, "meta": sc_meta,
             "points_simulated": sum(1 for r in recs if not r["cached"]), "points_total": len(recs),
             "schedule": schedule}
@@ -403,7 +422,8 @@ def _freeze(d: Mapping[str, Any]) -> str:
     return json.dumps(d, sort_keys=True, default=str)
 
 
-def _describe(source: Mapping[str, Any]) -> dict[str, Any]:
+def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
+    """{scenario, deployment, drafter} in words, for titles and headers."""
     hw = source.get("hardware") or {}
     d = source.get("drafter") or {}
     if hw.get("kind", "roofline") == "fixed":
@@ -432,6 +452,12 @@ def summarize_curves(df, axis: str, axis2: str | None) -> dict[str, Any]:
     def best_k(sub) -> dict[str, int | None]:
         res: dict[str, int | None] = {}
         st = sub[sub["policy"] == "static"].dropna(subset=["speedup"])
+        if axis == "k":        # one static K per point: the best K is the best over the whole axis
+            if not len(st):
+                return res
+            j = st["speedup"].idxmax()
+            best = int(st.loc[j, "k"]) if st.loc[j, "speedup"] > 1.0 else 0
+            return {str(_num(v)): best for v in sorted(st[axis].unique())}
         for v, g in st.groupby(axis, sort=True):
             if g["k"].isna().all():
                 continue
@@ -541,7 +567,8 @@ def format_text(res: dict[str, Any], axis: str, axis2: str | None, files: Mappin
     for v2, sub in blocks:
         if v2 is not None:
             lines.append(f"-- {axis2} = {_num(v2)}")
-        hdr = f"{axis:>10}" + "".join(f"{lab:>16}" for lab in labels) + f"{'best K':>8}"
+        width = {lab: max(16, len(lab) + 2) for lab in labels}
+        hdr = f"{axis:>10}" + "".join(f"{lab:>{width[lab]}}" for lab in labels) + f"{'best K':>8}"
         lines.append(hdr)
         bk = summ["best_k"] if axis2 is None else summ["best_k"].get(f"{axis2}={_num(v2)}", {})
         for v, g in sub.groupby(axis, sort=True):
@@ -553,13 +580,15 @@ def format_text(res: dict[str, Any], axis: str, axis2: str | None, files: Mappin
                 txt = "error" if len(r) and r["error"].iloc[0] else (f"{s:.3f}" if math.isfinite(s) else "-")
                 if math.isfinite(a):
                     txt += f" ({a:.2f})"
-                cells.append(f"{txt:>16}")
+                cells.append(f"{txt:>{width[lab]}}")
             lines.append(f"{_num(v)!s:>10}" + "".join(cells) + f"{str(bk.get(str(_num(v)), '-')):>8}")
         be = summ["breakeven"] if axis2 is None else summ["breakeven"].get(f"{axis2}={_num(v2)}", {})
         st = summ["status"] if axis2 is None else summ["status"].get(f"{axis2}={_num(v2)}", {})
+        cr = summ["crossings"] if axis2 is None else summ["crossings"].get(f"{axis2}={_num(v2)}", {})
         for lab in labels:
             b = be.get(lab)
-            lines.append(f"  break-even {lab:<22} " + (f"{axis} = {b:.4g}" if b is not None else st.get(lab, "")))
+            way = {"down": "falls below 1", "up": "rises above 1"}[cr[lab][0]["direction"]] if cr.get(lab) else ""
+            lines.append(f"  break-even {lab:<22} " + (f"{axis} = {b:.4g} (speedup {way})" if b is not None else st.get(lab, "")))
     if axis in ANALYTIC_AXES and df["analytic_speedup"].notna().any():
         lines.append("(parenthesised: the analytic model at the same point)")
     errs = df[df["error"] != ""]
@@ -603,6 +632,9 @@ def run(args: argparse.Namespace) -> int:
         res = breakeven_table(source, args.axis, values, ks, policies, axis2=args.axis2, values2=values2,
                               metric=args.metric, requests_per_user=args.requests_per_user,
                               store_path=out_dir / "points.jsonl", executor=ex, progress=not args.no_progress)
+    failed = res["rows"]["error"] != ""
+    if len(failed) and failed.all():          # nothing to plot: say why, in one line
+        raise SpecsightInputError("scenario", args.scenario, f"every point failed, e.g. {res['rows']['error'].iloc[0]}")
     metric_name = res["rows"]["metric"].iloc[0] if len(res["rows"]) else "throughput"
     files = write_outputs(res, args.axis, args.axis2, out_dir, metric_name, plot=not args.no_plot)
     files["store"] = str(out_dir / "points.jsonl")

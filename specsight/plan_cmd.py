@@ -196,10 +196,10 @@ def _f(v: Any, fmt: str) -> str:
 
 
 TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_replica", ".3g", ">16"),
-         ("vs off", "capacity_vs_off", ".2f", ">8"), ("TPOT p99 ms", "tpot_ms_p99_at_max", ".1f", ">12"),
-         ("TTFT p99 ms", "ttft_ms_p99_at_max", ".0f", ">12"), ("replicas", "replicas", "d", ">9"),
+         ("vs off", "capacity_vs_off", ".2f", ">8"), ("TPOT p99 ms", "tpot_ms_p99_at_max", ".1f", ">13"),
+         ("TTFT p99 ms", "ttft_ms_p99_at_max", ".0f", ">13"), ("replicas", "replicas", "d", ">9"),
          ("GPUs", "gpus", "d", ">6"), ("$/hour", "cost_per_hour_usd", ",.2f", ">10"),
-         ("$/M out tok", "cost_per_million_output_tokens_usd", ".3f", ">12"))
+         ("$/M out tok", "cost_per_million_output_tokens_usd", ".3f", ">13"))
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -219,6 +219,7 @@ def format_markdown(rows: list[dict[str, Any]], head: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .breakeven_cmd import describe_scenario
     from .foundation_cmds import emit_json, parse_int_list
     from .plots import plot_plan_probes
     from .sweep import json_safe
@@ -249,9 +250,9 @@ def run(args: argparse.Namespace) -> int:
     flat = pd.DataFrame([{k: v for k, v in r.items() if k != "probes"} for r in rows])
     csv = out / "plan.csv"
     flat.to_csv(csv, index=False)
-    hw = source.get("hardware") or {}
-    head = (f"# Capacity plan: {source.get('name')}\n\n{source.get('model')} on {hw.get('gpu') or hw.get('profile')} "
-            f"x{hw.get('tp', 1)} per replica; target {target:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
+    meta = describe_scenario(source)
+    head = (f"# Capacity plan: {source.get('name')}\n\n{meta['deployment']} per replica, drafter {meta['drafter']}; "
+            f"target {target:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
             f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${price:g} per GPU-hour.")
     md = out / "plan.md"
     md.write_text(format_markdown(rows, head))

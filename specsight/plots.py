@@ -94,6 +94,7 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
     speculation loses."""
     fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    n_marked = 0                                # break-even labels stacked so that close ones stay legible
     for i, (name, g) in enumerate(df.groupby(curve, sort=False)):
         g = g.sort_values(x)
         c = colors[i % len(colors)]
@@ -105,8 +106,9 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
         be = breakeven.get(str(name))
         if be is not None:
             ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
-            ax.annotate(f"{be:.3g}", (be, 1.0), textcoords="offset points", xytext=(5, -14), fontsize=8, color=c,
-                        fontweight="bold")
+            ax.annotate(f"{be:.3g}", (be, 1.0), textcoords="offset points", xytext=(5, -14 - 11 * n_marked), fontsize=8,
+                        color=c, fontweight="bold")
+            n_marked += 1
     ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
     lo, hi = ax.get_ylim()
     ax.set_ylim(min(lo, 0.9), max(hi, 1.1))
@@ -219,6 +221,7 @@ def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: floa
     configuration's largest passing rate as a dotted vertical line."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = "osD^v<>"                         # one shape and size per configuration: identical searches stay visible
     for ax, key, slo, name in ((axes[0], "tpot_ms_p99", slo_tpot_ms, "TPOT p99 (ms per output token)"),
                                (axes[1], "ttft_ms_p99", slo_ttft_ms, "TTFT p99 (ms)")):
         for i, r in enumerate(rows):
@@ -229,9 +232,11 @@ def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: floa
             ax.plot([p["qps"] for p in pr], [p[key] for p in pr], color=c, lw=1.0, alpha=0.6)
             ok = [p for p in pr if p["pass"]]
             bad = [p for p in pr if not p["pass"]]
-            ax.scatter([p["qps"] for p in ok], [p[key] for p in ok], color=c, s=28, zorder=4,
+            m, size = markers[i % len(markers)], 60 - 12 * (i % 4)
+            ax.scatter([p["qps"] for p in ok], [p[key] for p in ok], color=c, s=size, marker=m, zorder=4 + i,
                        label=f"{r['config']}: max {r['max_qps_per_replica']:.3g}/s" if r["max_qps_per_replica"] else f"{r['config']}: none")
-            ax.scatter([p["qps"] for p in bad], [p[key] for p in bad], facecolors="none", edgecolors=c, s=28, zorder=4)
+            ax.scatter([p["qps"] for p in bad], [p[key] for p in bad], facecolors="none", edgecolors=c, s=size, marker=m,
+                       zorder=4 + i)
             if r["max_qps_per_replica"]:
                 ax.axvline(r["max_qps_per_replica"], color=c, ls=":", lw=1.2)
         if slo is not None:

@@ -103,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
     keys = list(points[0])
     show = [c for c in ("output_tokens_per_s", "speedup_output_tokens_per_s", "tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p99")
             if df[c].notna().any()]
-    head = "".join(f"{k:>28}" for k in keys) + "".join(f"{c:>16}" for c in (s.replace("_ms_", " ").replace("output_tokens_per_s", "tok/s") for s in show))
+    width = {k: max(12, len(k) + 2) for k in keys}
+    head = "".join(f"{k:>{width[k]}}" for k in keys) + "".join(f"{c:>16}" for c in (s.replace("_ms_", " ").replace("output_tokens_per_s", "tok/s") for s in show))
     print(head)
     for _, r in df.iterrows():
-        cells = "".join(f"{str(r[k])[:27]:>28}" for k in keys)
+        cells = "".join(f"{str(r[k])[:width[k] - 1]:>{width[k]}}" for k in keys)
         if r["error"]:
             print(cells + f"  error: {r['error'][:100]}")
         else:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from scipy.optimize import brentq
 
+from scenario_files import write_scenario
 from specsight.breakeven_cmd import crossings, status
 from specsight.cli import main
 
@@ -34,9 +35,7 @@ def closed_form_alpha(k: int) -> float:
 
 @pytest.fixture
 def fixed_path(tmp_path):
-    p = tmp_path / "fixed.yaml"
-    p.write_text("# Where does alpha make K drafts pay on fixed step costs? (test scenario)\n" + yaml.safe_dump(FIXED))
-    return p
+    return write_scenario(tmp_path / "fixed.yaml", FIXED, "Where does alpha make K drafts pay on fixed step costs? (test scenario)")
 
 
 def test_crossings_interpolate_linearly_and_in_log_space():
@@ -79,6 +78,8 @@ def test_policy_curves_and_k_axis(fixed_path, tmp_path, capsys):
     assert set(obj["breakeven"]) == {"policy=static", "policy=goodput"}
     pts = {(p["k"], p["curve"]): p["speedup"] for p in obj["points"]}
     assert pts[(2, "policy=static")] > 1.0                  # alpha 0.6: K = 2 pays on these costs
+    # closed form E(0.6, K) x 0.02 / (0.02 + 0.004 K): 1.33, 1.40, 1.36, 1.28 for K = 1..4
+    assert obj["best_k"] == {"1": 2, "2": 2, "4": 2}
     assert obj["status"]["policy=goodput"] == "pays throughout"
 
 
@@ -111,3 +112,25 @@ def test_scenario_without_drafter_is_rejected(tmp_path, capsys):
     p.write_text(yaml.safe_dump({k: v for k, v in FIXED.items() if k not in ("drafter", "acceptance")}))
     assert main(["breakeven", str(p), "--out", str(tmp_path / "x")]) == 2
     assert "drafter" in capsys.readouterr().err
+
+
+def test_qps_axis_on_a_trace_rescales_its_clock(tmp_path):
+    """A trace keeps its lengths and its burstiness; the qps axis rescales its arrival times:
+    ten arrivals 1 s apart replay at 1 request/s, so 4 requests/s is time_scale 1/4."""
+    from specsight.breakeven_cmd import axis_overrides, default_values, trace_qps
+    from specsight.sweep import scenario_source
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" +
+                     "".join(f"{t}.0,{8 + t},{4 + t}\n" for t in range(10)))
+    src = scenario_source({**FIXED, "workload": {"arrival": {"process": "trace", "path": str(trace), "time_scale": 0.5}}})
+    assert trace_qps(src) == pytest.approx(1.0)                     # as recorded, whatever time_scale says
+    ov = axis_overrides("qps", 4.0, src, 4)
+    assert ov["workload.arrival"]["time_scale"] == pytest.approx(0.25) and ov["workload.arrival"]["path"] == str(trace)
+    assert default_values("qps", src).split(",")[2] == "2"           # x1 of the scenario's own rate (time_scale 0.5)
+
+
+def test_every_point_failing_is_one_line(fixed_path, tmp_path, capsys):
+    assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", "0.5", "--set", "engine.num_gpu_blocks=1",
+                 "--workers", "1", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]          # after one "point ... failed" line per point
+    assert last.startswith("specsight: error: scenario=") and "every point failed" in last and "cannot hold" in last

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from scenario_files import write_scenario
 from simulator.errors import SpecsightInputError
 from specsight.cli import main
 from specsight.sweep import PointStore, parse_grid, point_key, run_points, scenario_source
@@ -102,10 +103,7 @@ def test_parse_grid():
 
 @pytest.fixture
 def tiny_path(tmp_path):
-    import yaml
-    p = tmp_path / "tiny.yaml"
-    p.write_text("# What does K do on fixed step costs? (a test scenario)\n" + yaml.safe_dump(TINY))
-    return p
+    return write_scenario(tmp_path / "tiny.yaml", TINY, "What does K do on fixed step costs? (a test scenario)")
 
 
 def test_sweep_cli_json_and_resume(tiny_path, tmp_path, capsys):

@@ -1,0 +1,125 @@
+"""Break-even sweep speed (not a test; issue 6, item 5). Prints wall times and rates, asserts nothing.
+
+    (a) analytic: the batch-aware analytic speedup (simulator/analytic.py) of Llama-3.1-8B with a
+        Llama-3.2-1B draft (K = 3, alpha 0.75) on one H100 over a 100 x 100 grid of batch
+        (1..1024, geometric) x context (128..131072 tokens, geometric) = 10^4 points, evaluated
+        as numpy arrays, then the break-even batch of each context by interpolating where the
+        speedup crosses 1. Goal: under 1 s.
+    (b) simulated: `specsight breakeven`'s machinery (breakeven_table) on
+        scenarios/llama70b-tp4-h100-chat-eagle3.yaml along the qps axis, 20 rates (1..40
+        requests/s, geometric) x 2,000 requests each, static K = 3; every rate is simulated with
+        speculation and with it off (the shared baseline), so 40 simulations, on a local
+        process pool. Goal: a few minutes on 2 cores.
+
+Run:
+    .venv/bin/python benchmarks/bench_breakeven.py                 # both, 2 workers
+    .venv/bin/python benchmarks/bench_breakeven.py --only analytic
+    .venv/bin/python benchmarks/bench_breakeven.py --workers 1 --requests 500
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+ANALYTIC_SIDE = 100                       # grid side: 100 x 100 = 10^4 points
+SIM_POINTS = 20                           # qps values
+SIM_REQUESTS = 2000                       # requests per simulation
+SIM_SCENARIO = REPO / "scenarios" / "llama70b-tp4-h100-chat-eagle3.yaml"
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def bench_analytic(repeats: int = 5) -> None:
+    import numpy as np
+
+    from simulator.analytic import speedup
+    from simulator.cost_model import CostModel
+    from simulator.drafters import Drafter, DrafterSpec
+    from simulator.hardware import load_profile
+    from simulator.model_spec import load_model
+
+    t0 = time.perf_counter()
+    target = load_model("llama-3.1-8b")
+    cm = CostModel(target, load_profile("h100-sxm"))
+    drafter = Drafter(DrafterSpec("draft_model", 3, model="llama-3.2-1b"), target, cm)
+    setup_s = time.perf_counter() - t0
+    batch = np.geomspace(1, 1024, ANALYTIC_SIDE)              # [100]
+    context = np.geomspace(128, 131072, ANALYTIC_SIDE)        # [100]
+    B, C = np.meshgrid(batch, context)                        # [100 contexts, 100 batches]
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        s = speedup(cm, drafter, B, C, 3, 0.75)               # [100, 100]
+        d = s - 1.0
+        cross = (d[:, :-1] > 0) & (d[:, 1:] <= 0)             # first crossing from above, per context
+        has = cross.any(axis=1)
+        i = np.argmax(cross, axis=1)
+        rows = np.arange(len(context))
+        lb0, lb1 = np.log(batch[i]), np.log(batch[np.minimum(i + 1, len(batch) - 1)])
+        t = d[rows, i] / (d[rows, i] - d[rows, np.minimum(i + 1, len(batch) - 1)])
+        be = np.where(has, np.exp(lb0 + t * (lb1 - lb0)), np.nan)   # [100] break-even batch per context
+        times.append(time.perf_counter() - t0)
+    n = B.size
+    best = min(times)
+    print(f"(a) analytic break-even sweep: {n} points (batch x context), K=3, alpha 0.75, llama-3.1-8b + llama-3.2-1b on h100-sxm")
+    print(f"    setup (load model, profile, cost model): {setup_s * 1e3:.1f} ms")
+    print(f"    sweep + break-even per context: best {best * 1e3:.2f} ms, median {sorted(times)[len(times) // 2] * 1e3:.2f} ms "
+          f"of {repeats}; {n / best:,.0f} points/s; goal 1 s -> {1.0 / best:,.0f}x under it")
+    finite = be[np.isfinite(be)]
+    print(f"    contexts with a break-even batch in 1..1024: {finite.size} of {len(context)}"
+          + (f" (from {finite.min():.0f} to {finite.max():.0f} sequences)" if finite.size else ""))
+
+
+def bench_simulated(workers: int, requests: int, points: int) -> None:
+    import numpy as np
+
+    from specsight.breakeven_cmd import breakeven_table, summarize_curves
+    from specsight.sweep import open_executor, scenario_source
+
+    source = scenario_source(SIM_SCENARIO, [f"workload.num_requests={requests}"])
+    values = [float(f"{q:.4g}") for q in np.geomspace(1.0, 40.0, points)]
+    t0 = time.perf_counter()
+    with open_executor(workers) as ex:
+        res = breakeven_table(source, "qps", values, [3], ["static"], store_path=None, executor=ex, progress=False)
+    wall = time.perf_counter() - t0
+    df = res["rows"]
+    summ = summarize_curves(df, "qps", None)
+    sims = res["points_total"]
+    print(f"(b) simulated break-even sweep: {SIM_SCENARIO.name}, qps axis, {points} rates x {requests} requests, "
+          f"K=3 + baseline = {sims} simulations, {workers} worker(s)")
+    print(f"    wall {wall:.1f} s; {sims / wall:.2f} simulations/s; {points * requests * 2 / wall:,.0f} simulated requests/s; "
+          f"goal a few minutes")
+    print(f"    break-even (TPOT p50, plain / speculative): qps = {summ['breakeven']['K=3']}; "
+          f"speedup {df['speedup'].iloc[0]:.3f} at {values[0]} req/s, {df['speedup'].iloc[-1]:.3f} at {values[-1]} req/s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=("analytic", "simulated"))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--requests", type=int, default=SIM_REQUESTS)
+    ap.add_argument("--points", type=int, default=SIM_POINTS)
+    args = ap.parse_args()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
+          f"python {platform.python_version()}; load average before: {loadavg()}")
+    if args.only in (None, "analytic"):
+        bench_analytic()
+    if args.only in (None, "simulated"):
+        bench_simulated(args.workers, args.requests, args.points)
+    print(f"load average after: {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()
