@@ -8,9 +8,13 @@ A scenario writes a length as an int (fixed) or a mapping:
     {dist: lognormal, mean: 1000, sigma: 0.8}   # mean of the length in tokens; sigma of ln(length)
     {dist: lognormal, median: 700, sigma: 0.8}  # or its median (= exp(mu))
     {dist: empirical, path: data/traces/azure_llm_inference_2023_conv.csv, column: num_decode_tokens}
+    {dist: empirical, path: ..., column: ..., order: sequential}   # rows in order, cycling
 
 Any of them may add `min` and/or `max` (tokens) to clip. Samples are rounded to integers and are
-always >= 1. Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clipping.
+always >= 1. Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
+takes rows 0, 1, 2, ... in order (cycling past the last), so a prompt and an output length read
+from two columns of one trace are the same request's (no random draw).
+Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clipping.
 """
 from __future__ import annotations
 
@@ -29,8 +33,9 @@ KEYS = {
     "fixed": ("value",),
     "uniform": ("low", "high"),
     "lognormal": ("mean", "median", "sigma"),
-    "empirical": ("path", "column"),
+    "empirical": ("path", "column", "order"),
 }
+ORDERS = ("random", "sequential")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class LengthDist:
     sigma: float | None = None        # lognormal: std of ln(length)
     path: str | None = None           # empirical: CSV file
     column: str | None = None         # empirical: column name
+    order: str = "random"             # empirical: random (with replacement) | sequential (cycling)
     min_len: int = 1                  # clip below (never under 1)
     max_len: int | None = None        # clip above
     _values: np.ndarray | None = field(default=None, repr=False, compare=False)   # empirical samples
@@ -94,7 +100,10 @@ class LengthDist:
             values = as_counts(cols[str(col)], f"{where}.column", str(col), lo=1)
             if len(values) == 0:
                 raise SpecsightInputError(f"{where}.path", str(p), "has no rows")
-            kw.update(path=str(p), column=str(col), _values=values)
+            order = raw.get("order", "random")
+            if order not in ORDERS:
+                raise SpecsightInputError(f"{where}.order", order, closest_names(str(order), ORDERS))
+            kw.update(path=str(p), column=str(col), order=order, _values=values)
         return cls(**kw)
 
     @property
@@ -118,6 +127,9 @@ class LengthDist:
             x = np.rint(rng.lognormal(self.mu, self.sigma, size=n))  # type: ignore[arg-type]
         else:
             assert self._values is not None
-            x = self._values[rng.integers(0, len(self._values), size=n)]
+            if self.order == "sequential":
+                x = np.resize(self._values, n)                 # rows 0..n-1, cycling
+            else:
+                x = self._values[rng.integers(0, len(self._values), size=n)]
         hi = self.max_len if self.max_len is not None else np.iinfo(np.int64).max
         return np.clip(x, max(1, self.min_len), hi).astype(np.int64)

@@ -17,8 +17,13 @@ Each iteration (`_schedule`, then one SimPy timeout, then `_complete`):
      accepted + 1 tokens (capped at its remaining output); a prompt whose last chunk was computed
      emits its first token; finished requests free their KV.
 
-The running decode batch lives in preallocated numpy arrays (slots 0..n-1, in admission order),
-so an iteration costs a handful of vectorised operations whatever the batch size.
+The running decode batch lives in one preallocated numpy array (slots 0..n-1, in admission
+order), so an iteration costs a handful of vectorised operations whatever the batch size: one
+in-place add per round advances every sequence's token counter; KV blocks are kept by counting
+through plain-decode rounds and recomputed (one division) after speculative ones; acceptance with
+rates shared by all sequences comes from `PrefixBlockSampler` (a slice per round, the same draws
+as per-round sampling); per-request counters are folded into the RequestTable only when a
+sequence leaves the batch.
 """
 from __future__ import annotations
 
@@ -27,9 +32,9 @@ from typing import Callable
 
 import numpy as np
 
-from .acceptance import AcceptanceModel, tree_alphas
+from .acceptance import AcceptanceModel, PrefixBlockSampler
 from .metrics import IterationLog, RequestTable
-from .policies import PolicyState
+from .policies import Policy, PolicyState
 
 NAN = float("nan")
 
@@ -87,13 +92,12 @@ class Replica:
     def __init__(self, env, index: int, table: RequestTable, log: IterationLog, *, cost,
                  policy, acceptance: AcceptanceModel, acc_rng: np.random.Generator,
                  match_rng: np.random.Generator | None, match_probability: float,
-                 verify_width: Callable[[int], int], tree_branches: int,
+                 verify_width: Callable[[int], int],
                  capacity_blocks: int, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,
                  k_max: int, on_finish: Callable[[int], None], trace: list | None = None):
         self.env, self.index, self.table, self.log = env, index, table, log
         self.cost, self.policy, self.acceptance = cost, policy, acceptance
         self.acc_rng, self.match_rng, self.match_p = acc_rng, match_rng, float(match_probability)
-        self.tree_branches = int(tree_branches)
         self.capacity = int(capacity_blocks)
         self.bs = int(block_size)
         self.max_seqs = int(max_num_seqs)
@@ -108,35 +112,43 @@ class Replica:
         self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads round_time_s
         self.state = PolicyState(round_time_s=self._round_time_s)
         self._target_s, self._draft_s, self._overhead_s = cost.target_s, cost.draft_s, float(cost.overhead_s)
-        # Population acceptance (every model that does not override AcceptanceModel.sample, and
-        # trees): rates cached per K and sampled in place, drawing exactly what
-        # sample_prefix_accepts draws (one uniform per position) and returning the same counts.
-        self._population = type(acceptance).sample is AcceptanceModel.sample or self.tree_branches > 1
-        self._rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        # Decode slots [S], in admission order. The four counters every emitted token advances
-        # share one [4, S] array so that a round updates them in one operation:
-        #   context (prompt + generated tokens), generated tokens, tokens emitted by rounds since
-        #   joining the decode batch (minus the rounds: the drafts accepted and used), and
-        #   context + K_kv + block_size - 1 (so that KV blocks = that // block_size, one division).
-        # Then: request id, output length, drafter catch-up tokens, round / drafted counters at
-        # entry, drafts not proposed (n-gram misses).
+        # Population acceptance (the same rates for every sequence; trees arrive as per-depth
+        # models, run.py): drawn in blocks that hand out exactly what per-round
+        # sample_prefix_accepts calls would draw. Other models sample per round.
+        self._block = PrefixBlockSampler(acceptance.alphas, acc_rng, self.k_max) \
+            if acceptance.is_population and PrefixBlockSampler.supports(acc_rng) else None
+        self._observes = type(policy).observe is not Policy.observe    # adaptive, goodput
+        # Decode slots [S], in admission order. One counter advances with every emitted token:
+        #   d_kvc = context + K_kv + block_size - 1 (context = prompt + generated tokens; K_kv the
+        #   lookahead it includes), so that KV blocks = d_kvc // block_size, one division;
+        # the rest is derived from it (`_ctx_shift` = K_kv + block_size - 1):
+        #   context = d_kvc - _ctx_shift, generated = context - d_prompt,
+        #   tokens still to emit = d_lim - context (d_lim = prompt + output length),
+        #   tokens emitted by rounds since joining the decode batch = context - d_ctx0.
+        # Then: request id, drafter catch-up tokens, round / drafted counters at entry, drafts
+        # not proposed (n-gram misses).
+        # All are rows of one [9, S] array, so that removing finished sequences is one operation.
         S = self.max_seqs
-        self.d_tok = np.zeros((4, S), dtype=np.int64)
-        self.d_ctx, self.d_gen, self.d_ems, self.d_kvc = self.d_tok
+        self._slots = np.zeros((9, S), dtype=np.int64)
+        (self.d_kvc, self.d_prompt, self.d_lim, self.d_ctx0, self.d_id, self.d_pend,
+         self.d_r0, self.d_kc0, self.d_miss) = self._slots
         self._kv_k = 0                 # the K that d_kvc includes
-        self.d_id = np.zeros(S, dtype=np.int64)
-        self.d_out = np.zeros(S, dtype=np.int64)
-        self.d_pend = np.zeros(S, dtype=np.int64)
-        self.d_r0 = np.zeros(S, dtype=np.int64)
-        self.d_kc0 = np.zeros(S, dtype=np.int64)
-        self.d_miss = np.zeros(S, dtype=np.int64)
-        self._slot_arrays = (self.d_id, self.d_out, self.d_pend, self.d_r0, self.d_kc0, self.d_miss)
+        self._ctx_shift = self.bs - 1  # _kv_k + block_size - 1
+        self._ones = np.ones(S, dtype=np.int64)
+        # KV blocks of the decode sequences (sum of d_kvc // block_size), kept without numpy
+        # through plain-decode rounds: every sequence then gains exactly one token, so the ones
+        # that need a new block are those with d_kvc = block_size - 1 (mod block_size), counted
+        # in _res by (d_kvc - _phase) mod block_size. None: unknown (recomputed when needed).
+        self._blocks: int | None = 0
+        self._res: list[int] | None = [0] * self.bs
+        self._phase = 0
         self._scratch = np.zeros(S, dtype=np.int64)
         self._logbuf = log.buf
         self.n = 0                     # decode sequences
-        self.sum_ctx = 0               # sum of d_ctx[:n]
+        self.sum_ctx = 0               # sum of the decode sequences' contexts
         self.pend_sum = 0              # sum of d_pend[:n]
-        self.rem_lb = BIG              # lower bound on min(d_out - d_gen): no exact check while > K + 1
+        self.rem_lb = BIG              # lower bound on the tokens any decode sequence has left to emit:
+                                       # no exact check while > K + 1
         self.rounds_cum = 0            # decode rounds this replica ran
         self.k_cum = 0                 # sum of K over those rounds (drafts per sequence)
         # partial prefills, in admission order: [rid, need, done, chunk, held_blocks]
@@ -145,10 +157,11 @@ class Replica:
         self.waiting: deque[int] = deque()
         self.outstanding = 0           # waiting + running, for the router
         self.idle_event = None
-        self.acc_hist = np.zeros((self.k_max + 1, self.k_max + 1), dtype=np.int64)   # [k, accepted] rounds
-        self._hist_rows = [self.acc_hist[k, : k + 1] for k in range(self.k_max + 1)]
+        # rounds by (K, drafts accepted) for models sampled per round (the block sampler keeps its
+        # own), as Python lists: adding k + 1 small counts is cheaper than a numpy add (`acc_hist`)
+        self._hist: list[list[int]] = [[0] * (k + 1) for k in range(self.k_max + 1)]
         # the iteration being executed (set by _schedule, used by _complete)
-        self._k = self._nd = self._preempted = self._kv_used = 0
+        self._k = self._nd = self._preempted = 0
         self._matched: np.ndarray | None = None
         self._pf_sched: list[list[int]] = []
         self._row_head: tuple = ()
@@ -193,13 +206,25 @@ class Replica:
             k -= 1
         return k
 
-    def _flush(self, j: int, rid: int) -> None:
-        """Fold slot j's counters into the request table (on finish or preemption)."""
+    def _ctx(self, j: int) -> int:
+        """Slot j's context (prompt + generated tokens)."""
+        return int(self.d_kvc[j]) - self._ctx_shift
+
+    def _flush(self, j: int, rid: int, ctx: int) -> None:
+        """Fold slot j's counters into the request table (on finish or preemption); ctx: its context."""
         t = self.table
         rounds = self.rounds_cum - int(self.d_r0[j])
         t.rounds[rid] += rounds
-        t.accepted[rid] += int(self.d_ems[j]) - rounds
+        t.accepted[rid] += ctx - int(self.d_ctx0[j]) - rounds      # tokens emitted by rounds - rounds
         t.drafted[rid] += self.k_cum - self.d_kc0[j] - self.d_miss[j]
+
+    def _drop_kv(self, j: int) -> None:
+        """Slot j leaves the decode batch: take its KV out of the block counts."""
+        kv = int(self.d_kvc[j])
+        if self._blocks is not None:
+            self._blocks -= kv // self.bs
+        if self._res is not None:
+            self._res[(kv - self._phase) % self.bs] -= 1
 
     def _preempt_prefill(self) -> None:
         rid, _need, _done, _chunk, held = self.prefills.pop()
@@ -211,9 +236,11 @@ class Replica:
         t = self.table
         for j in range(self.n - 1, keep - 1, -1):
             rid = int(self.d_id[j])
-            t.generated[rid] = int(self.d_gen[j])
-            self._flush(j, rid)
-            self.sum_ctx -= int(self.d_ctx[j])
+            ctx = self._ctx(j)
+            t.generated[rid] = ctx - int(self.d_prompt[j])
+            self._flush(j, rid, ctx)
+            self._drop_kv(j)
+            self.sum_ctx -= ctx
             self.pend_sum -= int(self.d_pend[j])
             self.n = j
             self._requeue(rid)
@@ -236,7 +263,11 @@ class Replica:
             if k != self._kv_k:
                 self.d_kvc[:n] += k - self._kv_k
                 self._kv_k = k
-            dec_blocks = int(np.floor_divide(self.d_kvc[:n], bs, out=self._scratch[:n]).sum())
+                self._ctx_shift = k + bs - 1
+                self._blocks = self._res = None
+            dec_blocks = self._blocks
+            if dec_blocks is None:
+                dec_blocks = self._blocks = int(np.floor_divide(self.d_kvc[:n], bs, out=self._scratch[:n]).sum())
             if dec_blocks + self.pf_blocks > cap:
                 n, dec_blocks = self._make_room(k, dec_blocks)
         else:
@@ -288,6 +319,7 @@ class Replica:
             keep = int(np.searchsorted(np.cumsum(need), cap, side="right"))
             self._preempt_decode_tail(keep)
             dec_blocks = int(need[: self.n].sum())
+            self._blocks = dec_blocks
         return self.n, dec_blocks
 
     def _schedule_prefills(self, n: int, budget: int, free: int):
@@ -348,25 +380,33 @@ class Replica:
         return sched, pf_tok, pf_ctx, pf_pairs, pf_logits, free
 
     # ---- one iteration: outcome -------------------------------------------------------------
-    def _sample(self, ids: np.ndarray, k: int) -> np.ndarray:
-        """[B] accepted drafts (0..k) for the sequences `ids` ([B] request ids)."""
-        if not self._population:
-            return self.acceptance.sample(ids, k, self.acc_rng)
-        cached = self._rates.get(k)
-        if cached is None:
-            a = np.asarray(self.acceptance.alphas(k), dtype=np.float64)
-            if self.tree_branches > 1:
-                a = tree_alphas(a, self.tree_branches)
-            rates = np.ascontiguousarray(np.broadcast_to(a, (self.max_seqs, k)))   # [S, k]
-            ok = np.zeros((self.max_seqs, k + 1), dtype=bool)                     # [S, k+1], last column False
-            cached = self._rates[k] = (rates, ok)
-        rates, ok = cached
-        b = ids.size
-        # as sample_prefix_accepts: one uniform per position, accepted = leading run of (u < rate),
-        # found as the first False of ok[i, :k+1] (the sentinel column ends an all-accepted row)
-        u = self.acc_rng.random((b, k))                                          # [b, k]
-        np.less(u, rates[:b], out=ok[:b, :k])
-        return ok[:b].argmin(axis=1)
+    def _emit(self, ids: np.ndarray, k: int) -> tuple[np.ndarray, int]:
+        """Tokens emitted (accepted drafts + 1) by the sequences `ids` ([B] request ids) in a round
+        proposing k, as ([B] int64, read-only; their sum); tallies the accept-length histogram."""
+        if self._block is not None:
+            em, total = self._block.take(ids.size, k)
+            if self._observes:
+                self.policy.observe(k, em - 1)
+            return em, total
+        acc = self.acceptance.sample(ids, k, self.acc_rng)            # [B] accepted drafts
+        row = self._hist[k]
+        total = ids.size
+        for a, c in enumerate(np.bincount(acc, minlength=k + 1).tolist()):
+            row[a] += c
+            total += a * c
+        self.policy.observe(k, acc)
+        acc += 1
+        return acc, total
+
+    @property
+    def acc_hist(self) -> np.ndarray:
+        """[k_max + 1, k_max + 1] int64: decode rounds (sequence, round pairs) by K and accepted drafts."""
+        h = np.zeros((self.k_max + 1, self.k_max + 1), dtype=np.int64)
+        for k, row in enumerate(self._hist):
+            h[k, : k + 1] = row
+        if self._block is not None:
+            h += self._block.counts()
+        return h
 
     def _complete(self) -> None:
         now = self.env.now
@@ -374,45 +414,50 @@ class Replica:
         emitted = 0
         finished_any = False
         if n:
-            tok = self.d_tok[:, :n]                                       # [4, n] token counters
+            kvc = self.d_kvc[:n]                                          # [n] token counters
             if k:
                 matched = self._matched
                 if matched is None:
-                    acc = self._sample(self.d_id[:n], k)                  # [n] accepted drafts
-                    self._hist_rows[k] += np.bincount(acc, minlength=k + 1)
-                    self.policy.observe(k, acc)
-                else:
-                    acc = np.zeros(n, dtype=np.int64)
+                    em, es = self._emit(self.d_id[:n], k)                 # [n] tokens emitted: accepted + 1
+                else:                                                     # unmatched sequences emit 1
+                    em = np.ones(n, dtype=np.int64)
+                    es = n
                     if matched.any():
-                        acc_m = self._sample(self.d_id[:n][matched], k)
-                        acc[matched] = acc_m
-                        self._hist_rows[k] += np.bincount(acc_m, minlength=k + 1)
-                        self.policy.observe(k, acc_m)
+                        em_m, es_m = self._emit(self.d_id[:n][matched], k)
+                        em[matched] = em_m
+                        es += es_m - em_m.size
                     self.d_miss[:n] += k * ~matched
-                em = acc + 1                                              # [n] tokens emitted
                 if self.rem_lb <= k + 1:                                  # someone may reach its output length
-                    rem = np.subtract(self.d_out[:n], self.d_gen[:n], out=self._scratch[:n])
-                    np.minimum(em, rem, out=em)
+                    rem = self._remaining(n)
+                    em = np.minimum(em, rem)                              # a copy: em may be a read-only view
                     rem -= em
                     self.rem_lb = int(rem.min())
                     finished_any = self.rem_lb == 0
+                    es = int(em.sum())
                 else:
                     self.rem_lb -= k + 1
-                tok += em
-                es = int(em.sum())
+                kvc += em
+                self._blocks = self._res = None
                 if self.track_catchup:
                     self.d_pend[:n] = em
                     self.pend_sum = es
                 self.k_cum += k
             else:
-                tok += 1
+                bs = self.bs
+                res = self._res
+                if res is None:
+                    res = self._res = np.bincount((kvc - self._phase) % bs, minlength=bs).tolist()
+                if self._blocks is not None:     # those at block_size - 1 (mod block_size) cross a boundary
+                    self._blocks += res[(bs - 1 - self._phase) % bs]
+                self._phase = (self._phase + 1) % bs
+                kvc += self._ones[:n]
                 es = n
                 if self.track_catchup:
-                    self.d_pend[:n] += 1
+                    self.d_pend[:n] += self._ones[:n]
                     self.pend_sum += n
                 self.rem_lb -= 1
                 if self.rem_lb <= 0:
-                    self.rem_lb = int((self.d_out[:n] - self.d_gen[:n]).min())
+                    self.rem_lb = int(self._remaining(n).min())
                     finished_any = self.rem_lb == 0
             self.sum_ctx += es
             self.rounds_cum += 1
@@ -453,8 +498,15 @@ class Replica:
             j = self.n                                           # join the decode batch
             ctx = need_t + 1
             self.d_id[j] = rid
-            self.d_tok[:, j] = (ctx, t.generated[rid], 0, ctx + self._kv_k + self.bs - 1)
-            self.d_out[j] = t.output[rid]
+            kv = ctx + self._ctx_shift
+            self.d_kvc[j] = kv
+            if self._blocks is not None:
+                self._blocks += kv // self.bs
+            if self._res is not None:
+                self._res[(kv - self._phase) % self.bs] += 1
+            self.d_prompt[j] = t.prompt[rid]
+            self.d_lim[j] = t.prompt[rid] + t.output[rid]
+            self.d_ctx0[j] = ctx
             self.d_pend[j] = ctx
             self.d_r0[j] = self.rounds_cum
             self.d_kc0[j] = self.k_cum
@@ -468,6 +520,12 @@ class Replica:
         self.prefills = keep
         return first
 
+    def _remaining(self, n: int) -> np.ndarray:
+        """[n] tokens the first n decode sequences have left to emit (in the scratch buffer)."""
+        rem = np.subtract(self.d_lim[:n], self.d_kvc[:n], out=self._scratch[:n])
+        rem += self._ctx_shift
+        return rem
+
     def _finish(self, rid: int, now: float) -> None:
         self.table.finish_s[rid] = now
         self.outstanding -= 1
@@ -478,24 +536,24 @@ class Replica:
     def _retire(self, n_old: int, now: float) -> None:
         """Remove finished sequences among the first n_old decode slots, keeping the order."""
         t = self.table
-        done = self.d_gen[:n_old] == self.d_out[:n_old]
+        done = self._remaining(n_old) == 0
         rids = []
         for j in np.flatnonzero(done).tolist():
             rid = int(self.d_id[j])
             rids.append(rid)
             t.generated[rid] = t.output[rid]
-            self._flush(j, rid)
-            self.sum_ctx -= int(self.d_ctx[j])
+            ctx = self._ctx(j)
+            self._flush(j, rid, ctx)
+            self._drop_kv(j)
+            self.sum_ctx -= ctx
             self.pend_sum -= int(self.d_pend[j])
         keep = ~done
         n_all = self.n
         if n_all > n_old:                       # sequences that joined from prefill this iteration
             keep = np.concatenate([keep, np.ones(n_all - n_old, dtype=bool)])
         m = int(keep.sum())
-        for a in self._slot_arrays:
-            a[:m] = a[:n_all][keep]
-        self.d_tok[:, :m] = self.d_tok[:, :n_all][:, keep]
+        self._slots[:, :m] = self._slots[:, :n_all][:, keep]
         self.n = m
-        self.rem_lb = int((self.d_out[:m] - self.d_gen[:m]).min()) if m else BIG
+        self.rem_lb = int(self._remaining(m).min()) if m else BIG
         for rid in rids:                        # notify after compaction: the replica is consistent
             self._finish(rid, now)

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .acceptance import tree_acceptance
 from .drafters import Drafter
 from .engine import Engine
 from .errors import SpecsightInputError
@@ -131,13 +132,14 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
                       f"(prompt + output + K = {longest} tokens); shorten requests or add memory")
 
     table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
-    acceptance = copy.copy(sc.acceptance).bind(n, np.random.default_rng(ss[SEED_BIND]))
+    d = sc.drafter
+    tree_branches = int(d.tree_branches) if (d is not None and d.is_tree) else 1
+    # trees: a depth is accepted if any branch is (unless the model's figures are per depth already)
+    acceptance = tree_acceptance(copy.copy(sc.acceptance), tree_branches).bind(n, np.random.default_rng(ss[SEED_BIND]))
     acc_seeds = ss[SEED_ACCEPTANCE].spawn(sc.hardware.replicas)
     match_seeds = ss[SEED_MATCH].spawn(sc.hardware.replicas)
     verify_width = verify_width_fn(sc, dep.drafter)
-    d = sc.drafter
     ngram = d is not None and d.method in ("ngram", "suffix")
-    tree_branches = int(d.tree_branches) if (d is not None and d.is_tree) else 1
     trace_list: list | None = [] if trace else None
 
     def make_replica(env, i, tbl, log, on_finish):
@@ -147,7 +149,7 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
                        acc_rng=np.random.default_rng(acc_seeds[i]),
                        match_rng=np.random.default_rng(match_seeds[i]) if ngram else None,
                        match_probability=d.match_probability if ngram else 1.0,   # type: ignore[union-attr]
-                       verify_width=verify_width, tree_branches=tree_branches,
+                       verify_width=verify_width,
                        capacity_blocks=capacity, block_size=bs, max_num_seqs=int(eng.max_num_seqs),
                        max_num_batched_tokens=int(eng.max_num_batched_tokens), k_max=k_max,
                        on_finish=on_finish, trace=trace_list)

@@ -229,7 +229,7 @@ def _normalise_policy(raw: Any) -> Any:
 
 def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
     """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
-    from .acceptance import AcceptanceSpec
+    from .acceptance import AcceptanceSpec, tree_acceptance
     from .policies import PolicySpec
 
     if isinstance(path_or_mapping, Mapping):
@@ -269,7 +269,9 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
     pol_raw = _normalise_policy(raw.get("policy"))
     if pol_raw is None:
         pol_raw = {"kind": "static" if k_max > 0 else "off"}
-    prior = acceptance.alphas(k_max) if k_max > 0 else None
+    # the goodput policy's prior: per-depth rates for a tree drafter (as the engine samples them)
+    branches = int(drafter.tree_branches) if (drafter is not None and drafter.is_tree) else 1
+    prior = tree_acceptance(acceptance, branches).alphas(k_max) if k_max > 0 else None
     policy = PolicySpec.from_mapping(pol_raw, where="policy", k_max=k_max, prior_alphas=prior)
 
     wl_raw = raw.get("workload")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from simulator.acceptance import (AcceptanceSpec, BetaAcceptance, IIDAcceptance, PerPositionAcceptance,
-                                  expected_tokens, sample_prefix_accepts, tree_alphas)
+                                  PrefixBlockSampler, TreeAcceptance, expected_tokens, sample_prefix_accepts, tree_acceptance,
+                                  tree_alphas)
 from simulator.acceptance_presets import PRESETS, alpha_for_tau
 from simulator.acceptance_trace import TraceAcceptance, alphas_from_accept_lengths, alphas_from_counters
 from simulator.spec_math import accept_length_distribution, expected_tokens_per_round
@@ -67,6 +68,30 @@ def test_beta_per_request_mean_and_population_rates():
     assert many[hi].mean() > many[~hi].mean()
 
 
+def test_block_sampler_draws_exactly_what_per_round_sampling_draws():
+    # The engine's fast path hands out rows of pre-drawn blocks and rewinds the generator when K
+    # changes or a block runs short. Rounds of varying batch and K (including K changes mid-block,
+    # blocks running out, and batches larger than a block) must give the same accepted counts, in
+    # the same order, as one sample_prefix_accepts call per round on one generator, and the
+    # generator must end where per-round sampling leaves it.
+    m = PerPositionAcceptance([0.9, 0.7, 0.5, 0.3, 0.8])
+    plan = [(7, 3)] * 30 + [(1, 1), (64, 5), (200, 5)] + [(50, 5)] * 40 + [(3, 2), (3, 3), (130, 3)] * 5
+    fast = PrefixBlockSampler(m.alphas, np.random.default_rng(11), k_max=5)
+    ref_rng = np.random.default_rng(11)
+    hist = np.zeros((6, 6), dtype=np.int64)
+    for b, k in plan:
+        em, total = fast.take(b, k)
+        ref = sample_prefix_accepts(np.broadcast_to(m.alphas(k), (b, k)), ref_rng)
+        np.testing.assert_array_equal(em, ref + 1)
+        assert total == int(ref.sum()) + b
+        hist[k, : k + 1] += np.bincount(ref, minlength=k + 1)
+    np.testing.assert_array_equal(fast.counts(), hist)
+    fast.take(1, 4)                      # a K change opens a block at the per-round position
+    ref_rng.random((1, 4))
+    fast._refill(1, 1)                   # closing a block early rewinds to just after its rows
+    assert fast.state0 == ref_rng.bit_generator.state
+
+
 def test_beta_requires_bind():
     with pytest.raises(RuntimeError, match="bind"):
         BetaAcceptance(0.5, 2.0).sample(np.arange(3), 2, np.random.default_rng(0))
@@ -92,6 +117,38 @@ def test_seeded_sampling_is_deterministic():
 def test_tree_alphas():
     np.testing.assert_allclose(tree_alphas([0.6, 0.5], 3), [1 - 0.4 ** 3, 1 - 0.5 ** 3])
     np.testing.assert_allclose(tree_alphas([0.6], 1), [0.6])
+
+
+def test_tree_acceptance_folds_branches_into_per_token_models_only():
+    # per-token models: a depth is accepted if any of b branches is, 1 - (1 - alpha)^b
+    t = tree_acceptance(IIDAcceptance(0.5), 2)
+    np.testing.assert_allclose(t.alphas(3), [0.75, 0.75, 0.75])
+    assert t.is_population and t.per_depth
+    assert tree_acceptance(t, 2) is t                      # never folded twice
+    assert tree_acceptance(IIDAcceptance(0.5), 1).alphas(2).tolist() == [0.5, 0.5]
+    # a tree preset's figure is already the any-branch rate: tau 6.13 at depth 7 stays 6.13
+    preset = AcceptanceSpec.from_mapping("eagle3-llama-3.1-8b-mtbench")
+    assert tree_acceptance(preset, 4) is preset
+    assert tree_acceptance(preset, 4).expected_tokens(7) == pytest.approx(6.13, abs=1e-9)
+    # a per-token preset (not a tree figure) is folded
+    qwen = AcceptanceSpec.from_mapping("qwen3-next-mtp-k3")
+    assert isinstance(tree_acceptance(qwen, 2), TreeAcceptance)
+
+
+def test_tree_of_beta_uses_each_requests_own_alpha():
+    # Request r has A_r ~ Beta(a, b); its depth is accepted with 1 - (1 - A_r)^m (m branches).
+    # Over requests: P(depth 1 accepted) = 1 - E[(1 - A)^m] = 1 - prod_{i<m} (b + i) / (a + b + i)
+    # (Beta moments), which is not tree_alphas of the population rate a / (a + b).
+    n, m = 60_000, 3
+    a, b = 0.5 * 2.0, 0.5 * 2.0
+    t = tree_acceptance(BetaAcceptance(alpha=0.5, concentration=2.0), m).bind(n, np.random.default_rng(6))
+    assert not t.is_population
+    acc = t.sample(np.arange(n), 1, np.random.default_rng(7))
+    closed = 1.0 - np.prod([(b + i) / (a + b + i) for i in range(m)])          # 0.75
+    population = float(tree_alphas([a / (a + b)], m)[0])                        # 0.875
+    se = math.sqrt(closed * (1 - closed) / n)
+    assert abs(acc.mean() - closed) < 4 * se
+    assert abs(population - closed) > 20 * se
 
 
 def test_counter_conversion_hand_example(tmp_path):

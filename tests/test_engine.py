@@ -61,6 +61,22 @@ def test_golden_speculative_rounds_all_accepted():
     assert (req.rounds, req.accepted_drafts, req.drafted_tokens, req.output_tokens) == (2, 4, 4, 7)
 
 
+def test_golden_per_position_acceptance_stops_at_the_first_rejection():
+    # alphas [1, 0]: draft 1 is always accepted, draft 2 never, so a K = 2 round emits 2 tokens
+    # (1 accepted + the recovered token) and costs 0.25 + 2 x 0.125 = 0.5 s. Prompt 4, output 7:
+    # prefill [0, 0.25] emits token 1; rounds end at 0.75, 1.25, 1.75 with 3, 5, 7 tokens.
+    r = simulate(fixed(drafter={"method": "ngram", "num_speculative_tokens": 2},
+                       acceptance={"model": "per_position", "alphas": [1.0, 0.0]},
+                       workload=closed(1, 1, 4, 7)), trace=True)
+    assert r.trace == [(0.0, "arrive", 0), (0.0, "admit", 0), (0.25, "first_token", 0), (1.75, "finish", 0)]
+    assert r.iterations["end_s"].tolist() == [0.25, 0.75, 1.25, 1.75]
+    assert r.iterations["tokens_emitted"].tolist() == [1, 2, 2, 2]
+    req = r.requests.iloc[0]
+    assert (req.rounds, req.accepted_drafts, req.drafted_tokens) == (3, 3, 6)
+    s = r.summary
+    assert (s["acceptance_rate_pos1"], s["acceptance_rate_pos2"], s["mean_accept_length"]) == (1.0, 0.0, 2.0)
+
+
 def test_golden_output_cap_truncates_last_round():
     # Output 5 with alpha = 1, K = 2: first token at 0.25, round 1 emits 3 (4 total), round 2
     # could emit 3 but only 1 token remains: it emits 1 and the request finishes at 1.25.
@@ -177,6 +193,21 @@ def test_kv_never_exceeds_capacity_and_preemption_counted(busy):
     # the tiny cache forces preemptions; iterations and requests agree on the count
     assert r.summary["preemptions"] > 0
     assert int(it["preempted"].sum()) == int(r.requests["preemptions"].sum()) == r.summary["preemptions"]
+
+
+def test_batching_limits_hold():
+    # vLLM's limits per iteration: at most max_num_seqs sequences (decoding or prefilling) and at most
+    # max_num_batched_tokens tokens in the fused pass (prefill chunks + K + 1 positions per decode
+    # sequence for a chain drafter, which verifies every sequence every round).
+    sc = busy_scenario(drafter={"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 4},
+                       acceptance={"model": "iid", "alpha": 0.6},
+                       engine={"max_num_seqs": 8, "max_num_batched_tokens": 512, "num_gpu_blocks": 2000})
+    r = simulate(sc)
+    it = r.iterations
+    eng = sc["engine"]
+    assert (it["batch"] <= eng["max_num_seqs"]).all() and it["batch"].max() == eng["max_num_seqs"]
+    tokens = it["num_prefill_tokens"] + it["num_decode"] * (it["k"] + 1)
+    assert (tokens <= eng["max_num_batched_tokens"]).all() and tokens.max() == eng["max_num_batched_tokens"]
 
 
 def test_time_never_goes_back(busy):

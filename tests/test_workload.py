@@ -88,6 +88,14 @@ def test_uniform_fixed_clip_and_empirical():
     col = np.loadtxt(REPO_ROOT / TRACE, delimiter=",", skiprows=1, usecols=2)
     z = e.sample(np.random.default_rng(3), 2000)
     assert set(z.tolist()) <= set(col.astype(int).tolist())
+    # sequential: the rows in order, cycling past the last, whatever the generator
+    q = LengthDist.from_value({"dist": "empirical", "path": TRACE, "column": "num_decode_tokens",
+                               "order": "sequential"}, "x")
+    n = len(col)
+    w = q.sample(np.random.default_rng(4), n + 5)
+    assert w.tolist() == col.astype(int).tolist() + col.astype(int)[:5].tolist()
+    with pytest.raises(ValueError, match=r"x\.order='shuffled'"):
+        LengthDist.from_value({"dist": "empirical", "path": TRACE, "column": "num_decode_tokens", "order": "shuffled"}, "x")
 
 
 def test_same_seed_same_requests_and_common_random_numbers():
