@@ -76,3 +76,12 @@ def tree_depth_acceptance(alpha: float, branches: int) -> float:
     if branches < 1:
         raise SpecsightInputError("branches", branches, "must be >= 1")
     return 1.0 - (1.0 - check_alpha(alpha)) ** branches
+
+
+def candidate_alpha(depth_alpha: float, branches: int) -> float:
+    """Inverse of tree_depth_acceptance: the per-candidate alpha whose any-of-`branches` rate is
+    `depth_alpha` (a tree preset's published per-depth rate, turned back into the per-candidate
+    alpha the analytic formulas take, so the tree rule is not applied twice)."""
+    if branches < 1:
+        raise SpecsightInputError("branches", branches, "must be >= 1")
+    return 1.0 - (1.0 - check_alpha(depth_alpha)) ** (1.0 / branches)

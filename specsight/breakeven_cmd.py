@@ -249,8 +249,15 @@ class Analytic:
         """The i.i.d. alpha giving the scenario's acceptance model's expected tokens at K."""
         from simulator.acceptance import expected_tokens
         from simulator.acceptance_presets import alpha_for_tau
+        from simulator.spec_math import candidate_alpha
         tau = expected_tokens(self.scenario.acceptance.alphas(k))
-        return float(alpha_for_tau(min(tau, k + 1.0), k))
+        alpha = float(alpha_for_tau(min(tau, k + 1.0), k))
+        s = self.drafter.spec
+        if getattr(self.scenario.acceptance, "per_depth", False) and s.is_tree and s.tree_branches > 1:
+            # the preset's rates already count a depth as accepted when any branch is: hand the
+            # analytic model the per-candidate alpha, which it turns back into this per-depth rate
+            alpha = candidate_alpha(alpha, s.tree_branches)
+        return alpha
 
     def speedup(self, batch, context, k: int, alpha: float):
         from simulator.analytic import speedup

@@ -134,3 +134,22 @@ def test_every_point_failing_is_one_line(fixed_path, tmp_path, capsys):
                  "--workers", "1", "--out", str(tmp_path / "x"), "--no-progress"]) == 2
     last = capsys.readouterr().err.splitlines()[-1]          # after one "point ... failed" line per point
     assert last.startswith("specsight: error: scenario=") and "every point failed" in last and "cannot hold" in last
+
+
+def test_analytic_overlay_does_not_apply_the_tree_rule_to_a_tree_preset():
+    """A tree preset's published accept length already counts a depth as accepted when any branch
+    is: the overlay's expected tokens per round must equal the preset's own, not exceed it."""
+    from simulator.acceptance import expected_tokens as model_tokens
+    from simulator.analytic import expected_tokens
+    from specsight.breakeven_cmd import Analytic
+
+    src = {"name": "tree-preset", "seed": 0, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",
+           "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 5, "tree": True, "tree_nodes": 20,
+                       "tree_branches": 4},
+           "acceptance": {"model": "preset", "name": "eagle3-llama-3.1-8b-mtbench"},
+           "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 4,
+                        "prompt_len": 64, "output_len": 64}}
+    a = Analytic(src)
+    for k in (3, 5):
+        tau = model_tokens(a.scenario.acceptance.alphas(k))
+        assert float(expected_tokens(a.drafter, a.alpha(k), k)) == pytest.approx(tau, rel=1e-9)

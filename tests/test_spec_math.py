@@ -57,3 +57,10 @@ def test_bad_alpha(alpha):
 def test_bad_k(k):
     with pytest.raises(SpecsightInputError, match="k="):
         sm.check_k(k)
+
+
+@given(st.floats(0.0, 0.99), st.integers(1, 8))
+def test_candidate_alpha_inverts_the_tree_rule(depth_alpha, branches):
+    a = sm.candidate_alpha(depth_alpha, branches)
+    assert 0.0 <= a <= depth_alpha + 1e-12          # one candidate never accepts more than any of b
+    assert sm.tree_depth_acceptance(a, branches) == pytest.approx(depth_alpha, abs=1e-12)
