@@ -24,13 +24,13 @@ import copy
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from simulator.cpus import usable_cpus
 from simulator.errors import SpecsightInputError
 from simulator.jsonl import open_append, read_records, write_record
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
@@ -223,7 +223,7 @@ def open_executor(workers: int | None = None, dask_address: str | None = None) -
         finally:
             client.close()
         return
-    n = (os.cpu_count() or 1) if workers is None else int(workers)
+    n = usable_cpus() if workers is None else int(workers)
     if n <= 1:
         yield None
         return
@@ -232,8 +232,8 @@ def open_executor(workers: int | None = None, dask_address: str | None = None) -
 
 
 def default_workers(n_points: int) -> int:
-    """Processes for a local sweep: the CPU count, but no more than the points to run."""
-    return max(1, min(os.cpu_count() or 1, n_points))
+    """Processes for a local sweep: the usable CPUs, but no more than the points to run."""
+    return max(1, min(usable_cpus(), n_points))
 
 
 def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: str | Path | None = None,

@@ -6,20 +6,7 @@ orders of magnitude.
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-
-def usable_cpus() -> int:
-    """CPUs in this process's affinity mask, capped by a cgroup-v2 CPU quota if one is set."""
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            n = min(n, max(1, int(int(quota) // int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, n)
+from simulator.cpus import usable_cpus
 
 
 def pytest_configure(config):
