@@ -8,6 +8,9 @@ Parameters (the profile fields they land in):
     efficiency.memory, efficiency.compute     achieved fractions of the peaks, in (0, 1]
     efficiency.roofline_sharpness             p of the soft roofline (t_c^p + t_m^p)^(1/p), >= 1
     overheads.kernel_launch_us                fixed time per kernel of a forward pass
+    efficiency.memory_gemv                    bandwidth fraction of one-token (matrix-vector) weight
+                                              streaming, in (0, 1]; fitted only when the points include
+                                              one-token passes, else tied to efficiency.memory (None)
 
 The fit minimises log-time residuals (scipy.optimize.least_squares, trust-region reflective,
 bounded), so a 10 us kernel and a 10 ms pass weigh alike; it restarts from a few sharpness
@@ -31,14 +34,18 @@ from scipy.optimize import least_squares
 from simulator.hardware import Efficiency, HardwareProfile, Overheads, load_profile
 
 PARAM_NAMES = ("efficiency.memory", "efficiency.compute", "efficiency.roofline_sharpness",
-               "overheads.kernel_launch_us")
+               "overheads.kernel_launch_us", "efficiency.memory_gemv")
+GEMV = "efficiency.memory_gemv"
+# fixed={GEMV: TIED}: one memory rate (memory_gemv = memory, written as absent): the fit's points have
+# no one-token pass to tell the two rates apart.
+TIED = None
 # Bounds: fractions in (0, 1]; p in [1, P_MAX]; launch overhead in [0, 1000] us. P_MAX = 32:
 # the soft roofline is then within 2.2 % of max() at the knee (2^(1/32)), and t^p stays clear
 # of float64 underflow for op times down to 1 ns (simulator.cost_model.soft_roofline raises t to
 # the power p directly). The sharp max() roofline is compared with p = inf, not with P_MAX.
 P_MAX = 32.0
-LOWER = np.array([1e-3, 1e-3, 0.0, 0.0])                  # theta = (eff_m, eff_c, log p, launch_us)
-UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0])
+LOWER = np.array([1e-3, 1e-3, 0.0, 0.0, 1e-3])            # theta = (eff_m, eff_c, log p, launch_us, eff_gemv)
+UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0, 1.0])
 P_STARTS = (2.0, 4.0, 12.0)
 
 
@@ -57,20 +64,24 @@ def ape_summary(errors: np.ndarray, prefix: str = "") -> dict[str, float]:
             f"{prefix}ape_max": float(np.max(e)), f"{prefix}n": int(e.size)}
 
 
-def params_to_theta(params: Mapping[str, float]) -> np.ndarray:
+def params_to_theta(params: Mapping[str, Any]) -> np.ndarray:
+    """theta = (eff_m, eff_c, log p, launch_us, eff_gemv); an absent or None memory_gemv is eff_m."""
+    gemv = params.get(GEMV)
     return np.array([params["efficiency.memory"], params["efficiency.compute"],
-                     math.log(params["efficiency.roofline_sharpness"]), params["overheads.kernel_launch_us"]])
+                     math.log(params["efficiency.roofline_sharpness"]), params["overheads.kernel_launch_us"],
+                     params["efficiency.memory"] if gemv is None else gemv])
 
 
-def theta_to_params(theta: Sequence[float]) -> dict[str, float]:
+def theta_to_params(theta: Sequence[float], tied: bool = False) -> dict[str, Any]:
+    """The profile fields of theta; tied: memory_gemv is None (same as memory)."""
     return {"efficiency.memory": float(theta[0]), "efficiency.compute": float(theta[1]),
             "efficiency.roofline_sharpness": float(math.exp(theta[2])),
-            "overheads.kernel_launch_us": float(theta[3])}
+            "overheads.kernel_launch_us": float(theta[3]), GEMV: None if tied else float(theta[4])}
 
 
-def efficiency_of(params: Mapping[str, float]) -> Efficiency:
+def efficiency_of(params: Mapping[str, Any]) -> Efficiency:
     return Efficiency(memory=params["efficiency.memory"], compute=params["efficiency.compute"],
-                      roofline_sharpness=params["efficiency.roofline_sharpness"])
+                      roofline_sharpness=params["efficiency.roofline_sharpness"], memory_gemv=params.get(GEMV))
 
 
 def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: float | None = None) -> HardwareProfile:
@@ -84,12 +95,12 @@ def params_of(hw: HardwareProfile) -> dict[str, float]:
     """A profile's current values of the fitted fields (its datasheet defaults, before a fit)."""
     return {"efficiency.memory": hw.efficiency.memory, "efficiency.compute": hw.efficiency.compute,
             "efficiency.roofline_sharpness": hw.efficiency.roofline_sharpness,
-            "overheads.kernel_launch_us": hw.overheads.kernel_launch_us}
+            "overheads.kernel_launch_us": hw.overheads.kernel_launch_us, GEMV: hw.efficiency.memory_gemv}
 
 
 @dataclass(frozen=True)
 class Fit:
-    params: dict[str, float]
+    params: dict[str, Any]        # PARAM_NAMES -> value; efficiency.memory_gemv None when tied to memory
     train_ape: np.ndarray
     rms_log_residual: float
     fixed: tuple[str, ...] = ()
@@ -103,51 +114,60 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
     """Least squares on log(pred) - log(meas) over the free parameters.
 
     predict(params) -> predicted seconds for every measured point (same order as measured_s).
-    fixed: parameters held at a value (e.g. roofline_sharpness = inf for the max() roofline).
-    jac(params) -> [n_points, 4] d log(pred) / d theta, theta = (eff_m, eff_c, log p, launch_us);
-    without it the Jacobian is taken by finite differences."""
+    fixed: parameters held at a value (e.g. roofline_sharpness = inf for the max() roofline;
+    efficiency.memory_gemv = TIED for one memory rate, when no point is a one-token pass).
+    jac(params) -> [n_points, 5] d log(pred) / d theta, theta = (eff_m, eff_c, log p, launch_us,
+    eff_gemv); without it the Jacobian is taken by finite differences."""
     y = np.log(np.asarray(measured_s, float))
     fixed = dict(fixed or {})
+    tied = GEMV in fixed and fixed[GEMV] is TIED
     free = [i for i, n in enumerate(PARAM_NAMES) if n not in fixed]
     base = {"efficiency.memory": 0.7, "efficiency.compute": 0.6, "efficiency.roofline_sharpness": 4.0,
-            "overheads.kernel_launch_us": 5.0}
+            "overheads.kernel_launch_us": 5.0, GEMV: None}
     base.update(start or {})
     base.update(fixed)
 
     def full_theta(x: np.ndarray) -> np.ndarray:
         th = params_to_theta(base)
         th[free] = x
+        if tied:
+            th[4] = th[0]
         return th
 
     def resid(x: np.ndarray) -> np.ndarray:
-        pred = predict(theta_to_params(full_theta(x)))
+        pred = predict(theta_to_params(full_theta(x), tied))
         return np.log(np.maximum(pred, 1e-12)) - y
 
-    jac_free = "2-point"
-    if jac is not None:
-        jac_free = lambda x: jac(theta_to_params(full_theta(x)))[:, free]   # noqa: E731
+    def jac_free(x: np.ndarray) -> np.ndarray:
+        J = jac(theta_to_params(full_theta(x), tied))
+        if tied:                      # eff_gemv = eff_m: the one-token rows move with eff_m
+            J = J.copy()
+            J[:, 0] += J[:, 4]
+        return J[:, free]
 
     best = None
     starts = p_starts if "efficiency.roofline_sharpness" not in fixed else (base["efficiency.roofline_sharpness"],)
     for p0 in starts:
         th0 = params_to_theta({**base, "efficiency.roofline_sharpness": p0})
         x0 = np.clip(th0[free], LOWER[free] + 1e-9, UPPER[free] - 1e-9)
-        r = least_squares(resid, x0, jac=jac_free, bounds=(LOWER[free], UPPER[free]), method="trf",
-                          x_scale=np.maximum(np.abs(x0), 0.1), diff_step=1e-4, max_nfev=200)
+        r = least_squares(resid, x0, jac=jac_free if jac is not None else "2-point", bounds=(LOWER[free], UPPER[free]),
+                          method="trf", x_scale=np.maximum(np.abs(x0), 0.1), diff_step=1e-4, max_nfev=200)
         if best is None or r.cost < best.cost:
             best = r
     assert best is not None
-    params = theta_to_params(full_theta(best.x))
+    params = theta_to_params(full_theta(best.x), tied)
     pred = predict(params)
     return Fit(params=params, train_ape=ape(pred, measured_s),
                rms_log_residual=float(np.sqrt(np.mean(best.fun ** 2))), fixed=tuple(fixed))
 
 
 def soft_roofline_jac(t_compute: np.ndarray, t_memory: np.ndarray, p: float, eff_m: float, eff_c: float,
-                      extra_s: np.ndarray | float = 0.0) -> np.ndarray:
+                      extra_s: np.ndarray | float = 0.0, one_token: np.ndarray | None = None,
+                      eff_gemv: float | None = None) -> np.ndarray:
     """d log(S + extra) / d theta for S = (tc^p + tm^p)^(1/p), tc proportional to 1/eff_c and
-    tm to 1/eff_m, theta = (eff_m, eff_c, log p, launch_us) with extra = launch_us * 1e-6 (one
-    kernel). Normalised by m = max(tc, tm) so nothing underflows: [n, 4]."""
+    tm to 1/eff_m (to 1/eff_gemv on the rows where one_token is True: a matrix-vector kernel),
+    theta = (eff_m, eff_c, log p, launch_us, eff_gemv) with extra = launch_us * 1e-6 (one kernel).
+    Normalised by m = max(tc, tm) so nothing underflows: [n, 5]."""
     tc, tm = np.asarray(t_compute, float), np.asarray(t_memory, float)
     m = np.maximum(tc, tm)
     a, b = tc / m, tm / m
@@ -159,11 +179,14 @@ def soft_roofline_jac(t_compute: np.ndarray, t_memory: np.ndarray, p: float, eff
     dS_dtm = b ** (p - 1) * sig ** ((1.0 - p) / p)
     with np.errstate(divide="ignore", invalid="ignore"):
         dlogS_dp = -np.log(sig) / p ** 2 + np.nan_to_num((ap * np.log(a) + bp * np.log(b)) / (p * sig))
-    J = np.empty((tc.size, 4))
-    J[:, 0] = -dS_dtm * tm / eff_m / pred
+    one = np.zeros(tc.size, bool) if one_token is None else np.asarray(one_token, bool)
+    d_mem = -dS_dtm * tm / np.where(one, eff_m if eff_gemv is None else eff_gemv, eff_m) / pred
+    J = np.empty((tc.size, 5))
+    J[:, 0] = np.where(one, 0.0, d_mem)
     J[:, 1] = -dS_dtc * tc / eff_c / pred
     J[:, 2] = p * S * dlogS_dp / pred
     J[:, 3] = 1e-6 / pred
+    J[:, 4] = np.where(one, d_mem, 0.0)
     return J
 
 
@@ -222,10 +245,14 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
                 del sources[s]
     d["efficiency"] = {"memory": params["efficiency.memory"], "compute": params["efficiency.compute"],
                        "roofline_sharpness": params["efficiency.roofline_sharpness"]}
+    if params.get(GEMV) is not None:      # absent: one memory rate (efficiency.memory)
+        d["efficiency"]["memory_gemv"] = params[GEMV]
     d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
                       "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
+    sources.pop(GEMV, None)
     for k in PARAM_NAMES:
-        sources[k] = (param_sources or {}).get(k, fit_source)
+        if k != GEMV or params.get(GEMV) is not None:
+            sources[k] = (param_sources or {}).get(k, fit_source)
     if iteration_us is not None:
         sources["overheads.iteration_us"] = iteration_source or "measured by specsight calibrate"
     if interconnect is not None:
@@ -249,11 +276,15 @@ class PassPredictor:
     """Simulator's CostModel time for each measured pass (rows with role, layers, batch,
     new_tokens, context): the role's spec with num_layers = layers, candidate parameters.
     Target passes score every position (verify); draft passes only the last. The grouping is
-    done once, so a least-squares evaluation costs one CostModel per (role, layers)."""
+    done once, so a least-squares evaluation costs one CostModel per (role, layers).
+
+    one_token: [n] True for the passes with a matrix-vector kernel (one token, or one logit for
+    the LM head), whose time depends on efficiency.memory_gemv."""
 
     def __init__(self, points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str):
         self.hw, self.dtype, self.n = hw, dtype, len(points)
         self.groups = []
+        self.one_token = np.zeros(self.n, bool)
         for (role, layers), idx in points.groupby(["role", "layers"]).indices.items():
             sub = points.iloc[idx]
             B = sub["batch"].to_numpy(float)
@@ -261,6 +292,7 @@ class PassPredictor:
             c = sub["context"].to_numpy(float)
             logits = n if role == "target" else np.ones_like(n)
             shape = (B * n, B * c, B * (n * c + n * (n + 1) / 2), B * logits)
+            self.one_token[idx] = (shape[0] == 1) | (shape[3] == 1)
             self.groups.append((dataclasses.replace(specs[role], num_layers=int(layers)), idx, shape))
 
     def __call__(self, params: Mapping[str, float]) -> np.ndarray:
@@ -305,7 +337,11 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     cells = [f"{b}:{n}:{c}" for b, n, c in zip(df["batch"], df["new_tokens"], df["context"])]
     held = holdout_groups(cells, holdout_frac, seed)
     train = df[~held].reset_index(drop=True)
-    f = fit_log_time(PassPredictor(train, specs, hw, dtype), train["median_s"].to_numpy(), fixed=fixed)
+    predictor = PassPredictor(train, specs, hw, dtype)
+    fixed = dict(fixed or {})
+    if not predictor.one_token.any():
+        fixed.setdefault(GEMV, TIED)      # nothing to fit the one-token rate on
+    f = fit_log_time(predictor, train["median_s"].to_numpy(), fixed=fixed)
     df["pred_s"] = predict_points(df, specs, hw, dtype, f.params)
     df["pred_datasheet_s"] = predict_points(df, specs, hw, dtype, params_of(hw))
     df["ape"] = ape(df["pred_s"], df["median_s"])
@@ -316,6 +352,11 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     s.update({f"train_{k}": v for k, v in ape_summary(df[~held]["ape"].to_numpy()).items()})
     s["datasheet_ape_median"] = float(np.median(ape(df["pred_datasheet_s"], df["median_s"])))
     s["heldout_by_role"] = {r: float(np.median(g["ape"])) for r, g in h.groupby("role")}
+    one = PassPredictor(df, specs, hw, dtype).one_token
+    s["one_token_passes"] = {"train": int((one & ~held).sum()), "heldout": int((one & held).sum()),
+                             "heldout_ape_median": float(np.median(df["ape"][one & held])) if (one & held).any()
+                             else float("nan"),
+                             "memory_gemv": "fitted" if f.params.get(GEMV) is not None else "tied to memory"}
     s["rms_log_residual_train"] = f.rms_log_residual
     s["holdout"] = f"seeded {int(round(100 * holdout_frac))} % of grid cells (seed {seed})"
     s["statistic"] = f"{stat} of repeats"

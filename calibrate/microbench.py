@@ -269,22 +269,32 @@ def _progress(total: int, initial: int, enabled: bool):
 
 
 # ---- device ceilings (the CPU has no datasheet here: measure them) --------------------------
-def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dict[str, float]:
+def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dict[str, Any]:
     """Read bandwidth over a buffer of `nbytes` and a square matmul's FLOP/s in `dtype`: the
     fastest of `repeats`. Used as the CPU profile's ceilings.
 
     NOTE: the bandwidth probe reads (a matrix-vector product over the buffer, as a decode pass
     reads its weights) rather than copies: a copy also writes, and on a CPU the write-allocate
     traffic and a second buffer of the same size change which cache level the data lives in
-    (measured on the development Xeon, 32 MB: copy 14 GB/s counting read + write, read 24 GB/s)."""
+    (measured on the development Xeon, 32 MB: copy 14 GB/s counting read + write, read 24 GB/s).
+    Both orientations of the product are timed and the faster kept: W x over W [rows, 512]
+    (torch.mv) and x W over the same bytes viewed as [512, rows], the [in, out] layout of the
+    timed model's weights (calibrate.layers.Linear). On the development Xeon (87 MB, one thread)
+    the second read 14-15 GB/s where torch.mv read 10 GB/s: a ceiling the one-token passes
+    exceed is no ceiling."""
     from .layers import TORCH_DTYPES
     cols = 512
     rows = max(2048, nbytes // (4 * cols))
     w = torch.ones(rows, cols, dtype=torch.float32, device=device)           # [rows, cols]
     x = torch.ones(cols, dtype=torch.float32, device=device)                 # [cols]
+    w_in_out = w.view(cols, rows)                                            # [in = cols, out = rows], same bytes
+    x_row = torch.ones(1, cols, dtype=torch.float32, device=device)          # [1, in]
     # A ceiling is the best a device does: the fastest repeat (interference only adds time).
-    t = min(time_fn(lambda: torch.mv(w, x), device, 2, repeats))
-    bw = rows * cols * 4 / t
+    probes = {"W x (torch.mv, W [rows, 512])": lambda: torch.mv(w, x),
+              "x W (W [512, rows], the model's [in, out] layout)": lambda: x_row @ w_in_out}
+    read_s = {k: min(time_fn(fn, device, 2, repeats)) for k, fn in probes.items()}
+    read_kernel = min(read_s, key=read_s.get)
+    bw = rows * cols * 4 / read_s[read_kernel]
     # Peak FLOP/s: the best of a few square matmuls (a CPU's GEMM blocking favours some sizes: on
     # the development Xeon 1024^3 ran 10-20 % below 512^3 and 2048^3).
     best, best_size = 0.0, 0
@@ -294,8 +304,9 @@ def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dic
         flops_s = 2 * size ** 3 / min(time_fn(lambda: a @ b, device, 2, repeats))
         if flops_s > best:
             best, best_size = flops_s, size
-    return {"read_bytes_s": bw, "read_buffer_bytes": rows * cols * 4, "matmul_flops_s": best,
-            "matmul_size": best_size}
+    return {"read_bytes_s": bw, "read_buffer_bytes": rows * cols * 4, "read_kernel": read_kernel,
+            "read_bytes_s_by_kernel": {k: rows * cols * 4 / t for k, t in read_s.items()},
+            "matmul_flops_s": best, "matmul_size": best_size}
 
 
 def measure_dispatch(spec: ModelSpec, layers: int, device: str, dtype: str, warmup: int = 3,

@@ -42,7 +42,7 @@ from simulator.hardware import HardwareProfile, Interconnect, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.paths import REPO_ROOT
 
-from .fit import ape, ape_summary, fit_log_time, params_of
+from .fit import GEMV, TIED, ape, ape_summary, fit_log_time, params_of
 
 LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 BYTES_FP16 = 2
@@ -141,22 +141,31 @@ def load_allreduce(data_dir: str | Path, topology: str) -> pd.DataFrame:
                          "time_s": raw["time_stats.all_reduce.median"].to_numpy(float) * 1e-3})
 
 
-def predict_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, float], dtype: str = "fp16") -> np.ndarray:
+def memory_fraction(df: pd.DataFrame, params: Mapping[str, Any]) -> np.ndarray:
+    """Per op row: efficiency.memory_gemv where the op is a matrix-vector product (one token:
+    cuBLAS's GEMV kernel), efficiency.memory otherwise (the CostModel's linear term)."""
+    gemv = params.get(GEMV)
+    em = params["efficiency.memory"]
+    return np.where(df["num_tokens"].to_numpy() == 1, em if gemv is None else gemv, em)
+
+
+def predict_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, Any], dtype: str = "fp16") -> np.ndarray:
     """Seconds per op: the simulator's soft roofline over one GEMM plus one kernel's fixed time."""
     F = hw.peak_flops(dtype) * params["efficiency.compute"]
-    W = hw.memory_bandwidth_bytes_s * params["efficiency.memory"]
+    W = hw.memory_bandwidth_bytes_s * memory_fraction(df, params)
     t = soft_roofline(df["flops"].to_numpy() / F, df["bytes"].to_numpy() / W, params["efficiency.roofline_sharpness"])
     return t + params["overheads.kernel_launch_us"] * 1e-6
 
 
-def jac_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, float], dtype: str = "fp16") -> np.ndarray:
+def jac_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, Any], dtype: str = "fp16") -> np.ndarray:
     """Analytic d log(predict_ops) / d theta (see calibrate.fit.soft_roofline_jac)."""
     from .fit import soft_roofline_jac
     em, ec = params["efficiency.memory"], params["efficiency.compute"]
     tc = df["flops"].to_numpy() / (hw.peak_flops(dtype) * ec)
-    tm = df["bytes"].to_numpy() / (hw.memory_bandwidth_bytes_s * em)
+    tm = df["bytes"].to_numpy() / (hw.memory_bandwidth_bytes_s * memory_fraction(df, params))
     return soft_roofline_jac(tc, tm, params["efficiency.roofline_sharpness"], em, ec,
-                             params["overheads.kernel_launch_us"] * 1e-6)
+                             params["overheads.kernel_launch_us"] * 1e-6,
+                             one_token=df["num_tokens"].to_numpy() == 1, eff_gemv=params.get(GEMV))
 
 
 def band_of(tokens: np.ndarray) -> np.ndarray:
@@ -208,9 +217,11 @@ class VidurFit:
         out: dict[str, Any] = {"method": "vidur", "sku": self.sku, "base_profile": self.base.name}
         out.update({f"heldout_{k}": v for k, v in ape_summary(h["ape_fit"].to_numpy()).items()})
         out["heldout_knee_ape_median"] = float(np.median(knee["ape_fit"])) if len(knee) else float("nan")
+        one = h[h["num_tokens"] == 1]
+        out["heldout_one_token_ape_median"] = float(np.median(one["ape_fit"])) if len(one) else float("nan")
         out["datasheet_ape_median"] = float(np.median(h["ape_datasheet"]))
         out["datasheet_knee_ape_median"] = float(np.median(knee["ape_datasheet"])) if len(knee) else float("nan")
-        out["fitted"] = {k: round(v, 6) for k, v in self.params.items()}
+        out["fitted"] = {k: (None if v is None else round(v, 6)) for k, v in self.params.items()}
         out["allreduce"] = self.allreduce
         out["n_points"] = self.n_points
         out["holdout"] = "leave-one-model-out"
@@ -218,17 +229,22 @@ class VidurFit:
 
 
 def fit_vidur(data_dir: str | Path, sku: str = "a100", gpu: str = "a100-80gb-sxm",
-              topology: str | None = None, tokens: str = "geometric") -> VidurFit:
-    """Fit on all models; evaluate each model with a fit that never saw it."""
+              topology: str | None = None, tokens: str = "geometric", one_token_rate: bool = True) -> VidurFit:
+    """Fit on all models; evaluate each model with a fit that never saw it.
+
+    one_token_rate: fit efficiency.memory_gemv on the one-token rows (cuBLAS GEMV); False (or no
+    such rows) holds it tied to efficiency.memory (one memory rate)."""
     base = load_profile(gpu)
     df = load_compute(data_dir, sku, tokens=tokens)
     y = df["time_s"].to_numpy()
     band = band_of(df["num_tokens"].to_numpy())
+    tie = {} if one_token_rate and (df["num_tokens"] == 1).any() else {GEMV: TIED}
 
     def fit_on(mask: np.ndarray, fixed: Mapping[str, float] | None = None):
         sub = df[mask]
+        fixed = {**tie, **(fixed or {})}
         return fit_log_time(lambda p: predict_ops(sub, base, p), sub["time_s"].to_numpy(), fixed=fixed,
-                            jac=None if fixed else (lambda p: jac_ops(sub, base, p)))
+                            jac=None if "efficiency.roofline_sharpness" in fixed else (lambda p: jac_ops(sub, base, p)))
 
     full = fit_on(np.ones(len(df), bool))
     sharp = fit_on(np.ones(len(df), bool), fixed=SHARP)
@@ -290,7 +306,9 @@ def write_vidur_profile(fit: VidurFit, out: str | Path, data_dir: str | Path) ->
     src = (f"specsight calibrate --from-vidur: least squares (log time) on {fit.n_points} Vidur {fit.sku.upper()} "
            f"linear-operator timings (microsoft/vidur data/profiling/compute/{fit.sku}, fp16, MIT licence); "
            f"leave-one-model-out median APE {100 * s['heldout_ape_median']:.1f} %, knee (64-512 tokens) "
-           f"{100 * s['heldout_knee_ape_median']:.1f} %")
+           f"{100 * s['heldout_knee_ape_median']:.1f} %, one-token ops (GEMV; efficiency.memory_gemv "
+           f"{'fitted on them' if fit.params.get(GEMV) is not None else 'tied to efficiency.memory'}) "
+           f"{100 * s['heldout_one_token_ape_median']:.1f} %")
     cal = {
         "method": "vidur-operator-fit",
         "device_name": f"NVIDIA {fit.sku.upper()} (Vidur profiling data)",

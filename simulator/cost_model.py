@@ -11,6 +11,20 @@ class has FLOPs and bytes; its time is the soft roofline
 (p = roofline_sharpness; p -> inf is max()), plus the all-reduce (alpha-beta ring model)
 and per-kernel launch overheads. See DESIGN.md for the derivation of every term.
 
+Two kernel regimes stream the weights. A pass that holds exactly one token multiplies every
+weight matrix by a vector: BLAS libraries dispatch a matrix-vector kernel (cuBLAS/MKL GEMV) that
+reads each weight once in a plain stream. From two tokens on they dispatch a matrix-matrix kernel
+(GEMM), which tiles (on a CPU: packs) the weight for reuse across rows; its streaming rate
+differs (on a CPU it is several times lower, and flat up to the compute roof; on an A100 the two
+are within 2 %, docs/calibration.md). So the weight-streaming memory time of the op classes
+that are a matrix-vector product at one token uses its own achieved fraction:
+
+    t_memory = weight bytes / (bandwidth * eff_memory_gemv)   linear, routed experts: T == 1;
+                                                              LM head: one logit in the pass
+    t_memory = weight bytes / (bandwidth * eff_memory)        otherwise, and every other op class
+
+(efficiency.memory_gemv; absent = efficiency.memory, the single-rate roofline, bit for bit).
+
 `CostModel.time_s` takes floats or numpy arrays (broadcast), so the simulator costs an
 iteration in a few microseconds and analytic sweeps cost 10^4 points in one call.
 """
@@ -128,6 +142,7 @@ class CostModel:
         self.p = eff.roofline_sharpness
         self.peak_flops_s = hw.peak_flops(dtype) * eff.compute
         self.bw_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory
+        self.bw_gemv_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory_one_token   # one-token (GEMV) weight streaming
         bpw = DTYPE_BYTES[dtype]
         m = model
         L = m.num_layers
@@ -171,6 +186,15 @@ class CostModel:
         self._t_lm_head_mem = self.lm_head_bytes / self.bw_bytes_s
         self._t_linear_mem_p = 0.0 if self._sharp else self._t_linear_mem ** self.p
         self._t_lm_head_mem_p = 0.0 if self._sharp else self._t_lm_head_mem ** self.p
+        # The weight-memory terms as the hot path adds them (t_m for max(), t_m^p for the soft
+        # roofline), for many tokens and for one. The one-token selection runs only when the two
+        # rates differ: a single-rate profile does the same arithmetic as before, bit for bit.
+        self._gemv = self.bw_gemv_bytes_s != self.bw_bytes_s
+        t_lin_gemv, t_head_gemv = self.linear_bytes / self.bw_gemv_bytes_s, self.lm_head_bytes / self.bw_gemv_bytes_s
+        self._lin_term = self._t_linear_mem if self._sharp else self._t_linear_mem_p
+        self._head_term = self._t_lm_head_mem if self._sharp else self._t_lm_head_mem_p
+        self._lin_term_gemv = t_lin_gemv if self._sharp else t_lin_gemv ** self.p
+        self._head_term_gemv = t_head_gemv if self._sharp else t_head_gemv ** self.p
         self._moe_bytes_per_expert = self.n_moe_layers * self.expert_bytes
         self._ar_per_token_s = (self.allreduce_count * self.ring_factor * self.allreduce_bytes_per_token
                                 / self.link_bytes_s) if self.allreduce_count else 0.0
@@ -184,24 +208,35 @@ class CostModel:
         simulator's hot path: the terms are written out (same physics as `breakdown`)."""
         p, F, W = self.p, self.peak_flops_s, self.bw_bytes_s
         T = num_tokens
-        if self._sharp:
+        lin, head, Wx = self._lin_term, self._head_term, W
+        if self._gemv:      # one token: matrix-vector kernels (see the module docstring)
+            if T.__class__ is float and num_logits.__class__ is float:     # the simulator's scalars
+                if T == 1.0:
+                    lin, Wx = self._lin_term_gemv, self.bw_gemv_bytes_s
+                if num_logits == 1.0:
+                    head = self._head_term_gemv
+            else:                                                         # arrays (and other numbers)
+                one = np.equal(T, 1)
+                lin, Wx = np.where(one, self._lin_term_gemv, lin), np.where(one, self.bw_gemv_bytes_s, W)
+                head = np.where(np.equal(num_logits, 1), self._head_term_gemv, head)
+        if self._sharp:     # lin, head: weight memory times
             mx = np.maximum
-            t = mx(self.linear_flops_per_token * T / F, self._t_linear_mem)
+            t = mx(self.linear_flops_per_token * T / F, lin)
             if self.n_moe_layers:
                 touched = self.num_experts * (1.0 - self.expert_keep ** T)
-                t = t + mx(self.moe_flops_per_token * T / F, self._moe_bytes_per_expert * touched / W)
+                t = t + mx(self.moe_flops_per_token * T / F, self._moe_bytes_per_expert * touched / Wx)
             t = t + mx(self.attn_flops_per_pair * sum_attn_pairs / F, self.kv_bytes_per_token * (sum_context + 2 * T) / W)
-            t = t + mx(self.lm_head_flops_per_logit * num_logits / F, self._t_lm_head_mem)
-        else:
+            t = t + mx(self.lm_head_flops_per_logit * num_logits / F, head)
+        else:               # lin, head: weight memory times to the power p
             ip = self._inv_p
-            t = ((self.linear_flops_per_token * T / F) ** p + self._t_linear_mem_p) ** ip
+            t = ((self.linear_flops_per_token * T / F) ** p + lin) ** ip
             if self.n_moe_layers:
                 touched = self.num_experts * (1.0 - self.expert_keep ** T)
                 t = t + ((self.moe_flops_per_token * T / F) ** p
-                         + (self._moe_bytes_per_expert * touched / W) ** p) ** ip
+                         + (self._moe_bytes_per_expert * touched / Wx) ** p) ** ip
             t = t + ((self.attn_flops_per_pair * sum_attn_pairs / F) ** p
                      + (self.kv_bytes_per_token * (sum_context + 2 * T) / W) ** p) ** ip
-            t = t + ((self.lm_head_flops_per_logit * num_logits / F) ** p + self._t_lm_head_mem_p) ** ip
+            t = t + ((self.lm_head_flops_per_logit * num_logits / F) ** p + head) ** ip
         t = t + (self.sampling_bytes_per_logit * num_logits + self.elementwise_bytes_per_token * T) / W
         if self.allreduce_count:
             t = t + self._ar_per_token_s * T + self._ar_fixed_s
@@ -214,18 +249,21 @@ class CostModel:
     def breakdown(self, shape: PassShape) -> PassCost:
         """Per op class FLOPs, bytes, seconds and what bounds it (scalars only)."""
         T, F, W, p = float(shape.num_tokens), self.peak_flops_s, self.bw_bytes_s, self.p
+        W_weights = self.bw_gemv_bytes_s if T == 1 else W                   # matrix-vector kernels at one token
+        W_head = self.bw_gemv_bytes_s if float(shape.num_logits) == 1 else W
 
-        def roof(flops: float, nbytes: float) -> OpCost:
-            tc, tm = flops / F, nbytes / W
+        def roof(flops: float, nbytes: float, bw_bytes_s: float = W) -> OpCost:
+            tc, tm = flops / F, nbytes / bw_bytes_s
             return OpCost(flops, nbytes, float(soft_roofline(tc, tm, p)), "compute" if tc > tm else "memory")
 
-        ops = {"linear": roof(self.linear_flops_per_token * T, self.linear_bytes)}
+        ops = {"linear": roof(self.linear_flops_per_token * T, self.linear_bytes, W_weights)}
         if self.n_moe_layers:
             touched = self.num_experts * (1.0 - self.expert_keep ** T)
-            ops["moe_experts"] = roof(self.moe_flops_per_token * T, self.n_moe_layers * touched * self.expert_bytes)
+            ops["moe_experts"] = roof(self.moe_flops_per_token * T, self.n_moe_layers * touched * self.expert_bytes,
+                                      W_weights)
         ops["attention"] = roof(self.attn_flops_per_pair * shape.sum_attn_pairs,
                                 self.kv_bytes_per_token * (shape.sum_context + 2 * T))
-        ops["lm_head"] = roof(self.lm_head_flops_per_logit * shape.num_logits, self.lm_head_bytes)
+        ops["lm_head"] = roof(self.lm_head_flops_per_logit * shape.num_logits, self.lm_head_bytes, W_head)
         sb = self.sampling_bytes_per_logit * shape.num_logits
         ops["sampling"] = OpCost(0.0, sb, sb / W, "memory")
         eb = self.elementwise_bytes_per_token * T

@@ -8,6 +8,7 @@ datasheet defaults only when it is named explicitly, and says so (`describe()`).
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -34,10 +35,27 @@ class Efficiency:
     Each op class takes (t_compute^p + t_memory^p)^(1/p) with p = roofline_sharpness:
     p -> infinity is the classic max() roofline; a finite p rounds the knee where a GEMM
     is neither purely bandwidth- nor compute-bound (where speculation's verify pass lives).
+
+    memory_gemv: the fraction of the bandwidth the weight streaming reaches when a pass holds
+    exactly one token, so the library runs a matrix-vector kernel (cuBLAS/MKL GEMV) instead of
+    a matrix-matrix one (GEMM, with tiling or packing). None means "same as memory".
     """
     memory: float
     compute: float
     roofline_sharpness: float = 4.0
+    memory_gemv: float | None = None
+
+    def __post_init__(self) -> None:
+        g = self.memory_gemv
+        if g is not None:
+            if isinstance(g, bool) or not isinstance(g, numbers.Real):
+                raise SpecsightInputError("efficiency.memory_gemv", g, "must be a number in (0, 1] (or absent: same as memory)")
+            require_range("efficiency.memory_gemv", g, 0, 1, lo_open=True)
+
+    @property
+    def memory_one_token(self) -> float:
+        """The bandwidth fraction of a one-token (matrix-vector) pass's weight streaming."""
+        return self.memory if self.memory_gemv is None else self.memory_gemv
 
 
 @dataclass(frozen=True)
@@ -105,7 +123,8 @@ class HardwareProfile:
             c = self.calibration
             e, o = self.efficiency, self.overheads
             held = (c.get("residuals") or {}).get("heldout_ape_median")
-            fit = (f"fit: memory {e.memory:.3g}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
+            gemv = "" if e.memory_gemv is None else f", one-token (GEMV) memory {e.memory_gemv:.3g}"
+            fit = (f"fit: memory {e.memory:.3g}{gemv}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
                    f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
                    + (f", held-out median error {100 * float(held):.1f} %" if held is not None else ""))
             return (f"hardware profile {self.name} (CALIBRATED: {c.get('method', 'fit')} on "
@@ -120,7 +139,7 @@ class HardwareProfile:
             "memory_bandwidth_tb_s": self.memory_bandwidth_tb_s,
             "peak_tflops": dict(self.peak_tflops),
             "interconnect": vars(self.interconnect).copy(),
-            "efficiency": vars(self.efficiency).copy(),
+            "efficiency": {k: v for k, v in vars(self.efficiency).items() if v is not None},  # memory_gemv: absent = memory
             "overheads": vars(self.overheads).copy(),
             "sources": dict(self.sources),
         }
@@ -175,7 +194,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     if missing:
         raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
     ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
-    eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0})
+    eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None})
     ov = sub("overheads", ("kernel_launch_us", "iteration_us"))
     try:
         return HardwareProfile(
@@ -186,7 +205,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             memory_bandwidth_tb_s=float(get("memory_bandwidth_tb_s")),
             peak_tflops={str(k): float(v) for k, v in get("peak_tflops", Mapping).items()},
             interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
-            efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"])),
+            efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
+                                  eff["memory_gemv"]),     # type-checked by Efficiency (no float(): "0.5" is an error)
             overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"])),
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),

@@ -187,7 +187,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     host = host_overhead(points, stat)
     iteration_us = host["iteration_us"]
 
-    peaks = peak_sources = None
+    peaks = peak_sources = bandwidth_probes = None
     if device == "cuda":
         base = load_profile(args.gpu or guess_gpu_profile(env["device_name"]))
     else:
@@ -197,6 +197,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         peaks = {"memory_bandwidth_tb_s": base.memory_bandwidth_tb_s, "peak_tflops": dict(base.peak_tflops),
                  "memory_capacity_gb": base.memory_capacity_gb}
         peak_sources = dict(base.sources)
+        bandwidth_probes = {k: round(v / 1e9, 3) for k, v in pk["read_bytes_s_by_kernel"].items()}
     specs = {"target": target} if draft is None else {"target": target, "draft": draft}
     dispatch = fixed = param_sources = None
     if device == "cpu":     # eager CPU: per-op dispatch is host time, measured rather than fitted
@@ -226,6 +227,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "holdout": s["holdout"],
         "residuals": {k: v for k, v in s.items() if k.startswith(("heldout_ape", "train_ape", "datasheet_", "rms_"))},
         "fitted": dict(fit.params),
+        "one_token_passes": s["one_token_passes"],
         "layer_scaling": {k: v for k, v in s["layer_scaling"].items() if k != "cells"},
         "host_round_us_by_k": {str(k): round(float(sorted(v)[len(v) // 2]), 1) for k, v in sorted(host_by_k.items())},
         "host_overhead": host,
@@ -239,6 +241,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         cal["base_profile"] = "none (a CPU has no datasheet profile: its ceilings were measured here)"
         cal["loadavg_1m_start"] = env.get("loadavg_1m")
         cal["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
+        cal["bandwidth_probes_gb_s"] = bandwidth_probes
     src = (f"specsight calibrate on {env['device_name']} ({dtype}, {args.model} dims/{scale}, layers {layers}): "
            f"least squares (log time) on {s['train_n']} passes; held-out median APE "
            f"{100 * s['heldout_ape_median']:.1f} % over {s['heldout_n']}")
@@ -256,18 +259,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "heldout_ape_median": s["heldout_ape_median"], "heldout_ape_max": s["heldout_ape_max"],
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
               "train_ape_median": s["train_ape_median"], "datasheet_ape_median": s["datasheet_ape_median"],
-              "heldout_by_role": s["heldout_by_role"], "fitted": fit.params, "iteration_us": iteration_us,
+              "heldout_by_role": s["heldout_by_role"], "one_token_passes": s["one_token_passes"],
+              "fitted": fit.params, "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
               "layer_scaling": cal["layer_scaling"], "n_points": cal["n_points"], "points_file": str(points_path),
               "elapsed_s": round(time.perf_counter() - t0, 1)}
     if device == "cpu":
         result["measured_peaks"] = peaks
+        result["bandwidth_probes_gb_s"] = bandwidth_probes
     if args.json:
         _print(result)
     else:
         ls = s["layer_scaling"]
         print(prof.describe())
-        print(f"fitted: {', '.join(f'{k}={v:.4g}' for k, v in fit.params.items())}, iteration_us={iteration_us:.1f}")
+        print(f"fitted: {_fitted_text(fit.params)}, iteration_us={iteration_us:.1f}")
         print(f"held-out APE: median {100 * s['heldout_ape_median']:.1f} %, max {100 * s['heldout_ape_max']:.1f} % "
               f"({s['heldout_n']} passes); train median {100 * s['train_ape_median']:.1f} %; "
               f"datasheet defaults median {100 * s['datasheet_ape_median']:.1f} %")
@@ -276,6 +281,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
                   f"per-layer slope error of the fit: median {100 * ls['slope_ape_median']:.1f} %")
         print(f"points: {points_path} ({cal['n_points']} passes); {result['elapsed_s']} s")
     return 0
+
+
+def _fitted_text(params: dict[str, Any]) -> str:
+    """'efficiency.memory=0.7964, ...'; a memory_gemv held tied to memory (None) says so."""
+    return ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=tied to efficiency.memory (no one-token passes)"
+                     for k, v in params.items())
 
 
 def _weight_bytes(spec, layers: int, dtype: str) -> int:
@@ -303,7 +314,8 @@ def cpu_profile(name: str, env: dict, pk: dict, dtype: str):
         efficiency=Efficiency(1.0, 1.0, 4.0), overheads=Overheads(0.0, 0.0),
         sources={"memory_capacity_gb": f"{who}: physical memory (os.sysconf)",
                  "memory_bandwidth_tb_s": (f"{who}: matrix-vector product over a {pk['read_buffer_bytes'] / 1e6:.0f} MB "
-                                           f"fp32 buffer (the timed model's weight bytes), bytes read / fastest time"),
+                                           f"fp32 buffer (the timed model's weight bytes), bytes read / fastest time, the "
+                                           f"faster of two orientations: {pk['read_kernel']}"),
                  f"peak_tflops.{dtype}": f"{who}: best of square {dtype} matmuls (fastest: {pk['matmul_size']}^3), fastest time",
                  "interconnect.bandwidth_gb_s": "no interconnect (one CPU); placeholder = measured read bandwidth, unused at tp = 1",
                  "interconnect.latency_us": "no interconnect (one CPU); unused at tp = 1",
@@ -324,7 +336,7 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
         _print(s)
     else:
         print(prof.describe())
-        print(f"fitted: {', '.join(f'{k}={v:.4g}' for k, v in fit.params.items())}")
+        print(f"fitted: {_fitted_text(fit.params)}")
         print(f"held-out (leave-one-model-out) APE: median {100 * s['heldout_ape_median']:.1f} %, max "
               f"{100 * s['heldout_ape_max']:.1f} %; knee (64-512 tokens) median {100 * s['heldout_knee_ape_median']:.1f} %")
         if fit.allreduce:

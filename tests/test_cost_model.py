@@ -169,3 +169,118 @@ def test_memory_limit_on_batch():
     kv_seq = 1025 * 32 * 2 * 8 * 128 * 2
     assert b == pytest.approx((80e9 * 0.9 - L8B.params_total * 2) / kv_seq)
     assert max_batch_in_memory(cm, None, context=32768, k=0) < b
+
+
+# ---- one-token passes: matrix-vector kernels (efficiency.memory_gemv) --------------------------
+H100_BW, H100_PEAK = 3.35e12, 989.4e12       # H100 SXM datasheet: bytes/s, dense bf16 FLOP/s
+# Llama-3.1-8B weights every token multiplies, by hand (d 4096, 32 heads of 128, 8 KV heads, MLP 14336,
+# 32 layers): fused QKV d (32 + 2 x 8) 128, output projection 32 x 128 x d, SwiGLU gate/up/down 3 d I,
+# and the layer's two RMSNorm weight vectors 2 d (ModelSpec.layer_params_dense_part counts them with it).
+L8B_LINEAR = 32 * (4096 * (32 + 2 * 8) * 128 + 32 * 128 * 4096 + 3 * 4096 * 14336 + 2 * 4096)
+
+
+def _roof(t_c, t_m, p):
+    return max(t_c, t_m) if p == float("inf") else (t_c ** p + t_m ** p) ** (1 / p)
+
+
+@pytest.mark.parametrize("batch, new_tokens, logits", [(1, 1, None), (1, 2, 1), (8, 1, None), (1, 5, None)])
+def test_without_memory_gemv_every_pass_streams_at_one_rate(batch, new_tokens, logits):
+    """No memory_gemv (every datasheet profile): one token or many, the linear layers and the LM
+    head stream their weights at bandwidth x efficiency.memory, by hand: Llama-3.1-8B bf16 on H100
+    SXM (memory 0.80, compute 0.70, p = 1.83)."""
+    e = H100.efficiency
+    assert e.memory_gemv is None and (e.memory, e.compute, e.roofline_sharpness) == (0.8, 0.7, 1.83)
+    bw, peak, p = H100_BW * 0.8, H100_PEAK * 0.7, 1.83
+    s = PassShape.uniform(batch, new_tokens, 1024, logits)
+    T, n_logits = batch * new_tokens, s.num_logits
+    ops = CostModel(L8B, H100).breakdown(s).ops
+    assert ops["linear"].time_s == pytest.approx(_roof(2 * L8B_LINEAR * T / peak, 2 * L8B_LINEAR / bw, p), rel=1e-12)
+    assert ops["lm_head"].time_s == pytest.approx(
+        _roof(2 * L8B.lm_head_params * n_logits / peak, 2 * L8B.lm_head_params / bw, p), rel=1e-12)
+    # memory_gemv equal to memory is the same model: the same floats, not merely close ones
+    same = CostModel(L8B, H100, efficiency=dataclasses.replace(e, memory_gemv=e.memory))
+    assert same.shape_time_s(s) == CostModel(L8B, H100).shape_time_s(s)
+
+
+@pytest.mark.parametrize("p", [float("inf"), 1.83])
+def test_one_token_pass_streams_weights_at_the_gemv_rate(p):
+    """memory_gemv = 0.95, memory = 0.80: a one-token pass's linear layers take
+    linear bytes / (bw x 0.95) (memory-bound; with p finite, the soft roofline of the same terms);
+    two tokens take bytes / (bw x 0.80). The LM head follows the logits: one logit is a GEMV even
+    when the pass holds two tokens (a draft step scoring its last position)."""
+    cm = CostModel(L8B, H100, efficiency=Efficiency(0.8, 0.7, p, memory_gemv=0.95))
+    peak = H100_PEAK * 0.7
+    one = cm.breakdown(PassShape.uniform(1, 1, 1024)).ops
+    assert one["linear"].bound == "memory"
+    assert one["linear"].time_s == pytest.approx(
+        _roof(2 * L8B_LINEAR / peak, 2 * L8B_LINEAR / (H100_BW * 0.95), p), rel=1e-12)
+    if p == float("inf"):
+        assert one["linear"].time_s == pytest.approx(2 * L8B_LINEAR / (H100_BW * 0.95), rel=1e-12)
+    two = cm.breakdown(PassShape.uniform(1, 2, 1024, logits_per_seq=1)).ops
+    assert two["linear"].time_s == pytest.approx(
+        _roof(2 * L8B_LINEAR * 2 / peak, 2 * L8B_LINEAR / (H100_BW * 0.8), p), rel=1e-12)
+    assert two["lm_head"].time_s == pytest.approx(
+        _roof(2 * L8B.lm_head_params / peak, 2 * L8B.lm_head_params / (H100_BW * 0.95), p), rel=1e-12)
+    # everything that is not a weight stream keeps efficiency.memory: KV reads, elementwise, sampling
+    base = CostModel(L8B, H100, efficiency=Efficiency(0.8, 0.7, p)).breakdown(PassShape.uniform(1, 1, 1024)).ops
+    for k in ("attention", "elementwise", "sampling", "overhead"):
+        assert one[k].time_s == base[k].time_s, k
+
+
+def test_one_token_routed_experts_stream_at_the_gemv_rate():
+    """Mixtral at T = 1 reads its top-2 experts per layer through matrix-vector kernels."""
+    mix = load_model("mixtral-8x7b")
+    cm = CostModel(mix, H100, efficiency=Efficiency(0.8, 0.7, float("inf"), memory_gemv=0.95))
+    o = cm.breakdown(PassShape.uniform(1, 1, 0)).ops["moe_experts"]
+    assert o.time_s == pytest.approx(2 * mix.expert_params * 2 * mix.num_moe_layers / (H100_BW * 0.95), rel=1e-12)
+
+
+@pytest.mark.parametrize("memory_gemv", [None, 0.95, 0.5])
+def test_breakdown_agrees_with_fast_path_with_and_without_memory_gemv(memory_gemv):
+    """Scalars (float and int), numpy arrays mixing one-token and many-token passes, and the
+    explained path all give the same seconds."""
+    for name, tp in [("llama-3.1-8b", 1), ("mixtral-8x7b", 2), ("deepseek-v3", 8)]:
+        hw = dataclasses.replace(H100, efficiency=dataclasses.replace(H100.efficiency, memory_gemv=memory_gemv))
+        cm = CostModel(load_model(name), hw, tp=tp)
+        shapes = [PassShape.uniform(b, n, c, lg) for b, n, c, lg in
+                  [(1, 1, 128, None), (1, 2, 300, 1), (1, 4, 64, None), (8, 1, 1000, None), (256, 5, 100, None)]]
+        scalar = [cm.shape_time_s(s) for s in shapes]
+        for s, t in zip(shapes, scalar):
+            assert cm.breakdown(s).time_s == pytest.approx(t, rel=1e-12)
+        arr = cm.time_s(*(np.array([getattr(s, f) for s in shapes], float)
+                          for f in ("num_tokens", "sum_context", "sum_attn_pairs", "num_logits")))
+        np.testing.assert_allclose(arr, scalar, rtol=1e-12)
+        s = PassShape.from_sequences([(1, 127)])       # integer sums, as from_sequences builds them
+        assert cm.shape_time_s(s) == pytest.approx(cm.time_s(1.0, 127.0, 128.0, 1.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.2, 1.5, float("nan"), "0.9", True])
+def test_bad_memory_gemv_is_named(bad):
+    with pytest.raises(SpecsightInputError, match=r"efficiency\.memory_gemv") as e:
+        Efficiency(0.8, 0.7, 2.0, memory_gemv=bad)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("bad", [0, 1.2, "fast", [0.9]])
+def test_bad_memory_gemv_in_a_profile_file_is_one_line(tmp_path, bad):
+    import yaml
+    from simulator.hardware import profile_from_dict
+    raw = yaml.safe_load(open(H100.path))
+    raw["efficiency"]["memory_gemv"] = bad
+    raw["sources"]["efficiency.memory_gemv"] = "unit test"
+    with pytest.raises(SpecsightInputError, match=r"h100\.yaml: efficiency\.memory_gemv") as e:
+        profile_from_dict(raw, "h100.yaml")
+    assert "\n" not in str(e.value)
+
+
+def test_memory_gemv_in_a_profile_needs_a_source_and_round_trips():
+    import yaml
+    from simulator.hardware import profile_from_dict
+    raw = yaml.safe_load(open(H100.path))
+    raw["efficiency"]["memory_gemv"] = 0.9
+    with pytest.raises(SpecsightInputError, match=r"sources.*efficiency\.memory_gemv"):
+        profile_from_dict(raw, "h100.yaml")
+    raw["sources"]["efficiency.memory_gemv"] = "unit test"
+    prof = profile_from_dict(raw, "h100.yaml")
+    assert prof.efficiency.memory_gemv == 0.9 and prof.to_dict()["efficiency"]["memory_gemv"] == 0.9
+    assert "memory_gemv" not in H100.to_dict()["efficiency"]      # absent stays absent

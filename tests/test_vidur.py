@@ -69,6 +69,20 @@ def test_knee_band_error_after_fit(vfit, capsys):
     assert vfit.table[["datasheet", "sharp_fit", "soft_fit"]].notna().all().all()
 
 
+def test_one_token_rate_is_fitted_and_held_out_error_reported(vfit):
+    """The one-token rows (116: each model, op and TP degree at num_tokens 1) carry the fitted
+    GEMV rate; leaving a model out, their median error is reported, and tying the rate to
+    efficiency.memory (one memory rate) is the comparison."""
+    s = vfit.summary()
+    assert 0 < vfit.params["efficiency.memory_gemv"] <= 1
+    assert (vfit.heldout["num_tokens"] == 1).sum() == 116
+    one_rate = fit_vidur(_data_dir(), sku="a100", gpu="a100-80gb-sxm", one_token_rate=False)
+    assert one_rate.params["efficiency.memory_gemv"] is None
+    print(f"\none-token ops, held out: {100 * s['heldout_one_token_ape_median']:.2f} % with the GEMV rate, "
+          f"{100 * one_rate.summary()['heldout_one_token_ape_median']:.2f} % with one memory rate")
+    assert s["heldout_one_token_ape_median"] < one_rate.summary()["heldout_one_token_ape_median"]
+
+
 def test_allreduce_fit(vfit):
     a = vfit.allreduce
     assert a["topology"] == "a100_dgx" and a["n_points"] > 1000
@@ -84,6 +98,9 @@ def test_shipped_profile_is_this_fit(vfit):
     assert prof.efficiency.memory == pytest.approx(vfit.params["efficiency.memory"], rel=1e-3)
     assert prof.efficiency.compute == pytest.approx(vfit.params["efficiency.compute"], rel=1e-3)
     assert prof.overheads.kernel_launch_us == pytest.approx(vfit.params["overheads.kernel_launch_us"], rel=1e-3)
+    # Vidur's tables have one-token rows (cuBLAS GEMV): the one-token rate is fitted on them
+    assert prof.efficiency.memory_gemv == pytest.approx(vfit.params["efficiency.memory_gemv"], rel=1e-3)
+    assert "one-token (GEMV) memory" in prof.describe()
     assert "CALIBRATED" in prof.describe()
 
 
