@@ -143,8 +143,10 @@ class Drafter:
         for j in range(k):
             n = first if j == 0 else B * width
             c = ctx + B * j
-            # each new token attends to its sequence's cache: pairs = n * c / B + causal part
-            t = t + dc.time_s(n, c, n * c / B + n * (n / B + 1) / 2, n)
+            # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
+            # logits only where a token is proposed from: the last position of each sequence
+            # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
+            t = t + dc.time_s(n, c, n * c / B + n * (n / B + 1) / 2, B if j == 0 else B * width)
         return t
 
     # ---- memory ---------------------------------------------------------------------------

@@ -140,3 +140,17 @@ def test_repository_copy_matches_shared_data():
     a = load_allreduce(ours, "a100_dgx")
     b = load_allreduce(SHARED_DIR, "a100_dgx")
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_datasheet_profiles_carry_the_shipped_fit_of_the_knee():
+    """Datasheet profiles take their roofline sharpness from the shipped Vidur A100 fit (rounded to
+    two decimals, as their sources say); refitting that profile must be followed by them."""
+    from simulator.hardware import available_profiles, load_profile
+    fitted = load_profile("a100-80gb-sxm.vidur").efficiency.roofline_sharpness
+    datasheet = [p for p in available_profiles() if load_profile(p).calibration is None
+                 and p != "a100-80gb-sxm.vidur"]
+    assert datasheet
+    for name in datasheet:
+        hw = load_profile(name)
+        assert hw.efficiency.roofline_sharpness == round(fitted, 2), name
+        assert f"{fitted:.3f}" in hw.sources["efficiency.roofline_sharpness"], name
