@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from .errors import SpecsightInputError, closest_names, require_range
-from .paths import HARDWARE_DIR
+from .paths import HARDWARE_DIR, REPO_ROOT
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -129,8 +129,17 @@ class HardwareProfile:
                    + (f", held-out median error {100 * float(held):.1f} %" if held is not None else ""))
             return (f"hardware profile {self.name} (CALIBRATED: {c.get('method', 'fit')} on "
                     f"{c.get('device_name', '?')} {c.get('date', '')}; {fit}; overrides the defaults of base profile "
-                    f"{c.get('base_profile', '?')}; file {self.path})")
-        return f"hardware profile {self.name} (datasheet defaults; file {self.path})"
+                    f"{c.get('base_profile', '?')}; file {self._shown_path()})")
+        return f"hardware profile {self.name} (datasheet defaults; file {self._shown_path()})"
+
+    def _shown_path(self) -> str:
+        """The profile's file, relative to the repository when it lies inside it."""
+        if self.path is None:
+            return "none"
+        try:
+            return str(Path(self.path).resolve().relative_to(REPO_ROOT))
+        except ValueError:
+            return str(self.path)
 
     def to_dict(self) -> dict[str, Any]:
         d = {
