@@ -15,11 +15,12 @@ Kinds (scenario `policy:` block, key `kind`; a bare string is the kind):
   adaptive        {up = 0.8, down = 0.4, ema_decay = 0.8, k_min = 1, k_init = k_max}: an EMA of the
                   per-round acceptance ratio mean(accepted)/K with hysteresis (SGLang-style)
   goodput         {prior_strength = 10}: the K maximising expected emitted tokens per second
-                  (SmartSpec-style), from online per-position acceptance and the engine's
-                  round-time estimate
+                  (SmartSpec-style), from online per-position acceptance and the engine's price
+                  of this iteration at each K (prefill chunks in the pass, drafter catch-up)
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -34,10 +35,15 @@ KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput")
 @dataclass(frozen=True)
 class PolicyState:
     """What the engine tells a policy each iteration."""
-    round_time_s: Callable[[int, int], float] | None = None   # (batch, k) -> seconds of one round
+    round_time_s: Callable[[int, int], float] | None = None   # (batch, k) -> seconds of one decode round
     mean_context: float = 0.0                                  # tokens cached per running sequence
     num_waiting: int = 0                                       # requests queued, not yet admitted
     now_s: float = 0.0                                         # simulated time
+    # expected tokens per sequence per round [k_max + 1] -> three [k_max + 1] arrays of seconds at
+    # each K: this iteration (prefill chunks sharing the pass included), a decode round on its own,
+    # the drafter's one-off catch-up (Replica._iteration_s)
+    iteration_s: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+    remaining_tokens: float = math.inf                         # tokens a running sequence still has to emit (estimate)
 
 
 class Policy:
@@ -124,12 +130,46 @@ class AdaptivePolicy(Policy):
 
 
 class GoodputPolicy(Policy):
-    """Pick K in 0..k_max maximising batch * E[tokens | alpha_hat_1..K] / round_time_s(batch, K).
+    """Pick K in 0..k_max by expected tokens per second of target and drafter time (SmartSpec-style).
 
     alpha_hat_j = (prior_strength * prior_j + accepted_j) / (prior_strength + attempts_j), where
     attempts_j counts sequences whose round reached position j (k >= j and accepted >= j - 1) and
     accepted_j those that accepted it (accepted >= j). prior_j comes from the acceptance model's
-    alphas(k_max) (0.5 each when none is given). Ties go to the smaller K.
+    alphas(k_max) (0.5 each when none is given). E_K = 1 + sum_{i<=K} prod_{j<=i} alpha_hat_j tokens
+    per sequence per round; B = batch_size.
+
+    With only `state.round_time_s` (unit tests, other callers): K = argmax B E_K / round_time_s(B, K);
+    ties go to the smaller K.
+
+    With `state.iteration_s` (the engine), K is priced by what it adds to the iteration the replica
+    will actually run (same cost-model calls as `Replica._schedule`):
+
+        K = argmax_K  v B E_K - cost_K,     cost_K = pass_K + once_K min(1, E_K / R)
+        v = min_K decode_K / (B E_K)        (seconds per token of the decode batch on its own)
+
+      * pass_K: drafter + ONE fused target pass over B x (K + 1) verify positions AND this
+        iteration's prefill chunks. The prefill makes the pass dearer at every K alike, and pushes
+        it to the compute roof, where each extra verify position costs its FLOPs instead of riding
+        on the one weight read that makes a decode-only round memory-bound: the marginal cost of K
+        is LARGER than a decode-only estimate says (Llama-3.1-8B on H100, batch 64 at 1k context:
+        23-24 us per extra verify position with 1k-8k prefill tokens in the pass, 11.5 us in a
+        decode-only round). Maximising B E_K / pass_K instead would let the prefill's time
+        subsidise K: a large fixed cost in the denominator favours any K that adds tokens. So the
+        prefill's time, the same for every K, drops out of argmax(v B E_K - pass_K), and v, the
+        price of a token, is what the decode batch pays per token without prefill at its best K
+        (for an iteration without prefill, pass_K = decode_K and the rule reduces to
+        argmax B E_K / decode_K). Chunks a larger K pushes out of the token budget are priced as
+        if they stayed in the pass: they cost about that much in the next (compute-bound) pass.
+      * once_K: the drafter's catch-up beyond the recurring part. A draft model ingests every
+        token emitted while it did not run (rounds at K = 0) and every prompt new to it. A round at
+        K leaves about B E_K tokens for the next round's drafter: that part is in pass_K and
+        decode_K. The rest is paid once and buys speculation for the R tokens each sequence still
+        has to emit (`state.remaining_tokens`), so a round emitting E_K of them carries E_K / R of
+        it. This is the horizon comparison "switch on now and speculate for the rest of the
+        output" (once + (R / E_K) t_K) against "stay at K = 0" (R t_0). Charging the whole
+        catch-up to the switching round instead locks speculation off: the longer K stays 0, the
+        larger the catch-up, the dearer switching on looks, even where speculation pays
+        (tests/test_phenomena.py).
     """
     kind = "goodput"
 
@@ -145,6 +185,7 @@ class GoodputPolicy(Policy):
     def reset(self) -> None:
         self.attempts = np.zeros(self.k_max)     # [k_max] per position
         self.successes = np.zeros(self.k_max)    # [k_max] per position
+        self._tokens: np.ndarray | None = None   # expected_tokens(), until the next observation
 
     def alpha_hat(self) -> np.ndarray:
         """[k_max] current conditional acceptance estimates."""
@@ -157,16 +198,34 @@ class GoodputPolicy(Policy):
         at_least = np.cumsum(np.bincount(acc, minlength=k + 1)[::-1])[::-1]   # [k+1]: #(acc >= i)
         self.attempts[:k] += at_least[:k]          # position j reached iff acc >= j - 1
         self.successes[:k] += at_least[1: k + 1]   # position j accepted iff acc >= j
+        self._tokens = None
+
+    def expected_tokens(self) -> np.ndarray:
+        """[k_max + 1] E_K: expected tokens a round at K emits per sequence (1 at K = 0)."""
+        if self._tokens is None:
+            self._tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.alpha_hat()))))
+        return self._tokens
 
     def expected_rates(self, batch_size: int, state: PolicyState) -> np.ndarray:
-        """[k_max + 1] expected emitted tokens per second for K = 0..k_max."""
+        """[k_max + 1] expected tokens per second of a decode round on its own, K = 0..k_max."""
+        tokens = self.expected_tokens()
+        if state.iteration_s is not None:
+            return batch_size * tokens / state.iteration_s(tokens)[1]
         if state.round_time_s is None:
-            raise ValueError("goodput policy needs state.round_time_s(batch, k) from the engine")
-        tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.alpha_hat()))))   # [k_max+1]
-        times = np.array([state.round_time_s(batch_size, k) for k in range(self.k_max + 1)])
-        return batch_size * tokens / times
+            raise ValueError("goodput policy needs state.iteration_s or state.round_time_s(batch, k) from the engine")
+        return batch_size * tokens / np.array([state.round_time_s(batch_size, k) for k in range(self.k_max + 1)])
+
+    def net_saving_s(self, batch_size: int, state: PolicyState) -> np.ndarray:
+        """[k_max + 1] seconds: value x batch x E_K - cost_K for K = 0..k_max (needs state.iteration_s)."""
+        tokens = self.expected_tokens()
+        pass_s, decode_s, once_s = state.iteration_s(tokens)     # type: ignore[misc]
+        cost = pass_s + once_s * np.minimum(1.0, tokens / max(state.remaining_tokens, 1.0))
+        value = float(np.min(decode_s / (batch_size * tokens)))   # s per token, decode batch alone at its best K
+        return batch_size * tokens * value - cost
 
     def choose_k(self, batch_size: int, state: PolicyState) -> int:
+        if state.iteration_s is not None:
+            return int(np.argmax(self.net_saving_s(batch_size, state)))
         return int(np.argmax(self.expected_rates(batch_size, state)))   # first max = smallest K
 
 

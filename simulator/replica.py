@@ -109,7 +109,7 @@ class Replica:
         self.spec_on = self.k_max > 0 and getattr(policy, "kind", "") != "off"
         self.ngram = match_rng is not None and self.match_p < 1.0
         self.track_catchup = bool(getattr(cost, "uses_catchup", False)) and self.spec_on
-        self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads round_time_s
+        self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads iteration_s
         self.state = PolicyState(round_time_s=self._round_time_s)
         self._target_s, self._draft_s, self._overhead_s = cost.target_s, cost.draft_s, float(cost.overhead_s)
         # Population acceptance (the same rates for every sequence; trees arrive as per-depth
@@ -199,12 +199,102 @@ class Replica:
 
     def _choose_k(self, n: int) -> int:
         if self.needs_state:
+            # NOTE: the mean tokens the running sequences still have to emit comes from their true
+            # output lengths, which the simulator knows and a server would have to estimate
+            # (max_tokens, a length predictor); goodput uses it only to amortise catch-up.
+            remaining = (float(self.d_lim[:n].sum()) - self.sum_ctx) / n
             self.state = PolicyState(round_time_s=self._round_time_s, mean_context=self.sum_ctx / n,
-                                     num_waiting=len(self.waiting), now_s=self.env.now)
+                                     num_waiting=len(self.waiting), now_s=self.env.now,
+                                     iteration_s=self._iteration_s, remaining_tokens=remaining)
         k = self.policy.choose_k(n, self.state)
         while k and n * self.widths[k] > self.max_tokens:    # the decode positions must fit the budget
             k -= 1
         return k
+
+    def _iteration_s(self, tokens_per_seq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What this iteration costs at each K = 0..k_max, priced with the cost-model calls
+        `_schedule` makes (for the goodput policy). tokens_per_seq: [k_max + 1] expected tokens a
+        round at K emits per sequence. Returns three [k_max + 1] arrays of seconds:
+
+          pass_s    drafter proposal + ONE fused target pass over the decode positions and this
+                    iteration's prefill chunks + host overhead. The chunks are the ones K = 0 would
+                    schedule (`_prefill_plan`): where a larger K leaves too little token budget for
+                    all of them, the pass is priced with them anyway, which is what the chunks it
+                    pushes out cost in the next, equally compute-bound pass;
+          decode_s  the same without the prefill chunks (a decode round on its own);
+          once_s    the drafter's one-off catch-up. Of the pend_sum tokens the drafter must ingest,
+                    min(pend_sum, n x tokens_per_seq[K]) is what a round at K leaves for the next
+                    one (in pass_s and decode_s); the rest (tokens emitted while K was 0, prompts
+                    new to the drafter) is here. The catch-up is the first draft step's input
+                    (later steps see one token per sequence), so it is priced on a one-step proposal.
+        inf where the decode positions exceed the token budget (`_choose_k` would lower that K).
+        NOTE: one scalar cost-model call per K and term: on K_max + 1 = 5 candidates that is several
+        times cheaper than one call on numpy arrays."""
+        n, target, draft, oh = self.n, self._target_s, self._draft_s, self._overhead_s
+        sum_c = float(self.sum_ctx - n)                                       # cached before this pass
+        mean_c = sum_c / n
+        m = self.match_p * n if self.ngram else float(n)      # sequences that verify K + 1 (ngram: expected)
+        pf = self._prefill_plan(n) if (self.prefills or self.waiting) else None
+        u = float(self.pend_sum)
+        K1 = self.k_max + 1
+        pass_s, decode_s, once_s = np.full(K1, np.inf), np.full(K1, np.inf), np.zeros(K1)
+        d1_all = draft(n, 1, sum_c, u) if u > n * float(tokens_per_seq[1]) else 0.0   # one-off part at any K
+        for k in range(K1):
+            w = float(self.widths[k])
+            if k and n * w > self.max_tokens:          # `_choose_k` would lower this K
+                break
+            if k:
+                dec_tok = m * w + (n - m)
+                dec_pairs = m * (w * mean_c + w * (w + 1) / 2) + (n - m) * (mean_c + 1)
+                u_rec = min(u, n * float(tokens_per_seq[k]))
+                d = draft(n, k, sum_c, u_rec)
+                if u > u_rec:
+                    once_s[k] = d1_all - draft(n, 1, sum_c, u_rec)
+            else:
+                dec_tok, dec_pairs, d = float(n), sum_c + n, 0.0
+            decode_s[k] = target(dec_tok, sum_c, dec_pairs, dec_tok) + d + oh
+            if pf is None:
+                pass_s[k] = decode_s[k]
+            else:
+                pass_s[k] = target(dec_tok + pf[0], sum_c + pf[1], dec_pairs + pf[2], dec_tok + pf[3]) + d + oh
+        return pass_s, decode_s, once_s
+
+    def _prefill_plan(self, n: int) -> tuple[float, float, float, float] | None:
+        """The prefill part of the pass `_schedule_prefills` would build at K = 0 (token budget
+        max_num_batched_tokens - n), read without touching the queues: partial prefills first, then
+        waiting requests admitted FCFS while max_num_seqs and the free KV blocks allow. Returns
+        (tokens, cached context, query-key pairs, logits), or None when no chunk would run."""
+        bs, budget = self.bs, self.max_tokens - n
+        tok = ctx = pairs = logits = 0
+        dec_blocks = self._blocks if self._blocks is not None else int((self.d_kvc[:n] // bs).sum())
+        free = self.capacity - dec_blocks - self.pf_blocks
+        for _rid, need_t, done, _c, held in self.prefills:
+            if budget <= 0:
+                break
+            c = min(need_t - done, budget)
+            free -= -(-(done + c) // bs) - held
+            budget -= c
+            tok += c
+            ctx += done
+            pairs += c * done + c * (c + 1) // 2
+            logits += done + c == need_t
+        seqs = n + len(self.prefills)
+        prompt, generated = self.table.prompt, self.table.generated
+        for rid in self.waiting:
+            if budget <= 0 or seqs >= self.max_seqs:
+                break
+            need_t = int(prompt[rid] + generated[rid])
+            c = min(need_t, budget)
+            b = -(-c // bs)
+            if b > free:
+                break
+            free -= b
+            seqs += 1
+            budget -= c
+            tok += c
+            pairs += c * (c + 1) // 2
+            logits += c == need_t
+        return (float(tok), float(ctx), float(pairs), float(logits)) if tok else None
 
     def _ctx(self, j: int) -> int:
         """Slot j's context (prompt + generated tokens)."""

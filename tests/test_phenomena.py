@@ -171,7 +171,10 @@ def test_deepseek_v3_mtp_speedup_dips_at_mid_batch():
 
 
 # ---- 5. goodput-optimal K against static K ---------------------------------------------------------
-GOODPUT_MARGIN = 0.05    # goodput may trail the best static K by at most 5 % of it
+# goodput may trail the best static K by at most 5 % of it: the best of four static runs is the
+# largest of four estimates that each move by a few percent from sampling alone (acceptance draws
+# and batch composition part ways after the first round), and goodput has to learn alpha online
+GOODPUT_MARGIN = 0.05
 
 
 def test_goodput_policy_tracks_the_best_static_k_and_beats_it_past_the_crossover():
@@ -190,4 +193,60 @@ def test_goodput_policy_tracks_the_best_static_k_and_beats_it_past_the_crossover
         goodput = throughput(users, 4, "goodput") / base
         assert goodput >= (1.0 - GOODPUT_MARGIN) * best_static, (users, goodput, best_static)
         if users == 256:                        # past the crossover: every static K loses
+            assert best_static < 1.0 and goodput > best_static, (goodput, best_static)
+
+
+POLICIES_MARGIN = 0.03   # averaged over 3 seeds; neighbouring static K differ by a few percent there
+
+
+def test_goodput_tracks_the_best_static_k_on_the_prefill_heavy_policies_scenario():
+    """Simulator, the shipped `llama8b-h100-policies` scenario, Poisson 3-48 requests/s: from 18
+    requests/s on most iterations fuse prefill chunks into the pass. Goodput prices K by what it
+    adds to that pass (the prefill puts it at the compute roof, where each verify position costs its
+    FLOPs), so it stays within the margin of the best static K in TPOT p50 (the scenario's
+    break-even metric) and in output throughput (what it maximises). One run of 300 requests moves
+    TPOT p50 by several percent from sampling alone (goodput / best static K at 24 requests/s spans
+    0.94-1.01 over seeds 1-7), so each policy's speedups are averaged over seeds 7-9 at 150 requests
+    each."""
+    def run(qps: float, policy: str, seed: int) -> dict:
+        return simulate(load_scenario(SCENARIOS_DIR / "llama8b-h100-policies.yaml",
+                                      [f"workload.arrival={{process: poisson, qps: {qps}}}", f"seed={seed}",
+                                       "workload.num_requests=150", f"policy={policy}"])).summary
+    policies = {f"K={k}": f"{{kind: static, k: {k}}}" for k in (1, 2, 3, 4)} | {"goodput": "goodput"}
+    for qps in (3, 6, 12, 18, 24, 36, 48):
+        tpot = dict.fromkeys(policies, 0.0)
+        tput = dict.fromkeys(policies, 0.0)
+        for seed in (7, 8, 9):
+            base = run(qps, "off", seed)
+            for name, policy in policies.items():
+                r = run(qps, policy, seed)
+                tpot[name] += base["tpot_ms_p50"] / r["tpot_ms_p50"] / 3
+                tput[name] += r["output_tokens_per_s"] / base["output_tokens_per_s"] / 3
+        for metric in (tpot, tput):
+            best_static = max(v for k, v in metric.items() if k != "goodput")
+            assert metric["goodput"] >= (1.0 - POLICIES_MARGIN) * best_static, (qps, metric)
+
+
+def test_goodput_amortises_the_draft_models_catch_up():
+    """Simulator, the slow-draft scenario with a Llama-3.2-1B draft at alpha 0.6, closed loop. A
+    draft model must ingest every token emitted while K was 0 before it can propose again.
+    Goodput spreads that one-off cost over the tokens the sequences still have to emit: at 256
+    users, where every static K loses, it stays at plain decoding instead of switching on now and
+    then and paying the catch-up; at 16 users, where speculation pays, the catch-up of each new
+    prompt does not lock it off (charged whole to one round, it would: the longer K stays 0, the
+    larger the catch-up)."""
+    def throughput(users: int, k: int, policy: str) -> float:
+        sc = slow_draft(**closed_loop(users))
+        sc["drafter"].update(model="llama-3.2-1b", num_speculative_tokens=k)
+        sc["acceptance"]["alpha"] = 0.6
+        sc["policy"] = {"kind": policy}
+        return simulate(sc).summary["output_tokens_per_s"]
+    for users in (16, 256):
+        base = throughput(users, 4, "off")
+        best_static = max(throughput(users, k, "static") for k in (1, 2, 3, 4)) / base
+        goodput = throughput(users, 4, "goodput") / base
+        assert goodput >= (1.0 - GOODPUT_MARGIN) * max(best_static, 1.0), (users, goodput, best_static)
+        if users == 16:
+            assert best_static > 1.0 + GOODPUT_MARGIN, best_static      # speculation pays here
+        else:
             assert best_static < 1.0 and goodput > best_static, (goodput, best_static)

@@ -125,3 +125,41 @@ def test_static_policy_direct():
 def test_bad_input_names_the_key_path(raw, match):
     with pytest.raises(ValueError, match=match):
         PolicySpec.from_mapping(raw, k_max=4)
+
+
+def iteration(decode_s, prefill_s=0.0, once_s=0.0):
+    """A PolicyState.iteration_s from a decode-round time per K ([k_max + 1] s), a prefill time shared
+    by every K (s) and a one-off catch-up for every K >= 1 (s)."""
+    decode_s = np.asarray(decode_s, dtype=float)
+    once = np.where(np.arange(decode_s.size) > 0, once_s, 0.0)
+    return lambda tokens: (decode_s + prefill_s, decode_s, once)
+
+
+@pytest.mark.parametrize("alpha, c", [(0.8, 0.05), (0.6, 0.2), (0.5, 0.6)])
+def test_goodput_prices_only_what_k_adds_to_a_pass_with_prefill(alpha, c):
+    # decode round t (1 + c K) plus a prefill part P shared by every K: P drops out of the choice,
+    # which stays Leviathan's optimum; maximising tokens / (decode + P) would pick a larger K
+    g = GoodputPolicy(k_max=12, prior_alphas=np.full(12, alpha), prior_strength=1e12)
+    decode = 0.02 * (1 + c * np.arange(13))
+    for prefill in (0.0, 0.2):
+        state = PolicyState(iteration_s=iteration(decode, prefill), remaining_tokens=1e9)
+        assert g.choose_k(4, state) == optimal_k(alpha, c, k_max=12)
+    tokens = g.expected_tokens()
+    assert int(np.argmax(tokens / (decode + 0.2))) > optimal_k(alpha, c, k_max=12)
+
+
+def test_goodput_amortises_the_catch_up_over_the_remaining_tokens():
+    # alpha 0.8, round time 0.02 (1 + 0.05 K): K = 4 pays (Leviathan) without catch-up. A one-off
+    # catch-up of 0.1 s (5 plain rounds) is worth paying for sequences with 500 tokens to go, not
+    # for ones with 5; charging it whole to one round would turn speculation off in both.
+    g = GoodputPolicy(k_max=6, prior_alphas=np.full(6, 0.8), prior_strength=1e12)
+    decode = 0.02 * (1 + 0.05 * np.arange(7))
+    k_free = optimal_k(0.8, 0.05, k_max=6)
+    assert g.choose_k(8, PolicyState(iteration_s=iteration(decode, once_s=0.1), remaining_tokens=500)) == k_free
+    assert g.choose_k(8, PolicyState(iteration_s=iteration(decode, once_s=0.1), remaining_tokens=5)) == 0
+    # closed form of the switch (B = 8, v = decode_K* / (B E_K*)): on iff v B E_K - t_K - once E_K / R > v B - t_0
+    tokens = g.expected_tokens()
+    v = np.min(decode / (8 * tokens))
+    for r in (5, 50, 500):
+        net = v * 8 * tokens - decode - 0.1 * np.minimum(1, tokens / r) * (np.arange(7) > 0)
+        assert g.choose_k(8, PolicyState(iteration_s=iteration(decode, once_s=0.1), remaining_tokens=r)) == int(np.argmax(net))
