@@ -489,6 +489,13 @@ def summarize_curves(df, axis: str, axis2: str | None) -> dict[str, Any]:
     return out
 
 
+def _legend_note(breakeven: Mapping[str, Any], analytic) -> str:
+    """' (X = break-even, dotted = analytic model)', naming only the marks the plot draws."""
+    parts = (["X = break-even"] if any(v is not None for v in breakeven.values()) else []) \
+        + (["dotted = analytic model"] if analytic is not None and len(analytic) else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def write_outputs(res: dict[str, Any], axis: str, axis2: str | None, out_dir: Path, metric_name: str,
                   plot: bool = True) -> dict[str, str]:
     from . import plots
@@ -511,7 +518,7 @@ def write_outputs(res: dict[str, Any], axis: str, axis2: str | None, out_dir: Pa
         dense = _dense_analytic(res, axis, df)
         png = plots.plot_breakeven(
             df, x=axis, breakeven=summ["breakeven"], analytic=dense,
-            title=f"{head}\nsimulated speedup vs {axis} (X = break-even, dotted = analytic model)",
+            title=f"{head}\nsimulated speedup vs {axis}" + _legend_note(summ["breakeven"], dense),
             xlabel=AXIS_LABELS[axis], ylabel=ylabel, path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
         files["plot"] = str(png)
     else:
