@@ -49,6 +49,10 @@ ELEMENTWISE_I_PASSES = 3        # SwiGLU activation: read gate and up, write the
 KERNELS_PER_LAYER = 9           # norm, qkv, rope, attention, o_proj, add+norm, gate_up, act, down
 KERNELS_PER_LAYER_TP = 2        # the two all-reduces
 KERNELS_FIXED = 4               # embedding, final norm, LM head, sampling
+# time_s's cache of the terms that depend only on (tokens, logits): Python numbers only (bool is
+# an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
+PY_NUMBERS = frozenset((int, float, bool))
+TERMS_CACHE_MAX = 1 << 16
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "overhead")
 
 
@@ -199,15 +203,100 @@ class CostModel:
         self._ar_per_token_s = (self.allreduce_count * self.ring_factor * self.allreduce_bytes_per_token
                                 / self.link_bytes_s) if self.allreduce_count else 0.0
         self._ar_fixed_s = self.allreduce_count * self.ring_latency_s
+        # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
+        # scalar calls the simulator makes (`_pass_terms`).
+        self._terms: dict = {}
+        self._one_rate = not self._gemv     # ints may use the cache too (no T == 1 selection)
 
     # ---- the fast path -------------------------------------------------------------------
     def time_s(self, num_tokens, sum_context, sum_attn_pairs, num_logits):
         """Seconds for one forward pass (without the per-iteration host overhead).
 
         Arguments are the PassShape sums; floats or numpy arrays (broadcast). This is the
-        simulator's hot path: the terms are written out (same physics as `breakdown`)."""
+        simulator's hot path: the terms are written out (same physics as `breakdown`). The terms
+        that depend only on (tokens, logits) are cached for Python numbers (`_pass_terms`)."""
+        if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS and \
+                (self._one_rate or num_tokens.__class__ is num_logits.__class__ is float):
+            terms = self._terms.get((num_tokens, num_logits))
+            if terms is None:
+                terms = self._cache_terms(num_tokens, num_logits)
+        else:
+            terms = self._pass_terms(num_tokens, num_logits)
+        weights, head, rest, ar = terms
+        T, p, F, W = num_tokens, self.p, self.peak_flops_s, self.bw_bytes_s
+        if self._sharp:
+            t = weights + np.maximum(self.attn_flops_per_pair * sum_attn_pairs / F,
+                                     self.kv_bytes_per_token * (sum_context + 2 * T) / W)
+        else:
+            t = weights + ((self.attn_flops_per_pair * sum_attn_pairs / F) ** p
+                           + (self.kv_bytes_per_token * (sum_context + 2 * T) / W) ** p) ** self._inv_p
+        t = t + head
+        t = t + rest
+        if self.allreduce_count:
+            t = t + ar + self._ar_fixed_s
+        return t + self.launch_overhead_s
+
+    def steps_time_s(self, first, sum_context, num_seqs, k: int, n):
+        """Seconds for k sequential passes over num_seqs = B sequences (a drafter proposing k
+        tokens): step 0 takes `first` tokens and computes B logits, step j >= 1 takes n tokens and
+        computes n logits; step j reads sum_context + B j cached tokens, each token attending to
+        its sequence's cache plus the causal part, pairs = n c / B + n (n / B + 1) / 2.
+
+        The sum is 0.0 + step 0 + step 1 + ..., each step exactly time_s (for Python numbers on a
+        soft roofline, time_s written out, the later steps' cached terms read once). Floats or
+        numpy arrays."""
+        B, ctx = num_seqs, sum_context
+        if self._sharp or "time_s" in self.__dict__ or first.__class__ not in PY_NUMBERS \
+                or B.__class__ not in PY_NUMBERS or n.__class__ not in PY_NUMBERS \
+                or not (self._one_rate or first.__class__ is B.__class__ is n.__class__ is float):
+            # arrays, max() rooflines, time_s replaced on the instance (instrumented): call time_s
+            time_s = self.time_s
+            t = 0.0 + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B)
+            causal = n * (n / B + 1) / 2                   # the same at every later step
+            for j in range(1, k):
+                c = ctx + B * j
+                t = t + time_s(n, c, n * c / B + causal, n)
+            return t
+        p, ip, F, W = self.p, self._inv_p, self.peak_flops_s, self.bw_bytes_s
+        a, kv, launch = self.attn_flops_per_pair, self.kv_bytes_per_token, self.launch_overhead_s
+        ar_on, ar_fixed = self.allreduce_count, self._ar_fixed_s
+        cache = self._terms
+        # time_s, written out: step 0 ...
+        weights, head, rest, ar = cache.get((first, B)) or self._cache_terms(first, B)
+        x = weights + ((a * (first * ctx / B + first * (first / B + 1) / 2) / F) ** p
+                       + (kv * (ctx + 2 * first) / W) ** p) ** ip
+        x = x + head
+        x = x + rest
+        if ar_on:
+            x = x + ar + ar_fixed
+        t = 0.0 + (x + launch)
+        if k <= 1:
+            return t
+        # ... and the later steps, whose cached terms are the same
+        weights, head, rest, ar = cache.get((n, n)) or self._cache_terms(n, n)
+        causal = n * (n / B + 1) / 2
+        for j in range(1, k):
+            c = ctx + B * j
+            x = weights + ((a * (n * c / B + causal) / F) ** p + (kv * (c + 2 * n) / W) ** p) ** ip
+            x = x + head
+            x = x + rest
+            if ar_on:
+                x = x + ar + ar_fixed
+            t = t + (x + launch)
+        return t
+
+    def _cache_terms(self, T, num_logits) -> tuple:
+        terms = self._pass_terms(T, num_logits)
+        if len(self._terms) >= TERMS_CACHE_MAX:
+            self._terms.clear()
+        self._terms[(T, num_logits)] = terms
+        return terms
+
+    def _pass_terms(self, T, num_logits) -> tuple:
+        """time_s's terms that depend only on (T, num_logits), in the order time_s adds them
+        around attention: the weight-streaming ops before it (linear, then routed experts, summed),
+        then the LM head, sampling + elementwise, and the all-reduce's per-token part."""
         p, F, W = self.p, self.peak_flops_s, self.bw_bytes_s
-        T = num_tokens
         lin, head, Wx = self._lin_term, self._head_term, W
         if self._gemv:      # one token: matrix-vector kernels (see the module docstring)
             if T.__class__ is float and num_logits.__class__ is float:     # the simulator's scalars
@@ -225,8 +314,7 @@ class CostModel:
             if self.n_moe_layers:
                 touched = self.num_experts * (1.0 - self.expert_keep ** T)
                 t = t + mx(self.moe_flops_per_token * T / F, self._moe_bytes_per_expert * touched / Wx)
-            t = t + mx(self.attn_flops_per_pair * sum_attn_pairs / F, self.kv_bytes_per_token * (sum_context + 2 * T) / W)
-            t = t + mx(self.lm_head_flops_per_logit * num_logits / F, head)
+            h = mx(self.lm_head_flops_per_logit * num_logits / F, head)
         else:               # lin, head: weight memory times to the power p
             ip = self._inv_p
             t = ((self.linear_flops_per_token * T / F) ** p + lin) ** ip
@@ -234,13 +322,9 @@ class CostModel:
                 touched = self.num_experts * (1.0 - self.expert_keep ** T)
                 t = t + ((self.moe_flops_per_token * T / F) ** p
                          + (self._moe_bytes_per_expert * touched / Wx) ** p) ** ip
-            t = t + ((self.attn_flops_per_pair * sum_attn_pairs / F) ** p
-                     + (self.kv_bytes_per_token * (sum_context + 2 * T) / W) ** p) ** ip
-            t = t + ((self.lm_head_flops_per_logit * num_logits / F) ** p + head) ** ip
-        t = t + (self.sampling_bytes_per_logit * num_logits + self.elementwise_bytes_per_token * T) / W
-        if self.allreduce_count:
-            t = t + self._ar_per_token_s * T + self._ar_fixed_s
-        return t + self.launch_overhead_s
+            h = ((self.lm_head_flops_per_logit * num_logits / F) ** p + head) ** ip
+        rest = (self.sampling_bytes_per_logit * num_logits + self.elementwise_bytes_per_token * T) / W
+        return t, h, rest, self._ar_per_token_s * T
 
     def shape_time_s(self, shape: PassShape):
         return self.time_s(shape.num_tokens, shape.sum_context, shape.sum_attn_pairs, shape.num_logits)

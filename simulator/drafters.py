@@ -98,6 +98,9 @@ class Drafter:
             layers = max(1, round(spec.layer_fraction * target.num_layers))
             self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
         self.iteration_overhead_s = target_cost.iteration_overhead_s
+        # propose_time_s's chain/tree loop reads these every call (the spec is frozen)
+        self._branches = spec.tree_branches if spec.is_tree else 1
+        self._chain = m in ("draft_model", "eagle", "eagle3", "mtp")    # K steps over the shared context
 
     # ---- shapes -------------------------------------------------------------------------
     def verify_tokens_per_seq(self, k: int) -> int:
@@ -121,6 +124,9 @@ class Drafter:
         one per sequence). Floats or numpy arrays."""
         if k <= 0:
             return 0.0 * num_seqs
+        if self._chain:         # the general path below, for these methods
+            first = num_seqs if catchup_tokens is None else catchup_tokens
+            return self.draft_cost.steps_time_s(first, sum_context, num_seqs, k, num_seqs * self._branches)
         s, m, B = self.spec, self.spec.method, num_seqs
         if m in ("ngram", "suffix"):
             return (s.host_base_us + s.host_us_per_seq * B) * 1e-6
@@ -138,16 +144,10 @@ class Drafter:
         if m == "parallel":     # ingest the accepted tokens and K mask tokens in one forward
             n = first + k * B
             return dc.time_s(n, ctx, ctx * (n / B) + n * (n / B + 1) / 2, k * B)
-        width = s.tree_branches if s.is_tree else 1
-        t = 0.0
-        for j in range(k):
-            n = first if j == 0 else B * width
-            c = ctx + B * j
-            # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
-            # logits only where a token is proposed from: the last position of each sequence
-            # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
-            t = t + dc.time_s(n, c, n * c / B + n * (n / B + 1) / 2, B if j == 0 else B * width)
-        return t
+        # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
+        # logits only where a token is proposed from: the last position of each sequence
+        # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
+        return dc.steps_time_s(first, ctx, B, k, B * self._branches)
 
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:

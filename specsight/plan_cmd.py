@@ -195,7 +195,7 @@ def _f(v: Any, fmt: str) -> str:
     return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
 
 
-TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_replica", ".3g", ">16"),
+TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_replica", ".2f", ">16"),
          ("vs off", "capacity_vs_off", ".2f", ">8"), ("TPOT p99 ms", "tpot_ms_p99_at_max", ".1f", ">13"),
          ("TTFT p99 ms", "ttft_ms_p99_at_max", ".0f", ">13"), ("replicas", "replicas", "d", ">9"),
          ("GPUs", "gpus", "d", ">6"), ("$/hour", "cost_per_hour_usd", ",.2f", ">10"),
