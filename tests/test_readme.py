@@ -38,3 +38,16 @@ def test_relative_links_and_images_exist():
     assert local, "no relative links found: the pattern is broken"
     missing = [t for t in local if not (ROOT / t).exists()]
     assert not missing, missing
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_in_page_links_point_at_headings():
+    text = re.sub(r"^```.*?^```", "", README, flags=re.S | re.M)      # headings outside code blocks
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    links = re.findall(r"\]\(#([^)]+)\)", README)
+    assert links, "no in-page links found: the pattern is broken"
+    assert not [a for a in links if a not in anchors], [a for a in links if a not in anchors]
