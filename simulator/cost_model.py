@@ -207,6 +207,9 @@ class CostModel:
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
         self._one_rate = not self._gemv     # ints may use the cache too (no T == 1 selection)
+        # the constants time_s and steps_time_s read, in one attribute load
+        self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_bytes_s, self.attn_flops_per_pair,
+                     self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
 
     # ---- the fast path -------------------------------------------------------------------
     def time_s(self, num_tokens, sum_context, sum_attn_pairs, num_logits):
@@ -223,18 +226,17 @@ class CostModel:
         else:
             terms = self._pass_terms(num_tokens, num_logits)
         weights, head, rest, ar = terms
-        T, p, F, W = num_tokens, self.p, self.peak_flops_s, self.bw_bytes_s
+        T = num_tokens
+        p, ip, F, W, a, kv, launch, ar_on, ar_fixed = self._hot
         if self._sharp:
-            t = weights + np.maximum(self.attn_flops_per_pair * sum_attn_pairs / F,
-                                     self.kv_bytes_per_token * (sum_context + 2 * T) / W)
+            t = weights + np.maximum(a * sum_attn_pairs / F, kv * (sum_context + 2 * T) / W)
         else:
-            t = weights + ((self.attn_flops_per_pair * sum_attn_pairs / F) ** p
-                           + (self.kv_bytes_per_token * (sum_context + 2 * T) / W) ** p) ** self._inv_p
+            t = weights + ((a * sum_attn_pairs / F) ** p + (kv * (sum_context + 2 * T) / W) ** p) ** ip
         t = t + head
         t = t + rest
-        if self.allreduce_count:
-            t = t + ar + self._ar_fixed_s
-        return t + self.launch_overhead_s
+        if ar_on:
+            t = t + ar + ar_fixed
+        return t + launch
 
     def steps_time_s(self, first, sum_context, num_seqs, k: int, n):
         """Seconds for k sequential passes over num_seqs = B sequences (a drafter proposing k
@@ -257,9 +259,7 @@ class CostModel:
                 c = ctx + B * j
                 t = t + time_s(n, c, n * c / B + causal, n)
             return t
-        p, ip, F, W = self.p, self._inv_p, self.peak_flops_s, self.bw_bytes_s
-        a, kv, launch = self.attn_flops_per_pair, self.kv_bytes_per_token, self.launch_overhead_s
-        ar_on, ar_fixed = self.allreduce_count, self._ar_fixed_s
+        p, ip, F, W, a, kv, launch, ar_on, ar_fixed = self._hot
         cache = self._terms
         # time_s, written out: step 0 ...
         weights, head, rest, ar = cache.get((first, B)) or self._cache_terms(first, B)

@@ -98,9 +98,12 @@ class Drafter:
             layers = max(1, round(spec.layer_fraction * target.num_layers))
             self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
         self.iteration_overhead_s = target_cost.iteration_overhead_s
-        # propose_time_s's chain/tree loop reads these every call (the spec is frozen)
-        self._branches = spec.tree_branches if spec.is_tree else 1
+        # propose_time_s reads these every call (the spec is frozen); branches: candidates per depth
+        self.branches = spec.tree_branches if spec.is_tree else 1
         self._chain = m in ("draft_model", "eagle", "eagle3", "mtp")    # K steps over the shared context
+        # chain methods: propose_time_s(B, k, c, u) is chain_steps_s(u, c, B, k, B * branches), which
+        # the simulator calls directly (one Python call less per speculative iteration); else None
+        self.chain_steps_s = self.draft_cost.steps_time_s if self._chain else None
 
     # ---- shapes -------------------------------------------------------------------------
     def verify_tokens_per_seq(self, k: int) -> int:
@@ -126,7 +129,7 @@ class Drafter:
             return 0.0 * num_seqs
         if self._chain:         # the general path below, for these methods
             first = num_seqs if catchup_tokens is None else catchup_tokens
-            return self.draft_cost.steps_time_s(first, sum_context, num_seqs, k, num_seqs * self._branches)
+            return self.draft_cost.steps_time_s(first, sum_context, num_seqs, k, num_seqs * self.branches)
         s, m, B = self.spec, self.spec.method, num_seqs
         if m in ("ngram", "suffix"):
             return (s.host_base_us + s.host_us_per_seq * B) * 1e-6
@@ -147,7 +150,7 @@ class Drafter:
         # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
         # logits only where a token is proposed from: the last position of each sequence
         # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
-        return dc.steps_time_s(first, ctx, B, k, B * self._branches)
+        return dc.steps_time_s(first, ctx, B, k, B * self.branches)
 
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:

@@ -75,6 +75,10 @@ class RooflineStepCost:
         self.uses_catchup = drafter is not None and drafter.uses_gpu
         self.target_s = cost_model.time_s                 # bound methods: no wrapper in the loop
         self.draft_s = drafter.propose_time_s if drafter is not None else (lambda b, k, c, u: 0.0)
+        # chain drafters: draft_s(B, k, c, u) is chain_steps_s(u, c, B, k, B * branches), which the
+        # replica calls itself (one Python call less per speculative iteration); None otherwise
+        self.chain_steps_s = drafter.chain_steps_s if drafter is not None else None
+        self.branches = drafter.branches if drafter is not None else 1
 
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One round of `batch` sequences at `mean_context` (for the goodput policy)."""
@@ -116,6 +120,8 @@ class Replica:
         self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads iteration_s
         self.state = PolicyState(round_time_s=self._round_time_s)
         self._target_s, self._draft_s, self._overhead_s = cost.target_s, cost.draft_s, float(cost.overhead_s)
+        self._steps_s = getattr(cost, "chain_steps_s", None)     # see RooflineStepCost
+        self._branches = getattr(cost, "branches", 1)
         # Population acceptance (the same rates for every sequence; trees arrive as per-depth
         # models, run.py): drawn in blocks that hand out exactly what per-round
         # sample_prefix_accepts calls would draw. Other models sample per round.
@@ -153,6 +159,7 @@ class Replica:
         if self.spec_on and type(policy) in (StaticPolicy, BatchSchedulePolicy):
             self._k_of_n = [0] + [self._choose_k(b) for b in range(1, S + 1)]
         self.n = 0                     # decode sequences
+        self._lim: list[int] | None = None   # d_lim[:n] as a list, for small batches (None: not read since n changed)
         self.sum_ctx = 0               # sum of the decode sequences' contexts
         self.pend_sum = 0              # sum of d_pend[:n]
         # NOTE: a speculative round's [n] tokens emitted are d_pend[:n]'s new values; they are
@@ -350,6 +357,7 @@ class Replica:
         t = self.table
         if self._pend_em is not None:
             self._sync_pend()
+        self._lim = None
         for j in range(self.n - 1, keep - 1, -1):
             rid, ctx, prompt = self._leave(j)
             t.generated[rid] = ctx - prompt
@@ -412,7 +420,12 @@ class Replica:
         if tokens == 0:
             return None
         target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits)
-        draft = self._draft_s(n, k, sum_c, self.pend_sum) if (k and n) else 0.0
+        if k and n:
+            steps = self._steps_s
+            draft = steps(self.pend_sum, sum_c, n, k, n * self._branches) if steps is not None \
+                else self._draft_s(n, k, sum_c, self.pend_sum)
+        else:
+            draft = 0.0
         prefill_s = target * pf_tok / tokens if pf_tok else 0.0
         self._k, self._nd, self._matched, self._pf_sched = k, n, matched, sched
         # iteration log row (ITER_COLUMNS order); the end time, tokens emitted and first tokens
@@ -549,7 +562,10 @@ class Replica:
                 if self.rem_lb <= k + 1:                                  # someone may reach its output length
                     # tokens left after this round, less _ctx_shift: negative where em overshot
                     if kv is not None:
-                        low = min(map(operator.sub, self.d_lim[:n].tolist(), kv)) + self._ctx_shift
+                        lim = self._lim
+                        if lim is None:
+                            lim = self._lim = self.d_lim[:n].tolist()
+                        low = min(map(operator.sub, lim, kv)) + self._ctx_shift
                     else:
                         low = int(np.minimum.reduce(np.subtract(self.d_lim[:n], kvc, out=self._scratch[:n]))) \
                             + self._ctx_shift
@@ -651,6 +667,7 @@ class Replica:
             self.d_kc0[j] = self.k_cum
             self.d_miss[j] = 0
             self.n = j + 1
+            self._lim = None
             self.sum_ctx += ctx
             if self.track_catchup:
                 self.pend_sum += ctx
@@ -698,10 +715,12 @@ class Replica:
             keep[gone] = False
             self._slots[:, :m] = self._slots[:, :n_all][:, keep]
         self.n = m
+        self._lim = None
         if m == 0:
             self.rem_lb = BIG
         elif m <= SMALL_BATCH:
-            self.rem_lb = min(map(operator.sub, self.d_lim[:m].tolist(), self.d_kvc[:m].tolist())) + shift
+            lim = self._lim = self.d_lim[:m].tolist()
+            self.rem_lb = min(map(operator.sub, lim, self.d_kvc[:m].tolist())) + shift
         else:
             self.rem_lb = int(np.minimum.reduce(self._remaining(m)))
         for rid in rids:                        # notify after compaction: the replica is consistent
