@@ -115,6 +115,11 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
     ax.axhspan(ax.get_ylim()[0], 1.0, color="red", alpha=0.06, zorder=0)
     ax.text(0.99, 0.02, "speculation slower below the dashed line", transform=ax.transAxes, ha="right", va="bottom",
             fontsize=8, color="firebrick")
+    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx)
+
+
+def _label_and_finish(fig, ax, path, xlabel: str, ylabel: str, title: str, logx: bool) -> Path:
+    """Axis labels, title and (for log axes) power-of-two ticks, then save."""
     if logx:
         _log2_axis(ax)
     ax.set_xlabel(xlabel)
@@ -176,12 +181,7 @@ def plot_best_speedup_lines(best: pd.DataFrame, *, x: str, group: str, title: st
         ax.plot(g[x], g["speedup"], marker="o", ms=4, lw=2.0, color=cmap(i / max(1, len(groups) - 1)),
                 label=f"{group} = {gv:g}")
     ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
-    if logx:
-        _log2_axis(ax)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    return _finish(fig, ax, path)
+    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx)
 
 
 def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: str | Path) -> Path:
