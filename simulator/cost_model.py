@@ -206,7 +206,6 @@ class CostModel:
         # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
-        self._one_rate = not self._gemv     # ints may use the cache too (no T == 1 selection)
         # the constants time_s and steps_time_s read, in one attribute load
         self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_bytes_s, self.attn_flops_per_pair,
                      self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
@@ -219,7 +218,7 @@ class CostModel:
         simulator's hot path: the terms are written out (same physics as `breakdown`). The terms
         that depend only on (tokens, logits) are cached for Python numbers (`_pass_terms`)."""
         if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS and \
-                (self._one_rate or num_tokens.__class__ is num_logits.__class__ is float):
+                (not self._gemv or num_tokens.__class__ is num_logits.__class__ is float):
             terms = self._terms.get((num_tokens, num_logits))
             if terms is None:
                 terms = self._cache_terms(num_tokens, num_logits)
@@ -244,40 +243,36 @@ class CostModel:
         computes n logits; step j reads sum_context + B j cached tokens, each token attending to
         its sequence's cache plus the causal part, pairs = n c / B + n (n / B + 1) / 2.
 
-        The sum is 0.0 + step 0 + step 1 + ..., each step exactly time_s (for Python numbers on a
-        soft roofline, time_s written out, the later steps' cached terms read once). Floats or
-        numpy arrays."""
+        The sum is 0.0 + step 0 + step 1 + ..., each step exactly time_s: for Python numbers on a
+        soft roofline time_s is written out here (a drafter's K steps are the simulator's hottest
+        cost call); otherwise, or when time_s is replaced on the instance (instrumented), it is
+        called. Floats or numpy arrays; k >= 1."""
         B, ctx = num_seqs, sum_context
+        causal = n * (n / B + 1) / 2                       # the same at every later step
         if self._sharp or "time_s" in self.__dict__ or first.__class__ not in PY_NUMBERS \
                 or B.__class__ not in PY_NUMBERS or n.__class__ not in PY_NUMBERS \
-                or not (self._one_rate or first.__class__ is B.__class__ is n.__class__ is float):
-            # arrays, max() rooflines, time_s replaced on the instance (instrumented): call time_s
+                or (self._gemv and not first.__class__ is B.__class__ is n.__class__ is float):
             time_s = self.time_s
-            t = 0.0 + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B)
-            causal = n * (n / B + 1) / 2                   # the same at every later step
-            for j in range(1, k):
-                c = ctx + B * j
-                t = t + time_s(n, c, n * c / B + causal, n)
+            t = 0.0
+            for j in range(k):
+                if j:
+                    c = ctx + B * j
+                    t = t + time_s(n, c, n * c / B + causal, n)
+                else:
+                    t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B)
             return t
         p, ip, F, W, a, kv, launch, ar_on, ar_fixed = self._hot
         cache = self._terms
-        # time_s, written out: step 0 ...
-        weights, head, rest, ar = cache.get((first, B)) or self._cache_terms(first, B)
-        x = weights + ((a * (first * ctx / B + first * (first / B + 1) / 2) / F) ** p
-                       + (kv * (ctx + 2 * first) / W) ** p) ** ip
-        x = x + head
-        x = x + rest
-        if ar_on:
-            x = x + ar + ar_fixed
-        t = 0.0 + (x + launch)
-        if k <= 1:
-            return t
-        # ... and the later steps, whose cached terms are the same
-        weights, head, rest, ar = cache.get((n, n)) or self._cache_terms(n, n)
-        causal = n * (n / B + 1) / 2
-        for j in range(1, k):
-            c = ctx + B * j
-            x = weights + ((a * (n * c / B + causal) / F) ** p + (kv * (c + 2 * n) / W) ** p) ** ip
+        t = 0.0
+        for j in range(k):      # time_s written out (same sums, same order), one step at a time
+            if j:
+                tok, c, logits = n, ctx + B * j, n
+                pairs = n * c / B + causal
+            else:
+                tok, c, logits = first, ctx, B
+                pairs = first * ctx / B + first * (first / B + 1) / 2
+            weights, head, rest, ar = cache.get((tok, logits)) or self._cache_terms(tok, logits)
+            x = weights + ((a * pairs / F) ** p + (kv * (c + 2 * tok) / W) ** p) ** ip
             x = x + head
             x = x + rest
             if ar_on:

@@ -98,12 +98,7 @@ class Drafter:
             layers = max(1, round(spec.layer_fraction * target.num_layers))
             self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
         self.iteration_overhead_s = target_cost.iteration_overhead_s
-        # propose_time_s reads these every call (the spec is frozen); branches: candidates per depth
-        self.branches = spec.tree_branches if spec.is_tree else 1
-        self._chain = m in ("draft_model", "eagle", "eagle3", "mtp")    # K steps over the shared context
-        # chain methods: propose_time_s(B, k, c, u) is chain_steps_s(u, c, B, k, B * branches), which
-        # the simulator calls directly (one Python call less per speculative iteration); else None
-        self.chain_steps_s = self.draft_cost.steps_time_s if self._chain else None
+        self.branches = spec.tree_branches if spec.is_tree else 1     # candidates per depth
 
     # ---- shapes -------------------------------------------------------------------------
     def verify_tokens_per_seq(self, k: int) -> int:
@@ -127,9 +122,6 @@ class Drafter:
         one per sequence). Floats or numpy arrays."""
         if k <= 0:
             return 0.0 * num_seqs
-        if self._chain:         # the general path below, for these methods
-            first = num_seqs if catchup_tokens is None else catchup_tokens
-            return self.draft_cost.steps_time_s(first, sum_context, num_seqs, k, num_seqs * self.branches)
         s, m, B = self.spec, self.spec.method, num_seqs
         if m in ("ngram", "suffix"):
             return (s.host_base_us + s.host_us_per_seq * B) * 1e-6

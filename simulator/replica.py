@@ -75,10 +75,6 @@ class RooflineStepCost:
         self.uses_catchup = drafter is not None and drafter.uses_gpu
         self.target_s = cost_model.time_s                 # bound methods: no wrapper in the loop
         self.draft_s = drafter.propose_time_s if drafter is not None else (lambda b, k, c, u: 0.0)
-        # chain drafters: draft_s(B, k, c, u) is chain_steps_s(u, c, B, k, B * branches), which the
-        # replica calls itself (one Python call less per speculative iteration); None otherwise
-        self.chain_steps_s = drafter.chain_steps_s if drafter is not None else None
-        self.branches = drafter.branches if drafter is not None else 1
 
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One round of `batch` sequences at `mean_context` (for the goodput policy)."""
@@ -120,8 +116,6 @@ class Replica:
         self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads iteration_s
         self.state = PolicyState(round_time_s=self._round_time_s)
         self._target_s, self._draft_s, self._overhead_s = cost.target_s, cost.draft_s, float(cost.overhead_s)
-        self._steps_s = getattr(cost, "chain_steps_s", None)     # see RooflineStepCost
-        self._branches = getattr(cost, "branches", 1)
         # Population acceptance (the same rates for every sequence; trees arrive as per-depth
         # models, run.py): drawn in blocks that hand out exactly what per-round
         # sample_prefix_accepts calls would draw. Other models sample per round.
@@ -421,9 +415,7 @@ class Replica:
             return None
         target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits)
         if k and n:
-            steps = self._steps_s
-            draft = steps(self.pend_sum, sum_c, n, k, n * self._branches) if steps is not None \
-                else self._draft_s(n, k, sum_c, self.pend_sum)
+            draft = self._draft_s(n, k, sum_c, self.pend_sum)
         else:
             draft = 0.0
         prefill_s = target * pf_tok / tokens if pf_tok else 0.0

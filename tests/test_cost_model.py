@@ -288,27 +288,6 @@ def test_memory_gemv_in_a_profile_needs_a_source_and_round_trips():
 
 @pytest.mark.parametrize("method,model,tree", [("draft_model", "llama-3.2-1b", False),
                                                ("eagle3", "eagle3-llama-3.1-8b", False),
-                                               ("eagle3", "eagle3-llama-3.1-8b", True),
-                                               ("medusa", "medusa-llama-3.1-8b", True),
-                                               ("ngram", None, False)])
-def test_chain_steps_s_is_propose_time_s(method, model, tree):
-    """The replica prices chain drafters with chain_steps_s(u, c, B, k, B x branches) directly:
-    bit for bit propose_time_s(B, k, c, u); None where the drafter is not a chain of steps."""
-    target = load_model("llama-3.1-8b")
-    cm = CostModel(target, load_profile("h100-sxm"))
-    spec = DrafterSpec(method=method, model=model, num_speculative_tokens=3, tree=tree,
-                       tree_nodes=12 if tree else 0, tree_branches=3 if tree else 1)
-    d = Drafter(spec, target, cm)
-    if method in ("medusa", "ngram"):
-        assert d.chain_steps_s is None
-        return
-    assert d.branches == (3 if tree else 1)
-    for batch, k, ctx, u in [(1, 1, 700, 1), (8, 3, 8 * 500, 24), (9, 4, 9001, 37), (5, 2, 2500.0, 11.0)]:
-        assert d.chain_steps_s(u, ctx, batch, k, batch * d.branches) == d.propose_time_s(batch, k, ctx, u)
-
-
-@pytest.mark.parametrize("method,model,tree", [("draft_model", "llama-3.2-1b", False),
-                                               ("eagle3", "eagle3-llama-3.1-8b", False),
                                                ("eagle3", "eagle3-llama-3.1-8b", True)])
 def test_draft_steps_compute_logits_only_where_they_propose(method, model, tree):
     """A round's first draft step ingests the catch-up tokens but proposes from one position per
