@@ -92,6 +92,7 @@ SMALL_BATCH = 16       # up to this many decode sequences, per-sequence sums run
 
 class Replica:
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
+    INLINE = True          # run quiet iterations without a SimPy event (`run`); False: one event each
 
     def __init__(self, env, index: int, table: RequestTable, log: IterationLog, *, cost,
                  policy, acceptance: AcceptanceModel, acc_rng: np.random.Generator,
@@ -100,6 +101,7 @@ class Replica:
                  capacity_blocks: int, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,
                  k_max: int, on_finish: Callable[[int], None], trace: list | None = None):
         self.env, self.index, self.table, self.log = env, index, table, log
+        self.now = env.now             # the replica's clock: SimPy's, or ahead of it inside `run`
         self.cost, self.policy, self.acceptance = cost, policy, acceptance
         self.acc_rng, self.match_rng, self.match_p = acc_rng, match_rng, float(match_probability)
         self.capacity = int(capacity_blocks)
@@ -188,11 +190,22 @@ class Replica:
             ev.succeed()
 
     def run(self):
-        """The replica's SimPy process: one timeout per iteration, an event wait when idle."""
+        """The replica's SimPy process: one timeout per iteration, an event wait when idle.
+
+        Quiet iterations run inline: when the planned iteration computes no prefill chunk, no
+        sequence can reach its output length in it (`rem_lb` > K + 1), and it ends strictly
+        before the next event in SimPy's queue (`env.peek()`), nothing can happen in between,
+        so the replica completes it and plans the next one without a SimPy event, on its own
+        clock (`self.now`). SimPy's clock is brought to the replica's with one timeout before
+        anything else can see it (the difference is exact: checked before each inline step), so
+        the trajectory is the one a timeout per iteration gives, bit for bit. Iterations that
+        finish a request (whose callback may schedule events) always end on a SimPy event."""
         env = self.env
-        timeout = env.timeout
+        timeout, peek = env.timeout, env.peek
         schedule, complete = self._schedule, self._complete
+        inline = self.INLINE
         while True:
+            self.now = env.now
             if not (self.n or self.prefills or self.waiting):
                 self.idle_event = env.event()
                 yield self.idle_event
@@ -200,7 +213,26 @@ class Replica:
             dt = schedule()
             if dt is None:          # everything preempted itself; reschedule at once
                 continue
+            if inline:
+                start = self.now
+                while not self._pf_sched and self.rem_lb > self._k + 1:
+                    t = self.now + dt
+                    if t >= peek() or start + (t - start) != t:
+                        break
+                    self.now = t
+                    complete()
+                    if not (self.n or self.prefills or self.waiting):
+                        dt = None
+                        break
+                    dt = schedule()
+                    if dt is None:
+                        break
+                if self.now != start:
+                    yield timeout(self.now - start)      # SimPy's clock to the replica's
+                    if dt is None:
+                        continue
             yield timeout(dt)
+            self.now = env.now
             complete()
 
     # ---- helpers ---------------------------------------------------------------------------
@@ -215,7 +247,7 @@ class Replica:
             # (max_tokens, a length predictor); goodput uses it only to amortise catch-up.
             remaining = (float(self.d_lim[:n].sum()) - self.sum_ctx) / n
             self.state = PolicyState(round_time_s=self._round_time_s, mean_context=self.sum_ctx / n,
-                                     num_waiting=len(self.waiting), now_s=self.env.now,
+                                     num_waiting=len(self.waiting), now_s=self.now,
                                      iteration_s=self._iteration_s, remaining_tokens=remaining)
         k = self.policy.choose_k(n, self.state)
         while k and n * self.widths[k] > self.max_tokens:    # the decode positions must fit the budget
@@ -363,7 +395,7 @@ class Replica:
         self.waiting.appendleft(rid)
         self._preempted += 1
         if self.trace is not None:
-            self.trace.append((self.env.now, "preempt", rid))
+            self.trace.append((self.now, "preempt", rid))
 
     # ---- one iteration: plan ---------------------------------------------------------------
     def _schedule(self) -> float | None:
@@ -422,7 +454,7 @@ class Replica:
         self._k, self._nd, self._matched, self._pf_sched = k, n, matched, sched
         # iteration log row (ITER_COLUMNS order); the end time, tokens emitted and first tokens
         # (slots 2, 7, 8) are filled in by _complete
-        self._row = [self.index, self.env.now, 0.0, n + len(sched), n, pf_tok, k, 0, 0,
+        self._row = [self.index, self.now, 0.0, n + len(sched), n, pf_tok, k, 0, 0,
                      draft, target - prefill_s, prefill_s, self._overhead_s, cap - free, self._preempted]
         return draft + target + self._overhead_s
 
@@ -495,7 +527,7 @@ class Replica:
                 pf_pairs += c * (c + 1) // 2
                 pf_logits += c == need_t
                 if self.trace is not None:
-                    self.trace.append((self.env.now, "admit", rid))
+                    self.trace.append((self.now, "admit", rid))
         return sched, pf_tok, pf_ctx, pf_pairs, pf_logits, free
 
     # ---- one iteration: outcome -------------------------------------------------------------
@@ -528,7 +560,7 @@ class Replica:
         return h
 
     def _complete(self) -> None:
-        now = self.env.now
+        now = self.now
         n, k = self._nd, self._k
         emitted = 0
         finished_any = False
