@@ -21,6 +21,13 @@ starts) and the imports before it, wall time to the DataFrames and summary, and 
     .venv/bin/python benchmarks/bench_simulator.py --repeat 3 # each case 3 times, the fastest kept
     .venv/bin/python benchmarks/bench_simulator.py --cases a-off a-on --profile   # + cProfile top 25
     .venv/bin/python benchmarks/bench_simulator.py --cases a-on --stamps          # + median iteration time
+    .venv/bin/python benchmarks/bench_simulator.py --instructions --requests 2000 # CPU instructions per iteration
+
+--instructions runs each case under valgrind's callgrind with counting switched on only around the
+event loop (`callgrind_control -i on/off` from the child) and prints the instructions per decode
+iteration: a count, not a time, the same from run to run whatever else the machine is doing, so
+two versions of the simulator can be compared on a busy machine (~40 s per case at 2,000 requests;
+valgrind must be installed). --requests overrides the cases' request counts.
 """
 from __future__ import annotations
 
@@ -73,7 +80,8 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path) -> dict:
     return sc
 
 
-def run_case(name: str, profile: bool, with_stamps: bool) -> dict:
+def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | None = None,
+             count_instructions: bool = False) -> dict:
     """In this process: time imports, set-up, the event loop and the DataFrames."""
     t0 = time.perf_counter()
     import numpy as np
@@ -99,13 +107,20 @@ def run_case(name: str, profile: bool, with_stamps: bool) -> dict:
     loop = {}
     orig_run = engine_mod.Engine.run
 
+    def callgrind(switch: str) -> None:       # count instructions only inside the loop
+        if count_instructions:
+            subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], capture_output=True, check=True)
+
     def timed_run(self):
+        callgrind("on")
         loop["cpu_start"], loop["start"] = time.process_time(), time.perf_counter()
         orig_run(self)
         loop["end"], loop["cpu_end"] = time.perf_counter(), time.process_time()
+        callgrind("off")
     engine_mod.Engine.run = timed_run
 
     n, spec = CASES[name]
+    n = num_requests or n
     with tempfile.TemporaryDirectory() as td:
         t1 = time.perf_counter()
         sc = load_scenario(scenario(n, spec, Path(td)))
@@ -142,6 +157,28 @@ def run_case(name: str, profile: bool, with_stamps: bool) -> dict:
     return row
 
 
+def count_instructions(cases: list[str], num_requests: int) -> int:
+    """Each case under callgrind, counting inside the event loop only: instructions per decode iteration."""
+    rows = []
+    for name in cases:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+               sys.executable, __file__, "--child", name, "--instructions", "--requests", str(num_requests)]
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        collected = [ln for ln in out.stderr.splitlines() if "Collected" in ln]
+        if out.returncode != 0 or not collected:
+            print(out.stderr[-3000:], file=sys.stderr)
+            return out.returncode or 1
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        r["loop_instructions"] = int(collected[-1].split()[-1])
+        r["instructions_per_decode_iteration"] = round(r["loop_instructions"] / r["decode_iterations"])
+        rows.append(r)
+        print(f"{name:6} {num_requests:>7} req  spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
+              f"loop instructions {r['loop_instructions']:>14,}  = {r['instructions_per_decode_iteration']:,} per decode iteration",
+              flush=True)
+    print(json.dumps(rows, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -150,11 +187,16 @@ def main() -> int:
                     help="also time each iteration and report the median (adds ~0.3 us per iteration)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each case this many times and keep the fastest (other jobs on the core only slow it)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count CPU instructions per decode iteration under valgrind (deterministic; slow)")
+    ap.add_argument("--requests", type=int, help="override the cases' request counts")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(run_case(args.child, args.profile, args.stamps)))
+        print(json.dumps(run_case(args.child, args.profile, args.stamps, args.requests, args.instructions)))
         return 0
+    if args.instructions:
+        return count_instructions(args.cases, args.requests or 2000)
     rows = []
     for name in args.cases:
         cmd = [sys.executable, __file__, "--child", name] + (["--profile"] if args.profile else []) + \
