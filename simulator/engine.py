@@ -4,7 +4,8 @@ Processes (all SimPy generators taking `env` through their object):
   - one arrival process for an open-loop workload (all requests, in arrival order; requests
     arriving at the same instant are submitted together), or one process per closed-loop user
     (issue a request, wait for it to finish, think, repeat);
-  - one process per replica (`Replica.run`): one SimPy timeout per iteration.
+  - one process per replica (`Replica.run`): at most one SimPy timeout per iteration (iterations
+    that end before the next scheduled event run without one, on the same trajectory).
 `env.run()` returns when no event is left, i.e. when every request has finished.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Engine:
         self.replicas: Sequence = [make_replica(self.env, i, table, self.log, self._on_finish)
                                    for i in range(num_replicas)]
         self.router = make_router(router, num_replicas)
+        for r in self.replicas:       # open loop: a finish schedules nothing (`_on_finish`), so any
+            r.silent_finish = closed_loop is None     # iteration may run inline (Replica.run)
         self._next_rid = 0
         self._owner: np.ndarray | None = None
         self._user_events: list = []

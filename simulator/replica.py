@@ -92,7 +92,8 @@ SMALL_BATCH = 16       # up to this many decode sequences, per-sequence sums run
 
 class Replica:
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
-    INLINE = True          # run quiet iterations without a SimPy event (`run`); False: one event each
+    INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
+    silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
 
     def __init__(self, env, index: int, table: RequestTable, log: IterationLog, *, cost,
                  policy, acceptance: AcceptanceModel, acc_rng: np.random.Generator,
@@ -192,18 +193,20 @@ class Replica:
     def run(self):
         """The replica's SimPy process: one timeout per iteration, an event wait when idle.
 
-        Quiet iterations run inline: when the planned iteration computes no prefill chunk, no
-        sequence can reach its output length in it (`rem_lb` > K + 1), and it ends strictly
-        before the next event in SimPy's queue (`env.peek()`), nothing can happen in between,
-        so the replica completes it and plans the next one without a SimPy event, on its own
-        clock (`self.now`). SimPy's clock is brought to the replica's with one timeout before
-        anything else can see it (the difference is exact: checked before each inline step), so
-        the trajectory is the one a timeout per iteration gives, bit for bit. Iterations that
-        finish a request (whose callback may schedule events) always end on a SimPy event."""
+        Iterations run inline when they end strictly before the next event in SimPy's queue
+        (`env.peek()`): nothing else can happen in between, so the replica completes the
+        iteration and plans the next one without a SimPy event, on its own clock (`self.now`).
+        SimPy's clock is brought to the replica's with one timeout before anything else can see
+        it (the difference is exact: checked before each inline step), so the trajectory is the
+        one a timeout per iteration gives, bit for bit. An iteration whose completion could call
+        `on_finish` is run inline only when finishing schedules no event (`silent_finish`, an
+        open-loop workload); otherwise (a closed-loop user issues its next request) only quiet
+        iterations are: no prefill chunk (a 1-token output finishes at its first token) and no
+        sequence able to reach its output length (`rem_lb` > K + 1)."""
         env = self.env
         timeout, peek = env.timeout, env.peek
         schedule, complete = self._schedule, self._complete
-        inline = self.INLINE
+        inline, any_iteration = self.INLINE, self.silent_finish
         while True:
             self.now = env.now
             if not (self.n or self.prefills or self.waiting):
@@ -215,7 +218,7 @@ class Replica:
                 continue
             if inline:
                 start = self.now
-                while not self._pf_sched and self.rem_lb > self._k + 1:
+                while any_iteration or (not self._pf_sched and self.rem_lb > self._k + 1):
                     t = self.now + dt
                     if t >= peek() or start + (t - start) != t:
                         break
