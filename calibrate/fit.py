@@ -85,7 +85,8 @@ def efficiency_of(params: Mapping[str, Any]) -> Efficiency:
 
 
 def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: float | None = None) -> HardwareProfile:
-    """`hw` with the candidate efficiencies and overheads (the profile the simulator would load)."""
+    """`hw` with the candidate efficiencies and overheads (the profile the simulator would load).
+    No host sampling term (overheads.sampling_row_us): the timed passes end at the softmax."""
     ov = Overheads(kernel_launch_us=params["overheads.kernel_launch_us"],
                    iteration_us=hw.overheads.iteration_us if iteration_us is None else iteration_us)
     return dataclasses.replace(hw, efficiency=efficiency_of(params), overheads=ov)
@@ -221,6 +222,8 @@ def _round(x: Any, nd: int = 6) -> Any:
 def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, float], *,
                   calibration: Mapping[str, Any], fit_source: str, description: str | None = None,
                   iteration_us: float | None = None, iteration_source: str | None = None,
+                  sampling_row_us: float | None = None, sampling_row_source: str | None = None,
+                  verify_round_us: float | None = None, verify_round_source: str | None = None,
                   peaks: Mapping[str, Any] | None = None, peak_sources: Mapping[str, str] | None = None,
                   interconnect: Mapping[str, float] | None = None, interconnect_source: str | None = None,
                   header: str = "", param_sources: Mapping[str, str] | None = None) -> HardwareProfile:
@@ -249,6 +252,13 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
         d["efficiency"]["memory_gemv"] = params[GEMV]
     d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
                       "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
+    for key, value, source in (("sampling_row_us", sampling_row_us, sampling_row_source),
+                               ("verify_round_us", verify_round_us, verify_round_source)):
+        if value is not None:             # absent: no such term (the cost model's default)
+            d["overheads"][key] = value
+            sources[f"overheads.{key}"] = source or "measured by specsight calibrate"
+        else:
+            sources.pop(f"overheads.{key}", None)
     sources.pop(GEMV, None)
     for k in PARAM_NAMES:
         if k != GEMV or params.get(GEMV) is not None:
@@ -396,18 +406,38 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
     """Per-round host time outside the forward passes, from the "host" points (one round's
     sampling and bookkeeping at batch B and K; calibrate.groundtruth.host_work_fn).
 
-    A round samples rows = B * (K + 1) probability rows (K draft draws and one verify draw per
-    sequence, or one draw at K = 0), so t = a + b * rows, fitted by least squares with a, b >= 0:
-    a is the fixed per-iteration host overhead (overheads.iteration_us); b, the per-row cost of
-    reading and sampling a row, is reported beside the cost model's own sampling term (which the
-    forward-pass costs already charge per logit), not written to the profile."""
+    The host work reads every probability row the round's passes hand it: K draft rows per
+    sequence (each drawn from) and K + 1 target rows (read by the verify kernel), or the one row
+    of a K = 0 round, so logit rows = B (2K + 1): exactly the logit positions the simulator's cost
+    model counts in the round's passes (K draft steps of B logits, a verify pass of B (K + 1)). A
+    speculative round also runs the verify kernel once, a fixed number of small ops whatever B.
+    So t = a + b * logit_rows + c * [K > 0], least squares with a, b, c >= 0:
+
+        a  the fixed host time of every iteration           -> overheads.iteration_us
+        b  the host time per logit row                       -> overheads.sampling_row_us (the cost
+           model charges it per logit, on top of the LM head and softmax of the pass)
+        c  the verify kernel's fixed time, speculative rounds only  -> overheads.verify_round_us
+           (the cost model charges it once per round with K > 0: CostModel.round_overhead_s)
+
+    NOTE: fitted with one intercept (no c), the intercept takes the verify kernel's fixed time
+    (0.37-0.45 ms on the development VM) into every iteration, and a K = 0 round, whose host work
+    measured 0.2-0.26 ms at batch 1, is charged 0.4-0.5 ms. per_row_us: the slope against rows =
+    B (K + 1) with one intercept, the earlier model, for comparison."""
     from scipy.optimize import nnls
     h = [p for p in points if p["role"] == "host"]
     if not h:
-        return {"iteration_us": 0.0, "per_row_us": 0.0, "n": 0}
-    rows = np.array([p["batch"] * (p["new_tokens"] + 1) for p in h], float)
+        return {"iteration_us": 0.0, "sampling_row_us": 0.0, "verify_round_us": 0.0, "per_row_us": 0.0, "n": 0}
+    B = np.array([p["batch"] for p in h], float)
+    K = np.array([p["new_tokens"] for p in h], float)
     t_us = 1e6 * np.array([p[f"{stat}_s"] for p in h], float)
-    (a, b), _ = nnls(np.column_stack([np.ones_like(rows), rows]), t_us)
-    pred = a + b * rows
-    return {"iteration_us": float(a), "per_row_us": float(b), "n": len(h),
-            "ape_median": float(np.median(ape(pred, t_us))), "ape_max": float(np.max(ape(pred, t_us)))}
+    X = np.column_stack([np.ones_like(B), B * (2 * K + 1), (K > 0).astype(float)])
+    if not (K > 0).any() or (K > 0).all():
+        X = X[:, :2]                      # no K = 0 point or no K > 0 point: c is not identified
+    coef, _ = nnls(X, t_us)
+    a, b, c = float(coef[0]), float(coef[1]), float(coef[2]) if coef.size > 2 else 0.0
+    e = ape(X @ coef, t_us)
+    x_rows = np.column_stack([np.ones_like(B), B * (K + 1)])
+    c_rows, _ = nnls(x_rows, t_us)
+    return {"iteration_us": a, "sampling_row_us": b, "verify_round_us": c, "n": len(h),
+            "ape_median": float(np.median(e)), "ape_max": float(np.max(e)),
+            "per_row_us": float(c_rows[1]), "per_row_ape_median": float(np.median(ape(x_rows @ c_rows, t_us)))}

@@ -90,42 +90,53 @@ class GTConfig:
     prompt_len: int = 256
     temperature: float = 1.0
     seed: int = 0
+    # True: at each batch, the K values' rounds run in turn (run_interleaved), so the speedups of
+    # K > 0 over K = 0 compare the same stretch of machine time; False: each (batch, K) back to back.
+    interleave: bool = True
 
 
-def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig,
-            state: dict | None = None) -> dict:
-    """Run one (batch, K) configuration; return its record with per-round timings.
+class _Decoding:
+    """One (batch, K) configuration's decoding state: its token buffer, its own KV caches (target
+    and, for K > 0, draft) after the prompt's prefill, and the rounds run so far. `round()` runs
+    and times the next round. Several of these can be advanced in turn (`run_groundtruth(...,
+    interleave=True)`): each keeps its own caches, so only the order in time changes."""
 
-    Every pass is followed by a device synchronisation (the host reads what it sampled before it
-    launches the next step), so host work adds to device time instead of hiding under it, as
-    in the calibration, where each pass is timed between synchronisations.
-    state: if given, receives the final token buffer, committed lengths and both caches (tests)."""
-    if k > 0 and draft_run is None:
-        raise ValueError("K > 0 needs a draft model")
-    target = target_run.model
-    draft = draft_run.model if draft_run is not None else None
-    dev = target.device
-    P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps
-    gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000003 + batch * 101 + k)
-    V = target.spec.vocab_size
-    cap = P + rounds * (k + 1) + k + 2
-    buf = torch.zeros(batch, cap + k + 1, dtype=torch.int64, device=dev)          # [B, S] token ids
-    buf[:, :P] = torch.randint(0, V, (batch, P), device=dev, generator=gen)
-    cap += PassRunner.KEY_BUCKET                                                 # graphs round keys up
-    tcache = target.new_cache(batch, cap)
-    target(buf[:, :P - 1], tcache, uniform_length=0, logits="last")              # prefill
-    dcache = None
-    if k > 0:
-        assert draft is not None
-        dcache = draft.new_cache(batch, cap)
-        draft(buf[:, :P - 2], dcache, uniform_length=0, logits="last")
-    committed = torch.full((batch,), P, dtype=torch.int64, device=dev)            # [B]
-    host_committed = [P] * batch
-    ar_b = torch.arange(batch, device=dev)
-    out_rounds = []
-    for r in range(rounds):
-        before = list(host_committed)
-        captures0 = target_run.captures + (draft_run.captures if draft_run is not None else 0)
+    def __init__(self, target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig):
+        if k > 0 and draft_run is None:
+            raise ValueError("K > 0 needs a draft model")
+        self.target_run, self.draft_run, self.batch, self.k, self.cfg = target_run, draft_run, batch, k, cfg
+        target = target_run.model
+        dev = self.dev = target.device
+        P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps
+        self.gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000003 + batch * 101 + k)
+        V = target.spec.vocab_size
+        cap = P + rounds * (k + 1) + k + 2
+        self.buf = torch.zeros(batch, cap + k + 1, dtype=torch.int64, device=dev)     # [B, S] token ids
+        self.buf[:, :P] = torch.randint(0, V, (batch, P), device=dev, generator=self.gen)
+        cap += PassRunner.KEY_BUCKET                                                  # graphs round keys up
+        self.tcache = target.new_cache(batch, cap)
+        target(self.buf[:, :P - 1], self.tcache, uniform_length=0, logits="last")   # prefill
+        self.dcache = None
+        if k > 0:
+            assert draft_run is not None
+            self.dcache = draft_run.model.new_cache(batch, cap)
+            draft_run.model(self.buf[:, :P - 2], self.dcache, uniform_length=0, logits="last")
+        self.committed = torch.full((batch,), P, dtype=torch.int64, device=dev)      # [B]
+        self.host_committed = [P] * batch
+        self.ar_b = torch.arange(batch, device=dev)
+        self.rounds: list[dict] = []
+
+    def _captures(self) -> int:
+        return self.target_run.captures + (self.draft_run.captures if self.draft_run is not None else 0)
+
+    def round(self) -> dict:
+        """Run and time the next round; append its record to self.rounds and return it."""
+        cfg, dev, k, gen, buf, ar_b = self.cfg, self.dev, self.k, self.gen, self.buf, self.ar_b
+        target_run, draft_run, tcache, dcache = self.target_run, self.draft_run, self.tcache, self.dcache
+        committed = self.committed
+        r = len(self.rounds)
+        before = list(self.host_committed)
+        captures0 = self._captures()
         synchronize(dev)
         t0 = time.perf_counter()
         if k == 0:
@@ -135,8 +146,8 @@ def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k:
             synchronize(dev)
             x = draw(p[:, 0], gen)
             committed = commit(buf, committed, x[:, None], torch.ones_like(committed))
-            host_committed = [c + 1 for c in host_committed]
-            accepted = [0] * batch
+            self.host_committed = [c + 1 for c in self.host_committed]
+            accepted = [0] * self.batch
             t_draft = 0.0
             synchronize(dev)
         else:
@@ -166,21 +177,56 @@ def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k:
             tokens, n_emit = verify_chain(p, torch.stack(qs, 1), x_all, generator=gen)
             committed = commit(buf, committed, tokens, n_emit)
             n_host = n_emit.tolist()                                              # the round's one sync
-            host_committed = [c + n for c, n in zip(host_committed, n_host)]
+            self.host_committed = [c + n for c, n in zip(self.host_committed, n_host)]
             accepted = [n - 1 for n in n_host]
             synchronize(dev)
         wall = time.perf_counter() - t0
-        captured = target_run.captures + (draft_run.captures if draft_run is not None else 0) - captures0
-        out_rounds.append({"round": r, "warmup": r < cfg.warmup, "captured_graphs": captured,
-                           "wall_s": wall, "draft_s": t_draft,
-                           "committed_before": before, "accepted": accepted})
+        self.committed = committed
+        rec = {"round": r, "warmup": r < cfg.warmup, "captured_graphs": self._captures() - captures0,
+               "wall_s": wall, "draft_s": t_draft, "committed_before": before, "accepted": accepted,
+               "t_start_s": t0}
+        self.rounds.append(rec)
+        return rec
+
+    def record(self) -> dict:
+        graphs = self.target_run.graphs and (self.draft_run is None or self.draft_run.graphs or self.k == 0)
+        return {"batch": self.batch, "k": self.k, "rounds": self.rounds, "graphs": graphs}
+
+
+def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig,
+            state: dict | None = None) -> dict:
+    """Run one (batch, K) configuration's rounds back to back; return its record with per-round
+    timings.
+
+    Every pass is followed by a device synchronisation (the host reads what it sampled before it
+    launches the next step), so host work adds to device time instead of hiding under it, as
+    in the calibration, where each pass is timed between synchronisations.
+    state: if given, receives the final token buffer, committed lengths and both caches (tests)."""
+    d = _Decoding(target_run, draft_run, batch, k, cfg)
+    for _ in range(cfg.warmup + cfg.steps):
+        d.round()
     if state is not None:
-        state.update(buf=buf, committed=committed, tcache=tcache, dcache=dcache)
+        state.update(buf=d.buf, committed=d.committed, tcache=d.tcache, dcache=d.dcache)
     target_run.reset()
     if draft_run is not None:
         draft_run.reset()
-    return {"batch": batch, "k": k, "rounds": out_rounds,
-            "graphs": target_run.graphs and (draft_run is None or draft_run.graphs or k == 0)}
+    return d.record()
+
+
+def run_interleaved(target_run: PassRunner, draft_run: PassRunner | None, batch: int, ks: tuple[int, ...],
+                    cfg: GTConfig) -> list[dict]:
+    """Every K of `ks` at one batch, their rounds in turn: round r of each K, then round r + 1 of
+    each. Each configuration keeps its own caches and generator (the same tokens and accept
+    lengths as run back to back); what changes is that the K values share every stretch of time,
+    so the speedups over K = 0 compare rounds run under the same machine state."""
+    runs = [_Decoding(target_run, draft_run, batch, k, cfg) for k in ks]
+    for _ in range(cfg.warmup + cfg.steps):
+        for d in runs:
+            d.round()
+    target_run.reset()
+    if draft_run is not None:
+        draft_run.reset()
+    return [d.record() for d in runs]
 
 
 def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, target_layers: int,
@@ -200,8 +246,9 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
     runs = []
     bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress)
     for b in cfg.batches:
-        for k in cfg.ks:
-            rec = run_one(target_run, draft_run, b, k, cfg)
+        recs = (run_interleaved(target_run, draft_run, b, cfg.ks, cfg) if cfg.interleave
+                else [run_one(target_run, draft_run, b, k, cfg) for k in cfg.ks])
+        for rec in recs:
             runs.append(rec)
             if on_config:
                 on_config(rec)

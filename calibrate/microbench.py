@@ -76,6 +76,12 @@ class BenchConfig:
     repeats: int = 5
     seed: int = 0
     graphs: bool = False                 # CUDA graphs for the passes (calibrate.layers.PassRunner)
+    # Bytes read before every timed repeat to evict the caches (0: none, repeats run back to back
+    # with a warm cache). See `Evictor`.
+    evict_bytes: int = 0
+    # Sweeps over the grid: the repeats of every pass are split over this many passes through the
+    # whole grid (1: a pass's repeats back to back). See `measure`.
+    sweeps: int = 1
 
     def identity(self) -> dict[str, Any]:
         """Everything a measurement depends on (the resume key hashes this)."""
@@ -86,7 +92,18 @@ class BenchConfig:
                                                 "intermediate_size", "vocab_size", "attention_bias")}
         return {"target": dims(self.target), "draft": dims(self.draft), "device": device_name(self.device),
                 "dtype": self.dtype, "torch": torch.__version__, "threads": torch.get_num_threads(),
-                "warmup": self.warmup, "repeats": self.repeats, "graphs": self.graphs}
+                "warmup": self.warmup, "repeats": self.repeats, "graphs": self.graphs,
+                **({"evict_bytes": self.evict_bytes} if self.evict_bytes else {}),
+                **({"sweeps": self.n_sweeps} if self.n_sweeps > 1 else {})}
+
+    @property
+    def n_sweeps(self) -> int:
+        return max(1, min(self.sweeps, self.repeats))
+
+    def sweep_repeats(self, s: int) -> int:
+        """Timed repeats of every pass in sweep s: `repeats` split as evenly as they go."""
+        q, r = divmod(self.repeats, self.n_sweeps)
+        return q + (1 if s < r else 0)
 
     @property
     def key(self) -> str:
@@ -157,13 +174,17 @@ def grid_points(cfg: BenchConfig) -> list[Point]:
     return pts
 
 
-def time_fn(fn: Callable[[], Any], device: str, warmup: int, repeats: int) -> list[float]:
-    """Seconds per call: warm-up calls, then `repeats` calls each bracketed by device syncs."""
+def time_fn(fn: Callable[[], Any], device: str, warmup: int, repeats: int,
+            before: Callable[[], Any] | None = None) -> list[float]:
+    """Seconds per call: warm-up calls, then `repeats` calls each bracketed by device syncs.
+    before: run (untimed) before every timed call, e.g. an `Evictor`."""
     for _ in range(warmup):
         fn()
     synchronize(device)
     out = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         synchronize(device)
         t0 = time.perf_counter()
         fn()
@@ -172,9 +193,48 @@ def time_fn(fn: Callable[[], Any], device: str, warmup: int, repeats: int) -> li
     return out
 
 
+def last_level_cache_bytes(default: int = 256 << 20) -> int:
+    """Size of this CPU's largest cache (Linux sysfs; `default` where it cannot be read)."""
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            txt = f.read_text().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(txt[-1:], 1)
+            best = max(best, int(txt.rstrip("KMG")) * mult)
+        except (OSError, ValueError):
+            continue
+    return best or default
+
+
+class Evictor:
+    """Reads a buffer of `nbytes` (float32) when called: what was in the caches is displaced, so
+    the pass timed next streams its weights from memory.
+
+    NOTE: why the CPU calibration evicts before every timed repeat. In a speculative round neither
+    model's weights are cached when its pass starts: the draft's first step runs after the
+    target's verify pass, which streams the target's weights (142 MB at 8 layers, dims / 8), and
+    the verify pass after the draft's steps and sampling. Timed back to back, a pass finds its own
+    weights still cached from the previous repeat. On the development VM (L3 300 MB, shared) a
+    1-layer draft step at batch 8 took 3.2-3.4 ms back to back and 5.5-5.8 ms after a target pass
+    or a 144 MB read; an 8-layer target pass 2-8 % longer cold than warm (/tmp experiments quoted
+    in docs/calibration.md). The ground truth's draft phases ran 1.5-2.7x the warm step times."""
+
+    def __init__(self, nbytes: int, device: str = "cpu"):
+        self.nbytes = int(nbytes)
+        self.buf = torch.ones(max(1, self.nbytes // 4), dtype=torch.float32, device=device)
+
+    def __call__(self) -> float:
+        return float(self.buf.sum())
+
+
 def read_points(path: Path, key: str) -> dict[str, dict]:
     """Measured points of this configuration in a JSONL file (a torn last line is ignored)."""
-    return {rec["id"]: rec for rec in read_records(path) if rec.get("key") == key}
+    return {rec["id"]: rec for rec in read_records(path) if rec.get("key") == key and "sweep" not in rec}
+
+
+def read_sweeps(path: Path, key: str) -> dict[tuple[str, int], dict]:
+    """The per-sweep records of points not yet complete: (id, sweep) -> record."""
+    return {(rec["id"], rec["sweep"]): rec for rec in read_records(path) if rec.get("key") == key and "sweep" in rec}
 
 
 def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
@@ -190,7 +250,7 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     jsonl.parent.mkdir(parents=True, exist_ok=True)
     done = read_points(jsonl, cfg.key)
     todo = [p for p in grid_points(cfg) if p.id not in done]
-    bar = _progress(len(done) + len(todo), len(done), progress)
+    bar = _progress(len(done) + len(todo) * cfg.n_sweeps, len(done), progress)     # one step per pass per sweep
     runners: dict[str, PassRunner] = {}
 
     def runner(role: str) -> PassRunner:
@@ -205,40 +265,66 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
         return runners[role]
 
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    evict = Evictor(cfg.evict_bytes, cfg.device) if cfg.evict_bytes and todo else None
     # Group the shapes that share a cache: (role, batch, context); within a group, each width at
     # both layer counts back to back, so the per-layer slope compares passes timed seconds apart
     # (a shared machine's speed drifts over minutes).
     todo.sort(key=lambda p: (p.role != "target", p.role, p.batch, p.context, p.new_tokens, p.layers))
+    # NOTE: sweeps. With cfg.sweeps > 1 every sweep times every pass (its share of the repeats,
+    # after the warm-up calls), so each pass's repeats are spread over the whole calibration and
+    # every pass's statistic sees the same states of a drifting machine: otherwise a pass timed in
+    # a fast minute and its neighbour in a slow one differ by the machine, not by their shapes.
+    # Each sweep's times are appended as they are measured ("sweep" records); the point's record
+    # follows its last sweep, so an interrupted calibration resumes within a sweep.
+    partial = read_sweeps(jsonl, cfg.key) if cfg.n_sweeps > 1 else {}
     cache_key, cache = None, None
+
+    def time_point(p: Point, repeats: int) -> list[float]:
+        nonlocal cache_key, cache
+        if p.role == "host":
+            cache_key, cache = None, None
+            vocab = cfg.target.vocab_size
+            return time_fn(host_work(p.batch, p.new_tokens, vocab, gen), cfg.device, cfg.warmup, repeats, before=evict)
+        r = runner(p.role)
+        ck = (p.role, p.batch, p.context)
+        if ck != cache_key:
+            r.reset()
+            cache = None
+            cache = r.model.new_cache(p.batch, p.context + max(cfg.grid.new_tokens) + PassRunner.KEY_BUCKET)
+            cache_key = ck
+        toks = torch.randint(0, r.model.spec.vocab_size, (p.batch, p.new_tokens), device=cfg.device, generator=gen)
+        logits = "all" if p.role == "target" else "last"
+        return time_fn(_pass(r, toks, cache, p.context, p.layers, logits), cfg.device, cfg.warmup, repeats, before=evict)
+
     with open_append(jsonl) as f:
-        for p in todo:
-            if p.role == "host":
-                cache = None
-                vocab = cfg.target.vocab_size
-                times = time_fn(host_work(p.batch, p.new_tokens, vocab, gen), cfg.device, cfg.warmup, cfg.repeats)
-            else:
-                r = runner(p.role)
-                ck = (p.role, p.batch, p.context)
-                if ck != cache_key:
-                    r.reset()
-                    cache = None
-                    cache = r.model.new_cache(p.batch, p.context + max(cfg.grid.new_tokens) + PassRunner.KEY_BUCKET)
-                    cache_key = ck
-                toks = torch.randint(0, r.model.spec.vocab_size, (p.batch, p.new_tokens), device=cfg.device,
-                                     generator=gen)
-                logits = "all" if p.role == "target" else "last"
-                run = _pass(r, toks, cache, p.context, p.layers, logits)
-                times = time_fn(run, cfg.device, cfg.warmup, cfg.repeats)
-            rr = next(iter(runners.values())) if runners and p.role != "host" else None
-            rec = {"key": cfg.key, "id": p.id, **dataclasses.asdict(p), "graphs": bool(rr and rr.graphs),
-                   **({"graphs_failed": rr.graphs_failed} if rr is not None and rr.graphs_failed else {}),
-                   "median_s": statistics.median(times),
-                   "min_s": min(times), "times_s": [round(t, 9) for t in times],
-                   "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            write_record(f, rec)
-            f.flush()
-            done[p.id] = rec
-            bar.update(1)
+        for s in range(cfg.n_sweeps):
+            last = s == cfg.n_sweeps - 1
+            for p in todo:
+                if cfg.n_sweeps > 1 and (p.id, s) not in partial:
+                    t_s = time_point(p, cfg.sweep_repeats(s))
+                    partial[(p.id, s)] = {"key": cfg.key, "id": p.id, "sweep": s, "times_s": [round(t, 9) for t in t_s],
+                                          "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                    write_record(f, partial[(p.id, s)])
+                    f.flush()
+                    if not last:
+                        bar.update(1)
+                if not last:
+                    continue
+                if cfg.n_sweeps > 1:
+                    times = [t for i in range(cfg.n_sweeps) for t in partial[(p.id, i)]["times_s"]]
+                else:
+                    times = time_point(p, cfg.repeats)
+                rr = next(iter(runners.values())) if runners and p.role != "host" else None
+                rec = {"key": cfg.key, "id": p.id, **dataclasses.asdict(p), "graphs": bool(rr and rr.graphs),
+                       **({"graphs_failed": rr.graphs_failed} if rr is not None and rr.graphs_failed else {}),
+                       "median_s": statistics.median(times),
+                       "min_s": min(times), "times_s": [round(t, 9) for t in times],
+                       **({"sweeps": cfg.n_sweeps} if cfg.n_sweeps > 1 else {}),
+                       "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                write_record(f, rec)
+                f.flush()
+                done[p.id] = rec
+                bar.update(1)
     bar.close()
     return list(done.values())
 
@@ -269,7 +355,8 @@ def _progress(total: int, initial: int, enabled: bool):
 
 
 # ---- device ceilings (the CPU has no datasheet here: measure them) --------------------------
-def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dict[str, Any]:
+def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5,
+                  evict: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Read bandwidth over a buffer of `nbytes` and a square matmul's FLOP/s in `dtype`: the
     fastest of `repeats`. Used as the CPU profile's ceilings.
 
@@ -281,7 +368,8 @@ def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dic
     (torch.mv) and x W over the same bytes viewed as [512, rows], the [in, out] layout of the
     timed model's weights (calibrate.layers.Linear). On the development Xeon (87 MB, one thread)
     the second read 14-15 GB/s where torch.mv read 10 GB/s: a ceiling the one-token passes
-    exceed is no ceiling."""
+    exceed is no ceiling. evict: run before every timed read (`Evictor`), as before every timed
+    pass, so the ceiling is measured from the memory level the passes stream from."""
     from .layers import TORCH_DTYPES
     cols = 512
     rows = max(2048, nbytes // (4 * cols))
@@ -292,7 +380,7 @@ def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5) -> dic
     # A ceiling is the best a device does: the fastest repeat (interference only adds time).
     probes = {"W x (torch.mv, W [rows, 512])": lambda: torch.mv(w, x),
               "x W (W [512, rows], the model's [in, out] layout)": lambda: x_row @ w_in_out}
-    read_s = {k: min(time_fn(fn, device, 2, repeats)) for k, fn in probes.items()}
+    read_s = {k: min(time_fn(fn, device, 2, repeats, before=evict)) for k, fn in probes.items()}
     read_kernel = min(read_s, key=read_s.get)
     bw = rows * cols * 4 / read_s[read_kernel]
     # Peak FLOP/s: the best of a few square matmuls (a CPU's GEMM blocking favours some sizes: on

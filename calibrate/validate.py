@@ -71,7 +71,7 @@ def predict_rounds(run: dict, hw: HardwareProfile, dtype: str | None = None) -> 
                     assert drafter is not None
                     t_draft = float(drafter.propose_time_s(B, K, float(np.sum(ctx - 2)), catchup_tokens=2 * B))
                     t_verify = cm.shape_time_s(PassShape.from_sequences([(K + 1, c - 1) for c in ctx]))
-                pred = t_draft + float(t_verify) + cm.iteration_overhead_s
+                pred = t_draft + float(t_verify) + cm.round_overhead_s(K)
                 rows.append({"batch": B, "k": K, "round": r["round"],
                              "warmup": bool(r["warmup"]) or r.get("captured_graphs", 0) > 0,
                              "wall_s": r["wall_s"], "draft_s": r["draft_s"], "pred_s": pred,

@@ -40,7 +40,8 @@ def expected_tokens(drafter: Drafter, alpha: float, k: int):
 
 
 def spec_step_time_s(cm: CostModel, drafter: Drafter, batch, context, k: int, alpha: float):
-    """One speculative round: propose k, verify the verify width, plus the iteration overhead."""
+    """One speculative round: propose k, verify the verify width, plus the iteration overhead and
+    the verification step's fixed time."""
     if k <= 0:
         return plain_step_time_s(cm, batch, context)
     w = drafter.verify_tokens_per_seq(k)
@@ -50,7 +51,7 @@ def spec_step_time_s(cm: CostModel, drafter: Drafter, batch, context, k: int, al
     e_tok = expected_tokens(drafter, alpha, k)
     t_draft = drafter.propose_time_s(batch, k, batch * context, catchup_tokens=batch * e_tok)
     t_verify = cm.time_s(batch * w, batch * context, batch * (w * context + w * (w + 1) / 2.0), batch * w)
-    return t_draft + t_verify + cm.iteration_overhead_s
+    return t_draft + t_verify + cm.round_overhead_s(k)
 
 
 def speedup(cm: CostModel, drafter: Drafter, batch, context, k: int, alpha: float):

@@ -168,6 +168,8 @@ class CostModel:
         self.lm_head_bytes = m.lm_head_params * bpw / tp
         self.lm_head_flops_per_logit = 2.0 * m.lm_head_params / tp
         self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES
+        # Measured host sampling time per logit row (overheads.sampling_row_us; absent: none).
+        self.sampling_host_s_per_logit = (hw.overheads.sampling_row_us or 0.0) * 1e-6
         # Elementwise (norms, residuals, rotary, activation): memory-bound.
         act_width = (m.num_dense_layers * m.intermediate_size
                      + m.num_moe_layers * (m.experts_per_token + m.num_shared_experts) * m.moe_intermediate_size)
@@ -182,6 +184,8 @@ class CostModel:
         n_kernels = L * (KERNELS_PER_LAYER + (KERNELS_PER_LAYER_TP if tp > 1 else 0)) + KERNELS_FIXED
         self.launch_overhead_s = n_kernels * hw.overheads.kernel_launch_us * 1e-6
         self.iteration_overhead_s = hw.overheads.iteration_us * 1e-6
+        # a speculative round's verification step, once per round with K > 0 (absent: 0)
+        self.verify_overhead_s = (hw.overheads.verify_round_us or 0.0) * 1e-6
         self.weight_bytes_per_gpu = (m.params_total * bpw) / tp
         # Constants of the hot path.
         self._sharp = math.isinf(self.p)
@@ -209,6 +213,11 @@ class CostModel:
         # the constants time_s and steps_time_s read, in one attribute load
         self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_bytes_s, self.attn_flops_per_pair,
                      self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
+
+    def round_overhead_s(self, k: int) -> float:
+        """Fixed seconds an engine iteration adds to its passes: the host overhead, plus the
+        verification step's fixed time when the round speculates (k > 0)."""
+        return self.iteration_overhead_s + self.verify_overhead_s if k > 0 else self.iteration_overhead_s
 
     # ---- the fast path -------------------------------------------------------------------
     def time_s(self, num_tokens, sum_context, sum_attn_pairs, num_logits):
@@ -319,6 +328,8 @@ class CostModel:
                          + (self._moe_bytes_per_expert * touched / Wx) ** p) ** ip
             h = ((self.lm_head_flops_per_logit * num_logits / F) ** p + head) ** ip
         rest = (self.sampling_bytes_per_logit * num_logits + self.elementwise_bytes_per_token * T) / W
+        if self.sampling_host_s_per_logit:
+            rest = rest + self.sampling_host_s_per_logit * num_logits
         return t, h, rest, self._ar_per_token_s * T
 
     def shape_time_s(self, shape: PassShape):
@@ -344,7 +355,7 @@ class CostModel:
                                 self.kv_bytes_per_token * (shape.sum_context + 2 * T))
         ops["lm_head"] = roof(self.lm_head_flops_per_logit * shape.num_logits, self.lm_head_bytes, W_head)
         sb = self.sampling_bytes_per_logit * shape.num_logits
-        ops["sampling"] = OpCost(0.0, sb, sb / W, "memory")
+        ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * float(shape.num_logits), "memory")
         eb = self.elementwise_bytes_per_token * T
         ops["elementwise"] = OpCost(0.0, eb, eb / W, "memory")
         if self.allreduce_count:

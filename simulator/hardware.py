@@ -62,6 +62,15 @@ class Efficiency:
 class Overheads:
     kernel_launch_us: float  # per kernel launched in a forward pass
     iteration_us: float      # per engine iteration (host scheduling, input preparation)
+    # Host sampling time per probability row a pass hands to the sampler (one per logit position:
+    # a draft step's B rows are drawn from, a verify pass's B (K + 1) rows are read by the
+    # acceptance kernel), on top of the LM head and softmax the pass itself is charged for.
+    # Measured by `specsight calibrate` (host points); absent (None) = 0, every datasheet profile.
+    sampling_row_us: float | None = None
+    # Fixed time of a speculative round's verification step (the acceptance kernel's own launches
+    # or host calls, whatever the batch), charged once per round with K > 0, on top of the rows.
+    # Measured by `specsight calibrate` (host points); absent (None) = 0, every datasheet profile.
+    verify_round_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,9 @@ class HardwareProfile:
         require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0)
         require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0)
         require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0)
+        for key in ("sampling_row_us", "verify_round_us"):
+            if getattr(self.overheads, key) is not None:
+                require_range(f"{self.name}.overheads.{key}", getattr(self.overheads, key), 0)
 
     # Derived values in SI units.
     @property
@@ -126,6 +138,8 @@ class HardwareProfile:
             gemv = "" if e.memory_gemv is None else f", one-token (GEMV) memory {e.memory_gemv:.3g}"
             fit = (f"fit: memory {e.memory:.3g}{gemv}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
                    f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
+                   + (f", sampling {o.sampling_row_us:.3g} us per row" if o.sampling_row_us is not None else "")
+                   + (f", verify {o.verify_round_us:.3g} us per speculative round" if o.verify_round_us is not None else "")
                    + (f", held-out median error {100 * float(held):.1f} %" if held is not None else ""))
             return (f"hardware profile {self.name} (CALIBRATED: {c.get('method', 'fit')} on "
                     f"{c.get('device_name', '?')} {c.get('date', '')}; {fit}; overrides the defaults of base profile "
@@ -149,7 +163,7 @@ class HardwareProfile:
             "peak_tflops": dict(self.peak_tflops),
             "interconnect": vars(self.interconnect).copy(),
             "efficiency": {k: v for k, v in vars(self.efficiency).items() if v is not None},  # memory_gemv: absent = memory
-            "overheads": vars(self.overheads).copy(),
+            "overheads": {k: v for k, v in vars(self.overheads).items() if v is not None},  # optional terms: absent = 0
             "sources": dict(self.sources),
         }
         if self.calibration is not None:
@@ -204,7 +218,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
         raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
     ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
     eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None})
-    ov = sub("overheads", ("kernel_launch_us", "iteration_us"))
+    ov = sub("overheads", ("kernel_launch_us", "iteration_us"), {"sampling_row_us": None, "verify_round_us": None})
     try:
         return HardwareProfile(
             name=str(get("name", str)),
@@ -216,7 +230,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
             efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
                                   eff["memory_gemv"]),     # type-checked by Efficiency (no float(): "0.5" is an error)
-            overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"])),
+            overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"]),
+                                *(None if ov[k] is None else float(ov[k]) for k in ("sampling_row_us", "verify_round_us"))),
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),
             path=where,

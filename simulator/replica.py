@@ -1,7 +1,8 @@
 """One replica: a tensor-parallel GPU group running vLLM-style continuous batching, one
 speculative round per iteration.
 
-Each iteration (`_schedule`, then one SimPy timeout, then `_complete`):
+Each iteration (`_schedule`, then one SimPy timeout, or none where nothing can intervene (`run`),
+then `_complete`):
   1. the policy picks K for the running decode sequences (0 = plain decode; K is lowered when
      decode sequences x (K + 1) would exceed max_num_batched_tokens);
   2. KV: every decode sequence needs blocks for its context plus K lookahead slots; when the
@@ -12,7 +13,8 @@ Each iteration (`_schedule`, then one SimPy timeout, then `_complete`):
      decode positions), then waiting requests are admitted in FCFS order while max_num_seqs,
      the token budget and free KV blocks allow (none after a preemption in this iteration);
   4. cost = drafter proposal + ONE fused target pass over [prefill chunks + decode sequences x
-     verify width] + the per-iteration host overhead;
+     verify width] + the per-iteration host overhead (+ the verification step's fixed time when
+     K > 0: CostModel.round_overhead_s);
   5. at the end of the iteration acceptance is drawn per decode sequence; each emits
      accepted + 1 tokens (capped at its remaining output); a prompt whose last chunk was computed
      emits its first token; finished requests free their KV.
@@ -53,7 +55,7 @@ class FixedStepCost:
     def __init__(self, target_step_s: float, draft_step_s: float):
         self.target_step_s = float(target_step_s)
         self.draft_step_s = float(draft_step_s)
-        self.overhead_s = 0.0
+        self.overhead_s = self.spec_overhead_s = 0.0
 
     def target_s(self, tokens, context, pairs, logits) -> float:
         return self.target_step_s
@@ -71,7 +73,8 @@ class RooflineStepCost:
 
     def __init__(self, cost_model, drafter):
         self.cm, self.drafter = cost_model, drafter
-        self.overhead_s = float(cost_model.iteration_overhead_s)
+        self.overhead_s = float(cost_model.round_overhead_s(0))
+        self.spec_overhead_s = float(cost_model.round_overhead_s(1))     # + the verification step
         self.uses_catchup = drafter is not None and drafter.uses_gpu
         self.target_s = cost_model.time_s                 # bound methods: no wrapper in the loop
         self.draft_s = drafter.propose_time_s if drafter is not None else (lambda b, k, c, u: 0.0)
@@ -82,7 +85,7 @@ class RooflineStepCost:
         t = self.target_s(batch * width, c, batch * (width * mean_context + width * (width + 1) / 2.0), batch * width)
         if k > 0 and self.drafter is not None:
             t += self.drafter.propose_time_s(batch, k, c)
-        return float(t) + self.overhead_s
+        return float(t) + (self.spec_overhead_s if k > 0 else self.overhead_s)
 
 
 # ---- the replica -------------------------------------------------------------------------
@@ -119,6 +122,7 @@ class Replica:
         self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads iteration_s
         self.state = PolicyState(round_time_s=self._round_time_s)
         self._target_s, self._draft_s, self._overhead_s = cost.target_s, cost.draft_s, float(cost.overhead_s)
+        self._spec_overhead_s = float(cost.spec_overhead_s)      # a round with K > 0
         # Population acceptance (the same rates for every sequence; trees arrive as per-depth
         # models, run.py): drawn in blocks that hand out exactly what per-round
         # sample_prefix_accepts calls would draw. Other models sample per round.
@@ -276,7 +280,7 @@ class Replica:
         inf where the decode positions exceed the token budget (`_choose_k` would lower that K).
         NOTE: one scalar cost-model call per K and term: on K_max + 1 = 5 candidates that is several
         times cheaper than one call on numpy arrays."""
-        n, target, draft, oh = self.n, self._target_s, self._draft_s, self._overhead_s
+        n, target, draft, oh, oh_spec = self.n, self._target_s, self._draft_s, self._overhead_s, self._spec_overhead_s
         sum_c = float(self.sum_ctx - n)                                       # cached before this pass
         mean_c = sum_c / n
         m = self.match_p * n if self.ngram else float(n)      # sequences that verify K + 1 (ngram: expected)
@@ -298,11 +302,12 @@ class Replica:
                     once_s[k] = d1_all - draft(n, 1, sum_c, u_rec)
             else:
                 dec_tok, dec_pairs, d = float(n), sum_c + n, 0.0
-            decode_s[k] = target(dec_tok, sum_c, dec_pairs, dec_tok) + d + oh
+            decode_s[k] = target(dec_tok, sum_c, dec_pairs, dec_tok) + d + (oh_spec if k else oh)
             if pf is None:
                 pass_s[k] = decode_s[k]
             else:
-                pass_s[k] = target(dec_tok + pf[0], sum_c + pf[1], dec_pairs + pf[2], dec_tok + pf[3]) + d + oh
+                pass_s[k] = target(dec_tok + pf[0], sum_c + pf[1], dec_pairs + pf[2], dec_tok + pf[3]) + d \
+                    + (oh_spec if k else oh)
         return pass_s, decode_s, once_s
 
     def _prefill_plan(self, n: int) -> tuple[float, float, float, float] | None:
@@ -451,15 +456,17 @@ class Replica:
         target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits)
         if k and n:
             draft = self._draft_s(n, k, sum_c, self.pend_sum)
+            oh = self._spec_overhead_s               # + the verification step's fixed time
         else:
             draft = 0.0
+            oh = self._overhead_s
         prefill_s = target * pf_tok / tokens if pf_tok else 0.0
         self._k, self._nd, self._matched, self._pf_sched = k, n, matched, sched
         # iteration log row (ITER_COLUMNS order); the end time, tokens emitted and first tokens
         # (slots 2, 7, 8) are filled in by _complete
         self._row = [self.index, self.now, 0.0, n + len(sched), n, pf_tok, k, 0, 0,
-                     draft, target - prefill_s, prefill_s, self._overhead_s, cap - free, self._preempted]
-        return draft + target + self._overhead_s
+                     draft, target - prefill_s, prefill_s, oh, cap - free, self._preempted]
+        return draft + target + oh
 
     def _make_room(self, k: int, dec_blocks: int) -> tuple[int, int]:
         """Preempt from the end of the running order until the decode batch's KV fits:

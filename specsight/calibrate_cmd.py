@@ -26,6 +26,12 @@ GPU_NAMES = (("H200", "h200-sxm"), ("H100 PCIe", "h100-pcie"), ("H100", "h100-sx
              ("4090", "rtx-4090"), ("MI325X", "mi325x"), ("MI300X", "mi300x"))
 CPU_SCALE = 8          # --scale default on the CPU: catalog dims / 8 (see docs/calibration.md)
 CPU_THREADS = 1        # --threads default on the CPU: stable timings on shared 2-core CI runners
+# CPU depths (docs/calibration.md): the target's 8 layers at dims / 8 weigh 142 MB with its LM head,
+# a 1-layer draft 20 MB (14 %), about Llama-3.2-1B's share of Llama-3.1-8B's bytes (15 %); with 4
+# target layers the draft was 23 % and its LM head (vocabulary 16032) dominated the round.
+CPU_LAYERS = 8         # --layers default on the CPU (calibrate times N // 2 and N; groundtruth runs N)
+CPU_DRAFT_LAYERS = 1   # draft depth on the CPU: groundtruth's --draft-layers default, and calibrate's
+GPU_LAYERS = 4         # --layers default on cuda
 
 
 def _ints(s: str) -> tuple[int, ...]:
@@ -53,8 +59,16 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("calibrate", help="time real forward passes (or read Vidur tables), fit, write a profile")
     p.add_argument("--model", default="llama-3.1-8b", help="catalog model or config.json whose dims are timed")
     p.add_argument("--draft", default=None, help="draft model whose step shapes are timed too (e.g. llama-3.2-1b)")
-    p.add_argument("--layers", type=int, default=4, help="target timed at N//2 and N layers (default 4)")
-    p.add_argument("--draft-layers", type=int, default=None, help="draft layers timed (default: --layers)")
+    p.add_argument("--layers", type=int, default=None,
+                   help=f"target timed at N//2 and N layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
+    p.add_argument("--draft-layers", type=int, default=None,
+                   help=f"draft layers timed (default: --layers on cuda, {CPU_DRAFT_LAYERS} on cpu, the ground truth's draft)")
+    p.add_argument("--sweeps", type=int, default=None,
+                   help="spread each pass's repeats over this many sweeps through the whole grid, so every pass sees "
+                        "the same drifting machine (default: --repeats on cpu, 1 on cuda)")
+    p.add_argument("--evict", action=argparse.BooleanOptionalAction, default=None,
+                   help="read a last-level-cache-sized buffer before every timed repeat, so each pass streams its "
+                        "weights from memory as in a speculative round (default: on for cpu, off for cuda)")
     p.add_argument("--quick", action="store_true", help="small grid (cuda-quick / cpu-quick)")
     p.add_argument("--grid", default=None, help="grid name: cuda, cuda-quick, cpu, cpu-quick, cpu-tiny")
     p.add_argument("--repeats", type=int, default=5)
@@ -75,14 +89,18 @@ def add_parser(subparsers) -> None:
     g = subparsers.add_parser("groundtruth", help="real speculative decoding in torch, timed per round")
     g.add_argument("--model", default="llama-3.1-8b")
     g.add_argument("--draft", default="llama-3.2-1b", help="independent draft model (same vocabulary)")
-    g.add_argument("--layers", type=int, default=4, help="target layers (default 4)")
-    g.add_argument("--draft-layers", type=int, default=1, help="draft layers (default 1)")
+    g.add_argument("--layers", type=int, default=None,
+                   help=f"target layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
+    g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS, help=f"draft layers (default {CPU_DRAFT_LAYERS})")
     g.add_argument("--batch", type=_ints, default=(1, 8, 32), help="comma-separated batch sizes")
     g.add_argument("--k", type=_ints, default=(0, 2, 4), help="comma-separated K values (0 = plain decoding)")
     g.add_argument("--steps", type=int, default=16, help="timed rounds per (batch, K)")
     g.add_argument("--warmup", type=int, default=3, help="warm-up rounds per (batch, K), recorded but flagged")
     g.add_argument("--prompt-len", type=int, default=256)
     g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
+                   help="at each batch, run the K values' rounds in turn, each with its own caches, so their "
+                        "speedups compare the same stretch of machine time (default: on)")
     g.add_argument("--out", required=True, help="RUN.json, or a folder (DIR/groundtruth.json)")
     g.add_argument("--json", action="store_true")
     _device_args(g)
@@ -169,16 +187,23 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from calibrate.fit import fit_device, host_overhead, write_profile
     from simulator.hardware import load_profile
 
-    if args.layers < 1:
-        raise SpecsightInputError("--layers", args.layers, "must be >= 1")
+    n_layers = args.layers if args.layers is not None else (GPU_LAYERS if device == "cuda" else CPU_LAYERS)
+    if n_layers < 1:
+        raise SpecsightInputError("--layers", n_layers, "must be >= 1")
+    draft_layers = args.draft_layers or (n_layers if device == "cuda" else CPU_DRAFT_LAYERS)
+    evict = device == "cpu" if args.evict is None else bool(args.evict)
     target, draft = _specs(args, scale, args.draft)
     grid_name = args.grid or (f"{device}-quick" if args.quick else device)
     if grid_name not in mb.GRIDS:
         raise SpecsightInputError("--grid", grid_name, f"one of {', '.join(mb.GRIDS)}")
-    layers = (max(1, args.layers // 2), args.layers)
-    cfg = mb.BenchConfig(target=target, draft=draft, layers=layers, draft_layers=args.draft_layers or args.layers,
+    layers = (max(1, n_layers // 2), n_layers)
+    cfg = mb.BenchConfig(target=target, draft=draft, layers=layers, draft_layers=draft_layers,
                          grid=mb.GRIDS[grid_name], device=device, dtype=dtype, warmup=args.warmup,
-                         repeats=args.repeats, seed=args.seed, graphs=_graphs(args, device))
+                         repeats=args.repeats, seed=args.seed, graphs=_graphs(args, device),
+                         evict_bytes=mb.last_level_cache_bytes() if evict else 0,
+                         sweeps=args.sweeps if args.sweeps is not None else (1 if device == "cuda" else args.repeats))
+    if cfg.sweeps < 1:
+        raise SpecsightInputError("--sweeps", cfg.sweeps, "must be >= 1")
     out = Path(args.out)
     points_path = Path(args.points) if args.points else out.with_name(out.stem + ".points.jsonl")
     env = mb.environment(device)
@@ -192,7 +217,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         base = load_profile(args.gpu or guess_gpu_profile(env["device_name"]))
     else:
         weight_bytes = _weight_bytes(target, max(layers), dtype)
-        pk = mb.measure_peaks(device, dtype, weight_bytes, repeats=args.repeats)
+        pk = mb.measure_peaks(device, dtype, weight_bytes, repeats=args.repeats,
+                              evict=mb.Evictor(cfg.evict_bytes, device) if cfg.evict_bytes else None)
         base = cpu_profile(out.stem, env, pk, dtype)
         peaks = {"memory_bandwidth_tb_s": base.memory_bandwidth_tb_s, "peak_tflops": dict(base.peak_tflops),
                  "memory_capacity_gb": base.memory_capacity_gb}
@@ -222,7 +248,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "grid": {"name": grid_name, "batches": list(cfg.grid.batches), "new_tokens": list(cfg.grid.new_tokens),
                  "contexts": list(cfg.grid.contexts), "max_tokens": cfg.grid.max_tokens,
                  "max_kv_tokens": cfg.grid.max_kv_tokens},
-        "timing": f"{args.warmup} warm-up + {stat} of {args.repeats} repeats, device synchronised around perf_counter",
+        "timing": (f"{args.warmup} warm-up + {stat} of {args.repeats} repeats, device synchronised around perf_counter"
+                   + (f"; before every timed repeat a {cfg.evict_bytes / 2**20:.0f} MiB read evicts the caches"
+                      if cfg.evict_bytes else "")
+                   + (f"; the repeats spread over {cfg.n_sweeps} sweeps through the grid" if cfg.n_sweeps > 1 else "")),
+        "sweeps": cfg.n_sweeps,
+        "evict_bytes": cfg.evict_bytes,
         "n_points": int(len(fit.points)), "points_file": str(points_path), "key": cfg.key,
         "holdout": s["holdout"],
         "residuals": {k: v for k, v in s.items() if k.startswith(("heldout_ape", "train_ape", "datasheet_", "rms_"))},
@@ -248,13 +279,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
     prof = write_profile(out, base, fit.params, calibration=cal, fit_source=src, param_sources=param_sources,
                          iteration_us=iteration_us,
                          iteration_source=(f"measured by specsight calibrate on {env['device_name']}: intercept of a round's "
-                                           f"host work (sampling draws, verify_chain, commit) against rows sampled "
-                                           f"B (K + 1), {host['n']} points"),
+                                           f"host work (sampling draws, verify_chain, commit) against logit rows "
+                                           f"B (2K + 1) and a verify-kernel term for K > 0, {host['n']} points"),
+                         sampling_row_us=host["sampling_row_us"],
+                         sampling_row_source=(f"measured by specsight calibrate on {env['device_name']}: slope of a round's "
+                                              f"host work (sampling draws, verify_chain, commit) against logit rows "
+                                              f"B (2K + 1), {host['n']} points, {stat} of repeats"),
+                         verify_round_us=host["verify_round_us"],
+                         verify_round_source=(f"measured by specsight calibrate on {env['device_name']}: a round's host "
+                                              f"work (sampling draws, verify_chain, commit) above the row terms when "
+                                              f"K > 0 (the verify kernel's fixed time), {host['n']} points, {stat} of repeats"),
                          peaks=peaks, peak_sources=peak_sources,
                          description=f"{base.description} (calibrated by specsight on {env['device_name']})",
                          header=f"# Calibrated by: specsight calibrate --device {device} --model {args.model}"
-                                f"{' --draft ' + args.draft if args.draft else ''} --layers {args.layers} "
-                                f"--grid {grid_name} --scale {scale} --dtype {dtype}")
+                                f"{' --draft ' + args.draft if args.draft else ''} --layers {n_layers} --draft-layers {draft_layers} "
+                                f"--grid {grid_name} --scale {scale} --dtype {dtype} --repeats {args.repeats} --sweeps {cfg.n_sweeps}"
+                                f"{'' if evict else ' --no-evict'}")
     result = {"profile": str(out), "profile_name": prof.name, "device_name": env["device_name"], "dtype": dtype,
               "heldout_ape_median": s["heldout_ape_median"], "heldout_ape_max": s["heldout_ape_max"],
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
@@ -262,7 +302,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "heldout_by_role": s["heldout_by_role"], "one_token_passes": s["one_token_passes"],
               "fitted": fit.params, "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
-              "layer_scaling": cal["layer_scaling"], "n_points": cal["n_points"], "points_file": str(points_path),
+              "layer_scaling": cal["layer_scaling"], "draft_layers": cfg.draft_layers, "evict_bytes": cfg.evict_bytes,
+              "sweeps": cfg.n_sweeps,
+              "n_points": cal["n_points"], "points_file": str(points_path),
               "elapsed_s": round(time.perf_counter() - t0, 1)}
     if device == "cpu":
         result["measured_peaks"] = peaks
@@ -272,7 +314,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         ls = s["layer_scaling"]
         print(prof.describe())
-        print(f"fitted: {_fitted_text(fit.params)}, iteration_us={iteration_us:.1f}")
+        print(f"fitted: {_fitted_text(fit.params)}, iteration_us={iteration_us:.1f}, "
+              f"sampling_row_us={host['sampling_row_us']:.2f}, verify_round_us={host['verify_round_us']:.1f}")
         print(f"held-out APE: median {100 * s['heldout_ape_median']:.1f} %, max {100 * s['heldout_ape_max']:.1f} % "
               f"({s['heldout_n']} passes); train median {100 * s['train_ape_median']:.1f} %; "
               f"datasheet defaults median {100 * s['datasheet_ape_median']:.1f} %")
@@ -357,8 +400,12 @@ def run_groundtruth(args: argparse.Namespace) -> int:
         raise SpecsightInputError("--prompt-len", args.prompt_len, "must be >= 3")
     target, draft = _specs(args, scale, args.draft if any(k > 0 for k in args.k) else None)
     cfg = GTConfig(batches=tuple(args.batch), ks=tuple(args.k), steps=args.steps, warmup=args.warmup,
-                   prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed)
-    run = gt_run(target, draft, target_layers=args.layers, draft_layers=args.draft_layers, device=device,
+                   prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed,
+                   interleave=args.interleave)
+    n_layers = args.layers if args.layers is not None else (GPU_LAYERS if device == "cuda" else CPU_LAYERS)
+    if n_layers < 1 or args.draft_layers < 1:
+        raise SpecsightInputError("--layers/--draft-layers", f"{n_layers}/{args.draft_layers}", "must be >= 1")
+    run = gt_run(target, draft, target_layers=n_layers, draft_layers=args.draft_layers, device=device,
                  dtype=dtype, cfg=cfg, graphs=_graphs(args, device), progress=not (args.no_progress or args.json))
     run["provenance"]["arguments"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()
                                       if k not in ("func",) and not callable(v)}

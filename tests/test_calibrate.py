@@ -15,7 +15,8 @@ import torch
 from calibrate.fit import (GEMV, TIED, PassPredictor, ape, fit_device, fit_log_time, holdout_groups, host_overhead, params_of,
                            soft_roofline_jac, theta_to_params, params_to_theta, write_profile)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
-from calibrate.microbench import GRIDS, BenchConfig, grid_points, measure, read_points
+from calibrate.microbench import (GRIDS, BenchConfig, Evictor, grid_points, last_level_cache_bytes, measure, read_points,
+                                  time_fn)
 from simulator.hardware import load_profile
 from simulator.model_spec import load_model
 
@@ -167,15 +168,22 @@ def test_soft_roofline_jacobian_matches_finite_differences():
     assert np.all(J[one, 0] == 0) and np.all(J[~one, 4] == 0)     # each row moves with one memory rate
 
 
-def test_host_overhead_is_the_intercept_of_host_time_against_rows_sampled():
-    """Host points with t = 150 us + 30 us per sampled row (rows = B (K + 1)): the fit returns
-    the intercept as iteration_us and the slope separately; target/draft points are ignored."""
-    pts = [dict(role="host", batch=b, new_tokens=k, context=0, min_s=(150 + 30 * b * (k + 1)) * 1e-6)
+def test_host_overhead_splits_iteration_logit_rows_and_verify_kernel():
+    """Host points with t = 150 us + 30 us per logit row (rows = B (2K + 1): K draft rows and
+    K + 1 verify rows per sequence) + 400 us per speculative round (the verify kernel): the fit
+    returns 150 as iteration_us, 30 as sampling_row_us and 400 as verify_round_us; target/draft
+    points are ignored. Against B (K + 1) with one intercept (the old model) they fit no line."""
+    pts = [dict(role="host", batch=b, new_tokens=k, context=0, min_s=(150 + 30 * b * (2 * k + 1) + 400 * (k > 0)) * 1e-6)
            for b in (1, 4, 16) for k in (0, 2, 4)]
     pts.append(dict(role="target", batch=1, new_tokens=1, context=128, min_s=1.0))
     h = host_overhead(pts, stat="min")
-    assert h["iteration_us"] == pytest.approx(150.0, rel=1e-6) and h["per_row_us"] == pytest.approx(30.0, rel=1e-6)
+    assert h["iteration_us"] == pytest.approx(150.0, rel=1e-6) and h["sampling_row_us"] == pytest.approx(30.0, rel=1e-6)
+    assert h["verify_round_us"] == pytest.approx(400.0, rel=1e-6)
     assert h["n"] == 9 and h["ape_max"] < 1e-9
+    assert h["per_row_ape_median"] > 0.01
+    # only K = 0 points: no verify kernel to separate, two terms
+    h0 = host_overhead([p for p in pts if p.get("new_tokens") == 0], stat="min")
+    assert h0["verify_round_us"] == 0.0 and h0["sampling_row_us"] == pytest.approx(30.0, rel=1e-6)
 
 
 def test_holdout_groups_are_seeded_and_whole():
@@ -214,6 +222,52 @@ def test_measure_resumes_where_it_stopped(tmp_path):
     # another configuration (other repeats) does not reuse these points
     cfg2 = dataclasses.replace(cfg, repeats=3)
     assert cfg2.key != cfg.key and read_points(path, cfg2.key) == {}
+
+
+def test_time_fn_runs_before_ahead_of_every_timed_call_only():
+    """`before` (the cache eviction) runs once before each timed repeat, never inside the timing
+    and never for the warm-up calls."""
+    log = []
+    times = time_fn(lambda: log.append("f"), "cpu", warmup=2, repeats=3, before=lambda: log.append("b"))
+    assert len(times) == 3 and log == ["f", "f", "b", "f", "b", "f", "b", "f"]
+
+
+def test_evictor_reads_its_buffer_and_the_cache_size_is_read():
+    ev = Evictor(1 << 20)
+    assert ev.buf.numel() * 4 == 1 << 20 and ev() == float(1 << 18)          # a read over every element
+    assert last_level_cache_bytes() >= 1 << 16
+
+
+def test_eviction_is_part_of_the_resume_key():
+    """Points timed with evicted caches are another measurement than back-to-back ones (a different
+    resume key); without eviction the key is what it was before the option existed."""
+    grid = GRIDS["cpu-tiny"]
+    cfg = BenchConfig(target=TARGET, draft=None, layers=(1, 2), draft_layers=1, grid=grid, warmup=1, repeats=2)
+    assert "evict_bytes" not in cfg.identity()
+    assert dataclasses.replace(cfg, evict_bytes=1 << 20).key != cfg.key
+
+
+def test_sweeps_spread_the_repeats_and_resume_within_a_sweep(tmp_path):
+    """sweeps = 3, repeats = 4: every pass is visited in each of 3 sweeps (2 + 1 + 1 timed calls),
+    each sweep's times are appended at once, the point's record (4 times) after the last sweep;
+    a calibration stopped after the first sweep resumes from the second."""
+    grid = dataclasses.replace(GRIDS["cpu-tiny"], batches=(1,), contexts=(32,), new_tokens=(1, 2), sampling_ks=(0,))
+    cfg = BenchConfig(target=TARGET, draft=None, layers=(1,), draft_layers=1, grid=grid, warmup=1, repeats=4, sweeps=3)
+    assert [cfg.sweep_repeats(s) for s in range(cfg.n_sweeps)] == [2, 1, 1] and "sweeps" in cfg.identity()
+    path = tmp_path / "pts.jsonl"
+    pts = measure(cfg, path, progress=False)
+    n = len(grid_points(cfg))
+    assert len(pts) == n and all(len(p["times_s"]) == 4 and p["sweeps"] == 3 for p in pts)
+    recs = [json.loads(ln) for ln in path.read_text().splitlines()]
+    sweeps = [r["sweep"] for r in recs if "sweep" in r]
+    assert sweeps == [0] * n + [1] * n + [2] * n               # sweep by sweep through the grid
+    # keep only the first sweep: a rerun measures sweeps 1 and 2 and completes every point
+    path.write_text("\n".join(json.dumps(r) for r in recs if r.get("sweep") == 0) + "\n")
+    again = measure(cfg, path, progress=False)
+    assert len(again) == n and all(len(p["times_s"]) == 4 for p in again)
+    first_sweep = {r["id"]: r["times_s"] for r in recs if r.get("sweep") == 0}
+    assert all(p["times_s"][:2] == first_sweep[p["id"]] for p in again)
+    assert dataclasses.replace(cfg, sweeps=1).key != cfg.key
 
 
 @pytest.fixture(scope="module")
@@ -259,6 +313,12 @@ def test_cpu_calibration_cli_and_fit(cpu_calibration, capsys):
     assert prof.overheads.kernel_launch_us == pytest.approx(d["kernel_launch_us"], rel=1e-5)
     assert res["fitted"]["overheads.kernel_launch_us"] == res["dispatch"]["kernel_launch_us"]
     assert prof.sources["overheads.kernel_launch_us"].startswith("measured by specsight calibrate")
+    # the host sampling time per logit row is measured from the host points and written with its source
+    assert prof.overheads.sampling_row_us == pytest.approx(res["host_overhead"]["sampling_row_us"], rel=1e-5)
+    assert prof.sources["overheads.sampling_row_us"].startswith("measured by specsight calibrate")
+    assert "sampling" in prof.describe() and "us per row" in prof.describe()
+    # on a CPU every timed repeat starts with evicted caches (default), and the profile says so
+    assert cal["evict_bytes"] > 0 and "evicts the caches" in cal["timing"]
 
 
 def test_cost_names_the_calibrated_profile_and_its_fit(capsys):

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from calibrate.groundtruth import GTConfig, commit, draw, host_work_fn, load_run, run_groundtruth, run_one, write_run
+from calibrate.groundtruth import (GTConfig, commit, draw, host_work_fn, load_run, run_groundtruth, run_interleaved, run_one,
+                                   write_run)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.validate import compare, predict_rounds, validate
 from simulator.hardware import load_profile
@@ -76,6 +77,32 @@ def test_same_model_as_draft_accepts_everything():
     assert all(a == 2 for r in rec["rounds"] for a in r["accepted"])
 
 
+def test_interleaved_rounds_alternate_in_time_and_emit_what_back_to_back_runs_emit():
+    """run_interleaved: round r of every K runs before round r + 1 of any, and each K keeps its own
+    caches and generator, so its contexts and accept lengths equal those of a run back to back."""
+    tgt = DecoderModel(TARGET, 2, dtype="fp32", seed=0)
+    dft = DecoderModel(DRAFT, 1, dtype="fp32", seed=1)
+    cfg = GTConfig(steps=4, warmup=1, prompt_len=16)
+    ks = (0, 2, 3)
+    inter = run_interleaved(PassRunner(tgt), PassRunner(dft), 2, ks, cfg)
+    alone = [run_one(PassRunner(tgt), PassRunner(dft), 2, k, cfg) for k in ks]
+    for a, b in zip(inter, alone):
+        assert (a["batch"], a["k"]) == (b["batch"], b["k"])
+        assert [r["committed_before"] for r in a["rounds"]] == [r["committed_before"] for r in b["rounds"]]
+        assert [r["accepted"] for r in a["rounds"]] == [r["accepted"] for r in b["rounds"]]
+    starts = [(r["t_start_s"], i, r["round"]) for i, rec in enumerate(inter) for r in rec["rounds"]]
+    order = [(rnd, i) for _, i, rnd in sorted(starts)]
+    assert order == [(rnd, i) for rnd in range(cfg.warmup + cfg.steps) for i in range(len(ks))]
+
+
+def test_groundtruth_interleaves_by_default_and_records_it():
+    run = run_groundtruth(TARGET, DRAFT, target_layers=1, draft_layers=1, device="cpu", dtype="fp32",
+                          cfg=GTConfig(batches=(1,), ks=(0, 1), steps=2, warmup=0, prompt_len=8), progress=False)
+    assert run["config"]["interleave"] is True
+    t = [[r["t_start_s"] for r in rec["rounds"]] for rec in run["runs"]]
+    assert t[0][0] < t[1][0] < t[0][1] < t[1][1]
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     run = run_groundtruth(TARGET, DRAFT, target_layers=2, draft_layers=1, device="cpu", dtype="fp32",
@@ -141,6 +168,14 @@ def test_cli_groundtruth_and_validate(tmp_path):
     v = json.loads(buf.getvalue())
     assert {"tok_s_ape_median", "speedup_sign_agreement", "rows"} <= set(v) and len(v["rows"]) == 4
     assert "| batch | K |" in (tmp_path / "v.md").read_text()
+    # without --layers a CPU ground truth runs the CPU depths (8 target layers, 1 draft layer)
+    run = json.loads(out.read_text())
+    assert run["target"]["layers"] == 1 and run["config"]["interleave"] is True
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["groundtruth", "--device", "cpu", "--scale", "32", "--batch", "1", "--k", "0,1", "--steps", "1",
+                     "--warmup", "0", "--prompt-len", "8", "--no-interleave", "--out", str(tmp_path / "d.json")]) == 0
+    run = json.loads((tmp_path / "d.json").read_text())
+    assert (run["target"]["layers"], run["draft"]["layers"], run["config"]["interleave"]) == (8, 1, False)
     # a CPU run without a profile is refused with one line
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
