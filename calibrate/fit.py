@@ -426,7 +426,7 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
     from scipy.optimize import nnls
     h = [p for p in points if p["role"] == "host"]
     if not h:
-        return {"iteration_us": 0.0, "sampling_row_us": 0.0, "verify_round_us": 0.0, "per_row_us": 0.0, "n": 0}
+        return {"iteration_us": 0.0, "sampling_row_us": 0.0, "verify_round_us": None, "per_row_us": 0.0, "n": 0}
     B = np.array([p["batch"] for p in h], float)
     K = np.array([p["new_tokens"] for p in h], float)
     t_us = 1e6 * np.array([p[f"{stat}_s"] for p in h], float)
@@ -434,7 +434,9 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
     if not (K > 0).any() or (K > 0).all():
         X = X[:, :2]                      # no K = 0 point or no K > 0 point: c is not identified
     coef, _ = nnls(X, t_us)
-    a, b, c = float(coef[0]), float(coef[1]), float(coef[2]) if coef.size > 2 else 0.0
+    # c is None where the points cannot separate it (only K = 0 rounds, or only K > 0 ones: then the
+    # intercept a holds the verify kernel's time too); the profile then leaves the term out
+    a, b, c = float(coef[0]), float(coef[1]), float(coef[2]) if coef.size > 2 else None
     e = ape(X @ coef, t_us)
     x_rows = np.column_stack([np.ones_like(B), B * (K + 1)])
     c_rows, _ = nnls(x_rows, t_us)

@@ -250,7 +250,9 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     jsonl.parent.mkdir(parents=True, exist_ok=True)
     done = read_points(jsonl, cfg.key)
     todo = [p for p in grid_points(cfg) if p.id not in done]
-    bar = _progress(len(done) + len(todo) * cfg.n_sweeps, len(done), progress)     # one step per pass per sweep
+    partial = read_sweeps(jsonl, cfg.key) if cfg.n_sweeps > 1 else {}
+    resumed = sum(1 for (pid, s) in partial if s < cfg.n_sweeps - 1)               # earlier sweeps on disk
+    bar = _progress(len(done) + len(todo) * cfg.n_sweeps, len(done) + resumed, progress)   # a step per pass per sweep
     runners: dict[str, PassRunner] = {}
 
     def runner(role: str) -> PassRunner:
@@ -276,7 +278,6 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     # a fast minute and its neighbour in a slow one differ by the machine, not by their shapes.
     # Each sweep's times are appended as they are measured ("sweep" records); the point's record
     # follows its last sweep, so an interrupted calibration resumes within a sweep.
-    partial = read_sweeps(jsonl, cfg.key) if cfg.n_sweeps > 1 else {}
     cache_key, cache = None, None
 
     def time_point(p: Point, repeats: int) -> list[float]:

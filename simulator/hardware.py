@@ -103,8 +103,11 @@ class HardwareProfile:
         require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0)
         require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0)
         for key in ("sampling_row_us", "verify_round_us"):
-            if getattr(self.overheads, key) is not None:
-                require_range(f"{self.name}.overheads.{key}", getattr(self.overheads, key), 0)
+            v = getattr(self.overheads, key)
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                    raise SpecsightInputError(f"{self.name}.overheads.{key}", v, "must be a number >= 0 (or absent: 0)")
+                require_range(f"{self.name}.overheads.{key}", v, 0)
 
     # Derived values in SI units.
     @property
@@ -231,7 +234,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
                                   eff["memory_gemv"]),     # type-checked by Efficiency (no float(): "0.5" is an error)
             overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"]),
-                                *(None if ov[k] is None else float(ov[k]) for k in ("sampling_row_us", "verify_round_us"))),
+                                ov["sampling_row_us"], ov["verify_round_us"]),   # type-checked by HardwareProfile
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),
             path=where,

@@ -221,12 +221,12 @@ class Replica:
             if dt is None:          # everything preempted itself; reschedule at once
                 continue
             if inline:
-                start = self.now
+                start, inlined = self.now, False
                 while any_iteration or (not self._pf_sched and self.rem_lb > self._k + 1):
                     t = self.now + dt
                     if t >= peek() or start + (t - start) != t:
                         break
-                    self.now = t
+                    self.now, inlined = t, True
                     complete()
                     if not (self.n or self.prefills or self.waiting):
                         dt = None
@@ -234,8 +234,8 @@ class Replica:
                     dt = schedule()
                     if dt is None:
                         break
-                if self.now != start:
-                    yield timeout(self.now - start)      # SimPy's clock to the replica's
+                if inlined:
+                    yield timeout(self.now - start)      # SimPy's clock to the replica's (may be 0)
                     if dt is None:
                         continue
             yield timeout(dt)

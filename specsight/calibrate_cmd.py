@@ -190,7 +190,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     n_layers = args.layers if args.layers is not None else (GPU_LAYERS if device == "cuda" else CPU_LAYERS)
     if n_layers < 1:
         raise SpecsightInputError("--layers", n_layers, "must be >= 1")
-    draft_layers = args.draft_layers or (n_layers if device == "cuda" else CPU_DRAFT_LAYERS)
+    draft_layers = args.draft_layers if args.draft_layers is not None else (n_layers if device == "cuda" else CPU_DRAFT_LAYERS)
+    if draft_layers < 1:
+        raise SpecsightInputError("--draft-layers", draft_layers, "must be >= 1")
     evict = device == "cpu" if args.evict is None else bool(args.evict)
     target, draft = _specs(args, scale, args.draft)
     grid_name = args.grid or (f"{device}-quick" if args.quick else device)
@@ -315,7 +317,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         ls = s["layer_scaling"]
         print(prof.describe())
         print(f"fitted: {_fitted_text(fit.params)}, iteration_us={iteration_us:.1f}, "
-              f"sampling_row_us={host['sampling_row_us']:.2f}, verify_round_us={host['verify_round_us']:.1f}")
+              f"sampling_row_us={host['sampling_row_us']:.2f}, verify_round_us="
+              + ("not separable from the host points" if host["verify_round_us"] is None else f"{host['verify_round_us']:.1f}"))
         print(f"held-out APE: median {100 * s['heldout_ape_median']:.1f} %, max {100 * s['heldout_ape_max']:.1f} % "
               f"({s['heldout_n']} passes); train median {100 * s['train_ape_median']:.1f} %; "
               f"datasheet defaults median {100 * s['datasheet_ape_median']:.1f} %")

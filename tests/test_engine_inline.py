@@ -40,3 +40,48 @@ def test_inline_iterations_give_the_same_trajectory(case, monkeypatch):
     pd.testing.assert_frame_equal(a.baseline.iterations, b.baseline.iterations)
     assert a.trace == b.trace
     assert a.summary == b.summary
+
+
+# Fixed step costs exact in binary make ties: iterations that end exactly when a request arrives
+# or another replica's iteration ends (the inline rule must stop at t == peek()), closed-loop users
+# whose 1-token requests finish at their first token (a prefill iteration must end on an event).
+def _fixed(reps, arrival, output_len, ngram):
+    sc = {"name": "ties", "seed": 1,
+          "hardware": {"kind": "fixed", "target_step_s": 0.25, "draft_step_s": 0.125, "replicas": reps},
+          "workload": {"arrival": arrival, "num_requests": 40, "prompt_len": 4, "output_len": output_len},
+          "engine": {"router": "least_outstanding"}}
+    if ngram:
+        sc["drafter"] = {"method": "ngram", "num_speculative_tokens": 2}
+        sc["acceptance"] = {"model": "iid", "alpha": 0.5}
+    return sc
+
+
+TIES = [(reps, arrival, out, ngram)
+        for reps in (1, 2)
+        for arrival in ({"process": "constant", "qps": 4}, {"process": "closed_loop", "concurrency": 3, "think_time_s": 0.5})
+        for out in (1, {"dist": "uniform", "low": 1, "high": 9})
+        for ngram in (False, True)]
+
+
+@pytest.mark.parametrize("reps,arrival,out,ngram", TIES)
+def test_inline_iterations_keep_ties_and_one_token_requests(reps, arrival, out, ngram, monkeypatch):
+    runs = []
+    for inline in (True, False):
+        monkeypatch.setattr(Replica, "INLINE", inline)
+        runs.append(simulate(_fixed(reps, arrival, out, ngram), trace=True))
+    a, b = runs
+    pd.testing.assert_frame_equal(a.iterations, b.iterations)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    assert a.trace == b.trace
+
+
+def test_an_iteration_that_adds_no_time_runs_inline_too():
+    # 1e-20 s passes: the replica's clock does not move past SimPy's (0 + 1e-20 == 1e-20 but 1.0 +
+    # 1e-20 == 1.0); the request at t = 1 finishes at t = 1 exactly.
+    r = simulate({"name": "tiny", "seed": 0, "hardware": {"kind": "fixed", "target_step_s": 1e-20},
+                  "workload": {"arrival": {"process": "constant", "qps": 1}, "num_requests": 2,
+                               "prompt_len": 4, "output_len": 3}}, trace=True)
+    t = 0.0
+    for _ in range(3):         # prefill, then two decode iterations
+        t += 1e-20
+    assert r.requests["finish_s"].tolist() == [t, 1.0]

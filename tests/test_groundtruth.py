@@ -135,6 +135,19 @@ def test_validate_predicts_every_round_with_the_cost_model(tiny_run):
     assert 0.0 <= summary["speedup_sign_agreement"] <= 1.0
 
 
+def test_validate_charges_the_verify_step_once_per_speculative_round(tiny_run):
+    import dataclasses
+    _, run = tiny_run
+    hw = load_profile("h200-sxm")
+    hw_v = dataclasses.replace(hw, overheads=dataclasses.replace(hw.overheads, verify_round_us=250.0))
+    a, b = predict_rounds(run, hw, dtype="bf16"), predict_rounds(run, hw_v, dtype="bf16")
+    d = (b["pred_s"] - a["pred_s"]).to_numpy()
+    spec = (a["k"] > 0).to_numpy()
+    assert spec.any() and (~spec).any()
+    np.testing.assert_allclose(d[spec], 250e-6, rtol=1e-9)
+    assert (d[~spec] == 0).all()
+
+
 def test_compare_drops_stalls_and_keeps_tokens():
     rows = [dict(batch=1, k=0, round=i, warmup=False, wall_s=1.0, draft_s=0.0, pred_s=1.1, pred_draft_s=0.0, emitted=1)
             for i in range(5)]

@@ -112,3 +112,51 @@ def test_verify_round_is_charged_once_per_speculative_round(tmp_path):
     np.testing.assert_allclose(it.loc[~spec_rows, "overhead_s"], cm1.iteration_overhead_s, rtol=1e-12)
     parts = it["draft_s"] + it["verify_s"] + it["prefill_s"] + it["overhead_s"]
     np.testing.assert_allclose(it["end_s"] - it["start_s"], parts, rtol=1e-9)
+
+
+def test_every_pricing_of_a_speculative_round_carries_the_verify_step(tmp_path, monkeypatch):
+    """The goodput policy's per-K prices (`Replica._iteration_s`) and `RooflineStepCost.round_time_s`
+    add the verify step's fixed time at K > 0 and nothing at K = 0."""
+    from simulator.drafters import Drafter, DrafterSpec
+    from simulator.replica import Replica, RooflineStepCost
+    from simulator.run import simulate
+    base, prof, path = _verify_profile(tmp_path)
+    m = load_model("llama-3.1-8b")
+    spec = DrafterSpec(method="eagle3", model="eagle3-llama-3.1-8b", num_speculative_tokens=3)
+    cm0, cm1 = CostModel(m, base), CostModel(m, prof)
+    s0, s1 = RooflineStepCost(cm0, Drafter(spec, m, cm0)), RooflineStepCost(cm1, Drafter(spec, m, cm1))
+    assert s1.round_time_s(8, 0, 1000.0, 1) == s0.round_time_s(8, 0, 1000.0, 1)
+    assert s1.round_time_s(8, 3, 1000.0, 4) - s0.round_time_s(8, 3, 1000.0, 4) == pytest.approx(VERIFY_US * 1e-6, rel=1e-9)
+    seen = []
+    real = Replica._iteration_s
+
+    def priced(self, tokens_per_seq):
+        out = real(self, tokens_per_seq)
+        oh_spec, self._spec_overhead_s = self._spec_overhead_s, self._overhead_s   # the same without it
+        without = real(self, tokens_per_seq)
+        self._spec_overhead_s = oh_spec
+        seen.append((out, without))
+        return out
+    monkeypatch.setattr(Replica, "_iteration_s", priced)
+    sc = {"name": "goodput", "seed": 0, "hardware": {"profile": str(path)}, "model": "llama-3.1-8b",
+          "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
+          "acceptance": {"model": "iid", "alpha": 0.7}, "policy": {"kind": "goodput"},
+          "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 12,
+                       "prompt_len": 256, "output_len": 32}}
+    simulate(sc)
+    assert seen
+    for (pass_s, decode_s, _), (pass0, decode0, _) in seen:
+        finite = np.isfinite(decode_s)
+        np.testing.assert_allclose((decode_s - decode0)[finite][1:], VERIFY_US * 1e-6, rtol=1e-9)
+        np.testing.assert_allclose((pass_s - pass0)[finite][1:], VERIFY_US * 1e-6, rtol=1e-9)
+        assert decode_s[0] == decode0[0] and pass_s[0] == pass0[0]
+
+
+@pytest.mark.parametrize("bad", ["400", True, -1.0, float("nan")])
+def test_verify_round_must_be_a_number(tmp_path, bad):
+    _, prof, _ = _verify_profile(tmp_path)
+    d = prof.to_dict()
+    d["sources"]["overheads.verify_round_us"] = "unit test"
+    d["overheads"]["verify_round_us"] = bad
+    with pytest.raises(SpecsightInputError, match="verify_round_us"):
+        profile_from_dict(d, "test")
