@@ -81,7 +81,7 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path) -> dict:
 
 
 def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | None = None,
-             count_instructions: bool = False) -> dict:
+             under_callgrind: bool = False) -> dict:
     """In this process: time imports, set-up, the event loop and the DataFrames."""
     t0 = time.perf_counter()
     import numpy as np
@@ -108,7 +108,7 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     orig_run = engine_mod.Engine.run
 
     def callgrind(switch: str) -> None:       # count instructions only inside the loop
-        if count_instructions:
+        if under_callgrind:
             subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], capture_output=True, check=True)
 
     def timed_run(self):

@@ -203,13 +203,9 @@ def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k:
     in the calibration, where each pass is timed between synchronisations.
     state: if given, receives the final token buffer, committed lengths and both caches (tests)."""
     d = _Decoding(target_run, draft_run, batch, k, cfg)
-    for _ in range(cfg.warmup + cfg.steps):
-        d.round()
+    _run_in_turn([d], target_run, draft_run, cfg)
     if state is not None:
         state.update(buf=d.buf, committed=d.committed, tcache=d.tcache, dcache=d.dcache)
-    target_run.reset()
-    if draft_run is not None:
-        draft_run.reset()
     return d.record()
 
 
@@ -220,13 +216,19 @@ def run_interleaved(target_run: PassRunner, draft_run: PassRunner | None, batch:
     lengths as run back to back); what changes is that the K values share every stretch of time,
     so the speedups over K = 0 compare rounds run under the same machine state."""
     runs = [_Decoding(target_run, draft_run, batch, k, cfg) for k in ks]
+    _run_in_turn(runs, target_run, draft_run, cfg)
+    return [d.record() for d in runs]
+
+
+def _run_in_turn(runs: list[_Decoding], target_run: PassRunner, draft_run: PassRunner | None, cfg: GTConfig) -> None:
+    """Every round of each configuration, round r of all of them before round r + 1; then drop the
+    runners' CUDA graphs (they read these configurations' caches)."""
     for _ in range(cfg.warmup + cfg.steps):
         for d in runs:
             d.round()
     target_run.reset()
     if draft_run is not None:
         draft_run.reset()
-    return [d.record() for d in runs]
 
 
 def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, target_layers: int,

@@ -175,11 +175,8 @@ class DecoderModel(nn.Module):
         self.lm_head = Linear(s.hidden_size, s.vocab_size, False, self.dtype, self.device)
         with torch.no_grad():
             for p in self.parameters():
-                if p.ndim == 2:
+                if p.ndim == 2:             # weights; biases stay as Linear made them (zeros)
                     p.normal_(0.0, INIT_STD)
-            for layer in self.layers:
-                if layer.qkv.bias is not None:
-                    layer.qkv.bias.zero_()
         hd2 = s.head_dim // 2
         self.inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(hd2, device=self.device, dtype=torch.float32) / hd2))
         self.eval().requires_grad_(False)

@@ -42,7 +42,7 @@ from simulator.hardware import HardwareProfile, Interconnect, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.paths import REPO_ROOT
 
-from .fit import GEMV, TIED, ape, ape_summary, fit_log_time, params_of
+from .fit import GEMV, TIED, ape, ape_summary, efficiency_of, fit_log_time, params_of
 
 LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 BYTES_FP16 = 2
@@ -144,9 +144,8 @@ def load_allreduce(data_dir: str | Path, topology: str) -> pd.DataFrame:
 def memory_fraction(df: pd.DataFrame, params: Mapping[str, Any]) -> np.ndarray:
     """Per op row: efficiency.memory_gemv where the op is a matrix-vector product (one token:
     cuBLAS's GEMV kernel), efficiency.memory otherwise (the CostModel's linear term)."""
-    gemv = params.get(GEMV)
-    em = params["efficiency.memory"]
-    return np.where(df["num_tokens"].to_numpy() == 1, em if gemv is None else gemv, em)
+    e = efficiency_of(params)
+    return np.where(df["num_tokens"].to_numpy() == 1, e.memory_one_token, e.memory)
 
 
 def predict_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, Any], dtype: str = "fp16") -> np.ndarray:

@@ -58,7 +58,7 @@ log() { echo "$*" | tee -a "$LOG"; }
 if ! "$PY" -c "import simpy" 2>/dev/null; then
   if compgen -G ".whl/*.whl" > /dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | tee -a "$LOG" \
-      && export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+      && export PYTHONPATH=/tmp/site:$PYTHONPATH
   else
     log "gpu_check: simpy is missing and .whl/ holds no wheel (pip download simpy --no-deps -d .whl; carry .whl)"
   fi

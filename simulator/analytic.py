@@ -21,13 +21,13 @@ from .spec_math import expected_tokens_per_round, tree_depth_acceptance
 
 def plain_step_time_s(cm: CostModel, batch, context):
     """One decode iteration of `batch` sequences, each with `context` cached tokens."""
-    return cm.time_s(batch, batch * context, batch * (context + 1.0), batch) + cm.iteration_overhead_s
+    return cm.time_s(batch, batch * context, batch * (context + 1.0), batch) + cm.round_overhead_s(0)
 
 
 def effective_alpha(drafter: Drafter, alpha: float) -> float:
     """Per-depth acceptance: trees accept a depth if any of its branches is accepted."""
     s = drafter.spec
-    return tree_depth_acceptance(alpha, s.tree_branches) if s.is_tree and s.tree_branches > 1 else alpha
+    return tree_depth_acceptance(alpha, s.branches) if s.branches > 1 else alpha
 
 
 def expected_tokens(drafter: Drafter, alpha: float, k: int):

@@ -190,19 +190,18 @@ class CostModel:
         # Constants of the hot path.
         self._sharp = math.isinf(self.p)
         self._inv_p = 0.0 if self._sharp else 1.0 / self.p
-        self._t_linear_mem = self.linear_bytes / self.bw_bytes_s
-        self._t_lm_head_mem = self.lm_head_bytes / self.bw_bytes_s
-        self._t_linear_mem_p = 0.0 if self._sharp else self._t_linear_mem ** self.p
-        self._t_lm_head_mem_p = 0.0 if self._sharp else self._t_lm_head_mem ** self.p
         # The weight-memory terms as the hot path adds them (t_m for max(), t_m^p for the soft
         # roofline), for many tokens and for one. The one-token selection runs only when the two
         # rates differ: a single-rate profile does the same arithmetic as before, bit for bit.
         self._gemv = self.bw_gemv_bytes_s != self.bw_bytes_s
-        t_lin_gemv, t_head_gemv = self.linear_bytes / self.bw_gemv_bytes_s, self.lm_head_bytes / self.bw_gemv_bytes_s
-        self._lin_term = self._t_linear_mem if self._sharp else self._t_linear_mem_p
-        self._head_term = self._t_lm_head_mem if self._sharp else self._t_lm_head_mem_p
-        self._lin_term_gemv = t_lin_gemv if self._sharp else t_lin_gemv ** self.p
-        self._head_term_gemv = t_head_gemv if self._sharp else t_head_gemv ** self.p
+
+        def weight_term(nbytes: float, bytes_s: float) -> float:
+            t_m = nbytes / bytes_s
+            return t_m if self._sharp else t_m ** self.p
+        self._lin_term, self._head_term = (weight_term(self.linear_bytes, self.bw_bytes_s),
+                                           weight_term(self.lm_head_bytes, self.bw_bytes_s))
+        self._lin_term_gemv, self._head_term_gemv = (weight_term(self.linear_bytes, self.bw_gemv_bytes_s),
+                                                     weight_term(self.lm_head_bytes, self.bw_gemv_bytes_s))
         self._moe_bytes_per_expert = self.n_moe_layers * self.expert_bytes
         self._ar_per_token_s = (self.allreduce_count * self.ring_factor * self.allreduce_bytes_per_token
                                 / self.link_bytes_s) if self.allreduce_count else 0.0

@@ -15,14 +15,14 @@ Every family in DESIGN.md; names follow vLLM's `method` values where vLLM has on
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
 from .cost_model import CostModel
 from .errors import SpecsightInputError, require_int, require_range
-from .hardware import DTYPE_BYTES, HardwareProfile
+from .hardware import DTYPE_BYTES
 from .model_spec import ModelSpec, load_model
 
 METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix", "parallel", "self_spec")
@@ -76,6 +76,11 @@ class DrafterSpec:
     def is_tree(self) -> bool:
         return self.method == "medusa" or (self.method in ("eagle", "eagle3") and self.tree)
 
+    @property
+    def branches(self) -> int:
+        """Candidates per depth: tree_branches for a tree, 1 for a chain."""
+        return self.tree_branches if self.is_tree else 1
+
 
 class Drafter:
     """A drafter bound to a target, a GPU and a TP degree: its costs and its memory."""
@@ -97,8 +102,6 @@ class Drafter:
         elif m == "self_spec":
             layers = max(1, round(spec.layer_fraction * target.num_layers))
             self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
-        self.iteration_overhead_s = target_cost.iteration_overhead_s
-        self.branches = spec.tree_branches if spec.is_tree else 1     # candidates per depth
 
     # ---- shapes -------------------------------------------------------------------------
     def verify_tokens_per_seq(self, k: int) -> int:
@@ -142,7 +145,7 @@ class Drafter:
         # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
         # logits only where a token is proposed from: the last position of each sequence
         # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
-        return dc.steps_time_s(first, ctx, B, k, B * self.branches)
+        return dc.steps_time_s(first, ctx, B, k, B * s.branches)
 
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:

@@ -28,6 +28,17 @@ class Interconnect:
     latency_us: float      # one small-message all-reduce (the alpha of the alpha-beta model)
 
 
+def _optional_number(field: str, value: Any, allowed: str, lo: float, hi: float | None = None,
+                     lo_open: bool = False) -> None:
+    """An optional profile number: absent (None), or a real number in range; a string or a bool
+    is an error (float() would take "0.5" and True)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SpecsightInputError(field, value, "must be " + allowed)
+    require_range(field, value, lo, hi, lo_open=lo_open)
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """Achieved fractions of the datasheet peaks, and how sharply the roofline turns.
@@ -46,11 +57,8 @@ class Efficiency:
     memory_gemv: float | None = None
 
     def __post_init__(self) -> None:
-        g = self.memory_gemv
-        if g is not None:
-            if isinstance(g, bool) or not isinstance(g, numbers.Real):
-                raise SpecsightInputError("efficiency.memory_gemv", g, "must be a number in (0, 1] (or absent: same as memory)")
-            require_range("efficiency.memory_gemv", g, 0, 1, lo_open=True)
+        _optional_number("efficiency.memory_gemv", self.memory_gemv, "a number in (0, 1] (or absent: same as memory)",
+                         0, 1, lo_open=True)
 
     @property
     def memory_one_token(self) -> float:
@@ -103,11 +111,7 @@ class HardwareProfile:
         require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0)
         require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0)
         for key in ("sampling_row_us", "verify_round_us"):
-            v = getattr(self.overheads, key)
-            if v is not None:
-                if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                    raise SpecsightInputError(f"{self.name}.overheads.{key}", v, "must be a number >= 0 (or absent: 0)")
-                require_range(f"{self.name}.overheads.{key}", v, 0)
+            _optional_number(f"{self.name}.overheads.{key}", getattr(self.overheads, key), "a number >= 0 (or absent: 0)", 0)
 
     # Derived values in SI units.
     @property

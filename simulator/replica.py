@@ -594,18 +594,9 @@ class Replica:
                 kvc += em
                 kv = kvc.tolist() if n <= SMALL_BATCH else None           # few sequences: Python sums
                 if self.rem_lb <= k + 1:                                  # someone may reach its output length
-                    # tokens left after this round, less _ctx_shift: negative where em overshot
-                    if kv is not None:
-                        lim = self._lim
-                        if lim is None:
-                            lim = self._lim = self.d_lim[:n].tolist()
-                        low = min(map(operator.sub, lim, kv)) + self._ctx_shift
-                    else:
-                        low = int(np.minimum.reduce(np.subtract(self.d_lim[:n], kvc, out=self._scratch[:n]))) \
-                            + self._ctx_shift
+                    low = self._min_remaining(n, kv)                      # negative where em overshot
                     if low < 0:                                           # cap em at what was left
-                        rem = np.subtract(self.d_lim[:n], kvc, out=self._scratch[:n])
-                        rem += self._ctx_shift
+                        rem = self._remaining(n)
                         over = np.minimum(rem, 0, out=rem)                # [n] <= 0
                         kvc += over
                         em = em + over                                    # a copy: em may be a read-only view
@@ -644,7 +635,7 @@ class Replica:
                     self.pend_sum += n
                 self.rem_lb -= 1
                 if self.rem_lb <= 0:
-                    self.rem_lb = int(self._remaining(n).min())
+                    self.rem_lb = self._min_remaining(n)
                     finished_any = self.rem_lb == 0
             self.sum_ctx += es
             self.rounds_cum += 1
@@ -716,6 +707,17 @@ class Replica:
         rem += self._ctx_shift
         return rem
 
+    def _min_remaining(self, n: int, kv: list[int] | None = None) -> int:
+        """The fewest tokens any of the first n decode sequences has left to emit (negative where a
+        round overshot its output length). kv: d_kvc[:n] as a list, where the caller has it.
+        NOTE: up to SMALL_BATCH sequences a Python min over lists beats two numpy calls."""
+        if n > SMALL_BATCH:
+            return int(np.minimum.reduce(self._remaining(n)))
+        lim = self._lim
+        if lim is None:
+            lim = self._lim = self.d_lim[:n].tolist()
+        return min(map(operator.sub, lim, self.d_kvc[:n].tolist() if kv is None else kv)) + self._ctx_shift
+
     def _finish(self, rid: int, now: float) -> None:
         self.table.finish_s[rid] = now
         self.outstanding -= 1
@@ -750,12 +752,6 @@ class Replica:
             self._slots[:, :m] = self._slots[:, :n_all][:, keep]
         self.n = m
         self._lim = None
-        if m == 0:
-            self.rem_lb = BIG
-        elif m <= SMALL_BATCH:
-            lim = self._lim = self.d_lim[:m].tolist()
-            self.rem_lb = min(map(operator.sub, lim, self.d_kvc[:m].tolist())) + shift
-        else:
-            self.rem_lb = int(np.minimum.reduce(self._remaining(m)))
+        self.rem_lb = self._min_remaining(m) if m else BIG
         for rid in rids:                        # notify after compaction: the replica is consistent
             self._finish(rid, now)

@@ -133,9 +133,8 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
 
     table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
     d = sc.drafter
-    tree_branches = int(d.tree_branches) if (d is not None and d.is_tree) else 1
     # trees: a depth is accepted if any branch is (unless the model's figures are per depth already)
-    acceptance = tree_acceptance(copy.copy(sc.acceptance), tree_branches).bind(n, np.random.default_rng(ss[SEED_BIND]))
+    acceptance = tree_acceptance(copy.copy(sc.acceptance), d.branches if d is not None else 1).bind(n, np.random.default_rng(ss[SEED_BIND]))
     acc_seeds = ss[SEED_ACCEPTANCE].spawn(sc.hardware.replicas)
     match_seeds = ss[SEED_MATCH].spawn(sc.hardware.replicas)
     verify_width = verify_width_fn(sc, dep.drafter)

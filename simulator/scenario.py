@@ -270,7 +270,7 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
     if pol_raw is None:
         pol_raw = {"kind": "static" if k_max > 0 else "off"}
     # the goodput policy's prior: per-depth rates for a tree drafter (as the engine samples them)
-    branches = int(drafter.tree_branches) if (drafter is not None and drafter.is_tree) else 1
+    branches = drafter.branches if drafter is not None else 1
     prior = tree_acceptance(acceptance, branches).alphas(k_max) if k_max > 0 else None
     policy = PolicySpec.from_mapping(pol_raw, where="policy", k_max=k_max, prior_alphas=prior)
 

@@ -27,9 +27,7 @@ baseline's simulated mean batch (context and alpha axes).
 from __future__ import annotations
 
 import argparse
-import copy
 import math
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +37,7 @@ import numpy as np
 
 from simulator.errors import SpecsightInputError, require_int
 
-from .sweep import default_workers, open_executor, run_points, scenario_source
+from .sweep import default_workers, describe_scenario, open_executor, own_policy, run_points, scenario_source
 
 AXES = ("batch", "qps", "context", "alpha", "k")
 LOG_AXES = ("batch", "qps", "context")
@@ -114,7 +112,18 @@ def parse_values(field: str, text: str, axis: str) -> list[float]:
 
 
 def trace_qps(source: Mapping[str, Any]) -> float:
-    """Requests/s of a trace workload replayed at time_scale 1 (over the rows the scenario replays)."""
+    """Requests/s of a trace workload replayed at time_scale 1 (over the rows the scenario replays).
+    It depends on the scenario alone, and a sweep asks for it at every point: computed once."""
+    key = _freeze(source)
+    if key not in _TRACE_QPS:
+        _TRACE_QPS[key] = _trace_qps(source)
+    return _TRACE_QPS[key]
+
+
+_TRACE_QPS: dict[str, float] = {}
+
+
+def _trace_qps(source: Mapping[str, Any]) -> float:
     from simulator.scenario import load_scenario
     from simulator.workload import arrival_times
     wl = load_scenario(source).workload
@@ -182,7 +191,7 @@ class Curve:
 def build_curves(axis: str, ks: Sequence[int], policies: Sequence[str], source: Mapping[str, Any],
                  schedule: list[list[int]] | None) -> list[Curve]:
     kmax = max(ks)
-    own_policy = source.get("policy") if isinstance(source.get("policy"), Mapping) else {}
+    own = own_policy(source)
     curves: list[Curve] = []
     for pol in policies:
         if pol == "static":
@@ -193,15 +202,15 @@ def build_curves(axis: str, ks: Sequence[int], policies: Sequence[str], source: 
                            for k in ks]
             continue
         if pol == "batch_schedule":
-            if own_policy.get("kind") == "batch_schedule":
-                mapping = dict(own_policy)
+            if own.get("kind") == "batch_schedule":
+                mapping = dict(own)
             elif schedule:
                 mapping = {"kind": "batch_schedule", "schedule": schedule}
             else:
                 raise SpecsightInputError("--policies", pol, "batch_schedule needs a schedule in the scenario's policy "
                                           "block (or a roofline scenario, to derive one from the analytic model)")
         else:
-            mapping = dict(own_policy) if own_policy.get("kind") == pol else {"kind": pol}
+            mapping = dict(own) if own.get("kind") == pol else {"kind": pol}
         ov: dict[str, Any] = {"policy": mapping}
         if axis != "k":
             ov["drafter.num_speculative_tokens"] = max(kmax, max((r[1] for r in mapping.get("schedule", [])), default=0))
@@ -253,10 +262,10 @@ class Analytic:
         tau = expected_tokens(self.scenario.acceptance.alphas(k))
         alpha = float(alpha_for_tau(min(tau, k + 1.0), k))
         s = self.drafter.spec
-        if getattr(self.scenario.acceptance, "per_depth", False) and s.is_tree and s.tree_branches > 1:
+        if self.scenario.acceptance.per_depth and s.branches > 1:
             # the preset's rates already count a depth as accepted when any branch is: hand the
             # analytic model the per-candidate alpha, which it turns back into this per-depth rate
-            alpha = candidate_alpha(alpha, s.tree_branches)
+            alpha = candidate_alpha(alpha, s.branches)
         return alpha
 
     def speedup(self, batch, context, k: int, alpha: float):
@@ -347,8 +356,7 @@ def breakeven_table(scenario: Any, axis: str, values: Sequence[float], ks: Seque
             raise SpecsightInputError("--axis2", axis2, f"must change something other than --axis {axis}")
     roofline = (source.get("hardware") or {}).get("kind", "roofline") == "roofline"
     analytic = Analytic(source) if roofline else None
-    own = source.get("policy") if isinstance(source.get("policy"), Mapping) else {}
-    derive = analytic is not None and "batch_schedule" in policies and own.get("kind") != "batch_schedule"
+    derive = analytic is not None and "batch_schedule" in policies and own_policy(source).get("kind") != "batch_schedule"
     schedule = analytic.batch_schedule(max(ks)) if derive else None    # type: ignore[union-attr]
     curves = build_curves(axis, ks, policies, source, schedule)
     if axis2 == "k":
@@ -427,18 +435,6 @@ def _analytic_point(an: Analytic, axis: str, v: float, axis2: str | None, v2: fl
 def _freeze(d: Mapping[str, Any]) -> str:
     import json
     return json.dumps(d, sort_keys=True, default=str)
-
-
-def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
-    """{scenario, deployment, drafter} in words, for titles and headers."""
-    hw = source.get("hardware") or {}
-    d = source.get("drafter") or {}
-    if hw.get("kind", "roofline") == "fixed":
-        where = f"fixed step costs ({hw.get('target_step_s')} s per pass)"
-    else:
-        where = f"{source.get('model')} on {hw.get('gpu') or hw.get('profile')} x{hw.get('tp', 1)}"
-    drafter = d.get("method", "?") + (f" ({d['model']})" if d.get("model") else "")
-    return {"scenario": source.get("name"), "deployment": where, "drafter": drafter}
 
 
 def summarize_curves(df, axis: str, axis2: str | None) -> dict[str, Any]:
@@ -537,7 +533,6 @@ def write_outputs(res: dict[str, Any], axis: str, axis2: str | None, out_dir: Pa
             df, x_axis=axis, title=f"{head}\nTPOT vs output throughput, with and without speculation (points: {axis} values)",
             path=out_dir / f"latency_throughput_{axis}.png")
         files["latency_plot"] = str(png)
-    res["summary"] = summ
     return files
 
 

@@ -34,6 +34,17 @@ CPU_DRAFT_LAYERS = 1   # draft depth on the CPU: groundtruth's --draft-layers de
 GPU_LAYERS = 4         # --layers default on cuda
 
 
+def _depths(args: argparse.Namespace, device: str) -> tuple[int, int]:
+    """(target layers, draft layers) from --layers/--draft-layers or the device's defaults (an
+    unset draft depth: the target's on cuda, CPU_DRAFT_LAYERS on a CPU), both at least 1."""
+    n = args.layers if args.layers is not None else (GPU_LAYERS if device == "cuda" else CPU_LAYERS)
+    d = args.draft_layers if args.draft_layers is not None else (n if device == "cuda" else CPU_DRAFT_LAYERS)
+    for flag, v in (("--layers", n), ("--draft-layers", d)):
+        if v < 1:
+            raise SpecsightInputError(flag, v, "must be >= 1")
+    return n, d
+
+
 def _ints(s: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in str(s).split(",") if x.strip())
@@ -187,12 +198,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from calibrate.fit import fit_device, host_overhead, write_profile
     from simulator.hardware import load_profile
 
-    n_layers = args.layers if args.layers is not None else (GPU_LAYERS if device == "cuda" else CPU_LAYERS)
-    if n_layers < 1:
-        raise SpecsightInputError("--layers", n_layers, "must be >= 1")
-    draft_layers = args.draft_layers if args.draft_layers is not None else (n_layers if device == "cuda" else CPU_DRAFT_LAYERS)
-    if draft_layers < 1:
-        raise SpecsightInputError("--draft-layers", draft_layers, "must be >= 1")
+    n_layers, draft_layers = _depths(args, device)
     evict = device == "cpu" if args.evict is None else bool(args.evict)
     target, draft = _specs(args, scale, args.draft)
     grid_name = args.grid or (f"{device}-quick" if args.quick else device)
@@ -405,10 +411,8 @@ def run_groundtruth(args: argparse.Namespace) -> int:
     cfg = GTConfig(batches=tuple(args.batch), ks=tuple(args.k), steps=args.steps, warmup=args.warmup,
                    prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed,
                    interleave=args.interleave)
-    n_layers = args.layers if args.layers is not None else (GPU_LAYERS if device == "cuda" else CPU_LAYERS)
-    if n_layers < 1 or args.draft_layers < 1:
-        raise SpecsightInputError("--layers/--draft-layers", f"{n_layers}/{args.draft_layers}", "must be >= 1")
-    run = gt_run(target, draft, target_layers=n_layers, draft_layers=args.draft_layers, device=device,
+    n_layers, draft_layers = _depths(args, device)
+    run = gt_run(target, draft, target_layers=n_layers, draft_layers=draft_layers, device=device,
                  dtype=dtype, cfg=cfg, graphs=_graphs(args, device), progress=not (args.no_progress or args.json))
     run["provenance"]["arguments"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()
                                       if k not in ("func",) and not callable(v)}

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from simulator import spec_math
 from simulator.analytic import breakeven_batch, max_batch_in_memory, speedup
 from simulator.cost_model import CostModel, PassShape
 from simulator.drafters import Drafter
-from simulator.errors import SpecsightInputError, require_finite, require_int, require_range
+from simulator.errors import SpecsightInputError, require_int, require_range
 from simulator.hardware import available_profiles, load_profile
 from simulator.model_spec import available_models, load_model
 

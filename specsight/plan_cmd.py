@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from simulator.errors import SpecsightInputError, require_range
 
-from .sweep import default_workers, open_executor, run_points, scenario_source
+from .sweep import default_workers, describe_scenario, open_executor, own_policy, run_points, scenario_source
 
 HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"
 DEFAULT_PRICE = 2.0          # USD per GPU-hour: a placeholder; pass your own
@@ -120,7 +120,7 @@ class Search:
 
 def configurations(source: Mapping[str, Any], policies: list[str], ks: list[int]) -> list[tuple[str, dict[str, Any]]]:
     k_own = int((source.get("drafter") or {}).get("num_speculative_tokens", 0))
-    own = source.get("policy") if isinstance(source.get("policy"), Mapping) else {}
+    own = own_policy(source)
     out: list[tuple[str, dict[str, Any]]] = []
     for pol in policies:
         if pol == "off":
@@ -219,7 +219,6 @@ def format_markdown(rows: list[dict[str, Any]], head: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .breakeven_cmd import describe_scenario
     from .foundation_cmds import emit_json, parse_int_list
     from .plots import plot_plan_probes
     from .sweep import json_safe

@@ -39,6 +39,24 @@ _CODE_VERSION: str | None = None
 
 
 # ---- scenarios and overrides -----------------------------------------------------------------
+def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
+    """{scenario, deployment, drafter} in words, for titles and headers."""
+    hw = source.get("hardware") or {}
+    d = source.get("drafter") or {}
+    if hw.get("kind", "roofline") == "fixed":
+        where = f"fixed step costs ({hw.get('target_step_s')} s per pass)"
+    else:
+        where = f"{source.get('model')} on {hw.get('gpu') or hw.get('profile')} x{hw.get('tp', 1)}"
+    drafter = d.get("method", "?") + (f" ({d['model']})" if d.get("model") else "")
+    return {"scenario": source.get("name"), "deployment": where, "drafter": drafter}
+
+
+def own_policy(source: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The scenario's own policy block ({} when it has none or names only a kind)."""
+    p = source.get("policy")
+    return p if isinstance(p, Mapping) else {}
+
+
 def scenario_source(scenario: Any, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """The scenario as a plain mapping (a path, a mapping or a Scenario), validated, with `--set`
     style overrides applied and the workload's flat arrival form normalised to the nested form
@@ -179,7 +197,8 @@ class PointStore:
     def __init__(self, path: str | Path | None):
         self.path = None if path is None else Path(path)
         self.records: dict[str, dict[str, Any]] = {}
-        if self.path is not None and self.path.exists():
+        self._tail_checked = False     # a torn tail can only predate this store: cut once
+        if self.path is not None:
             for rec in read_records(self.path):
                 if "key" in rec:
                     self.records[rec["key"]] = rec
@@ -196,8 +215,9 @@ class PointStore:
     def put(self, record: dict[str, Any]) -> None:
         self.records[record["key"]] = record
         if self.path is not None:
-            with open_append(self.path) as f:
+            with (self.path.open("a") if self._tail_checked else open_append(self.path)) as f:
                 write_record(f, record)
+            self._tail_checked = True
 
 
 # ---- executors ----------------------------------------------------------------------------------

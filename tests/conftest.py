@@ -6,14 +6,19 @@ orders of magnitude.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 from simulator.cpus import usable_cpus
 
 
 def pytest_configure(config):
-    try:
-        import torch
-    except ImportError:
-        return
     n = usable_cpus()
-    if torch.get_num_threads() > n:
+    # torch sizes its pool from OMP_NUM_THREADS when it is first imported (by the tests that need
+    # it: importing it here would cost every run ~1.5 s); if something imported it already, set it.
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    if not omp.isdigit() or int(omp) > n:
+        os.environ["OMP_NUM_THREADS"] = str(n)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() > n:
         torch.set_num_threads(n)
