@@ -102,6 +102,7 @@ class Drafter:
         elif m == "self_spec":
             layers = max(1, round(spec.layer_fraction * target.num_layers))
             self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
+        self.branches = spec.branches    # read at every proposal: an attribute, not the spec's property chain
 
     # ---- shapes -------------------------------------------------------------------------
     def verify_tokens_per_seq(self, k: int) -> int:
@@ -145,7 +146,7 @@ class Drafter:
         # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
         # logits only where a token is proposed from: the last position of each sequence
         # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
-        return dc.steps_time_s(first, ctx, B, k, B * s.branches)
+        return dc.steps_time_s(first, ctx, B, k, B * self.branches)
 
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:
