@@ -28,7 +28,7 @@ CPU_SCALE = 8          # --scale default on the CPU: catalog dims / 8 (see docs/
 CPU_THREADS = 1        # --threads default on the CPU: stable timings on shared 2-core CI runners
 # CPU depths (docs/calibration.md): the target's 8 layers at dims / 8 weigh 142 MB with its LM head,
 # a 1-layer draft 20 MB (14 %), about Llama-3.2-1B's share of Llama-3.1-8B's bytes (15 %); with 4
-# target layers the draft was 23 % and its LM head (vocabulary 16032) dominated the round.
+# target layers the draft was 23 % and its LM head (vocabulary 16000) dominated the round.
 CPU_LAYERS = 8         # --layers default on the CPU (calibrate times N // 2 and N; groundtruth runs N)
 CPU_DRAFT_LAYERS = 1   # draft depth on the CPU: groundtruth's --draft-layers default, and calibrate's
 GPU_LAYERS = 4         # --layers default on cuda
