@@ -13,3 +13,5 @@ fi
 .venv/bin/python -c "import torch" || { echo "setup: torch did not install" >&2; exit 1; }
 .venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import simulator, calibrate, specsight, simpy, dask.distributed" || { echo "setup: install incomplete" >&2; exit 1; }
+# compile the simulator's inner loop once (numba caches it next to the source; later runs load it)
+.venv/bin/python -c "from simulator.decode_kernel import kernel; kernel()"

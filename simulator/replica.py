@@ -96,6 +96,7 @@ SMALL_BATCH = 16       # up to this many decode sequences, per-sequence sums run
 class Replica:
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
     INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
+    KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
 
     def __init__(self, env, index: int, table: RequestTable, log: IterationLog, *, cost,
@@ -159,6 +160,7 @@ class Replica:
         self._k_of_n: list[int] | None = None
         if self.spec_on and type(policy) in (StaticPolicy, BatchSchedulePolicy):
             self._k_of_n = [0] + [self._choose_k(b) for b in range(1, S + 1)]
+        self._kern = self._kernel_plan() if self.INLINE and self.KERNEL else None
         self.n = 0                     # decode sequences
         self._lim: list[int] | None = None   # d_lim[:n] as a list, for small batches (None: not read since n changed)
         self.sum_ctx = 0               # sum of the decode sequences' contexts
@@ -211,17 +213,21 @@ class Replica:
         timeout, peek = env.timeout, env.peek
         schedule, complete = self._schedule, self._complete
         inline, any_iteration = self.INLINE, self.silent_finish
+        kernel = self._kernel_rounds if self._kern is not None else None
         while True:
             self.now = env.now
             if not (self.n or self.prefills or self.waiting):
                 self.idle_event = env.event()
                 yield self.idle_event
                 continue
+            start = self.now
+            inlined = kernel is not None and not self.prefills and kernel(start, peek()) > 0
             dt = schedule()
             if dt is None:          # everything preempted itself; reschedule at once
+                if inlined:
+                    yield timeout(self.now - start)
                 continue
             if inline:
-                start, inlined = self.now, False
                 while any_iteration or (not self._pf_sched and self.rem_lb > self._k + 1):
                     t = self.now + dt
                     if t >= peek() or start + (t - start) != t:
@@ -231,6 +237,8 @@ class Replica:
                     if not (self.n or self.prefills or self.waiting):
                         dt = None
                         break
+                    if kernel is not None and not self.prefills:
+                        kernel(start, peek())
                     dt = schedule()
                     if dt is None:
                         break
@@ -241,6 +249,95 @@ class Replica:
             yield timeout(dt)
             self.now = env.now
             complete()
+
+    # ---- compiled decode rounds (decode_kernel) ---------------------------------------------
+    def _kernel_plan(self):
+        """What decode_kernel needs that holds for the whole run, or None where it does not apply:
+        a static or batch-schedule K, accept lengths from the block sampler, no n-gram matching,
+        and fixed step costs or a drafter whose K steps are CostModel.steps_time_s (chained)."""
+        if self._block is None or self._observes or self._k_of_n is None or self.ngram or not self.spec_on:
+            return None
+        from . import decode_kernel as dk
+        fn = dk.kernel()
+        if fn is None:
+            return None
+        cost = self.cost
+        z = np.zeros((1, 4))
+        if isinstance(cost, FixedStepCost):
+            return dict(fn=fn, kind=0, thot=np.zeros(dk.HOT_SIZE), dhot=np.zeros(dk.HOT_SIZE), z=z,
+                        ft=cost.target_step_s, fd=cost.draft_step_s, first_is_b=False, branches=1,
+                        out=np.zeros((dk.MAX_ROUNDS, dk.ROW_COLUMNS)), terms={}, tc=None, dc=None)
+        drafter = getattr(cost, "drafter", None)
+        if not isinstance(cost, RooflineStepCost) or drafter is None or drafter.draft_cost is None:
+            return None
+        m = drafter.spec.method
+        if m in ("medusa", "parallel") or (m == "self_spec" and drafter.spec.kv_budget_tokens):
+            return None
+        tc, dc = cost.cm, drafter.draft_cost
+        if "time_s" in tc.__dict__ or "time_s" in dc.__dict__ or cost.target_s != tc.time_s \
+                or cost.draft_s != drafter.propose_time_s:        # instrumented: keep its calls
+            return None
+
+        def hot(cm):
+            return np.array(cm._hot + (1.0 if cm._sharp else 0.0,), dtype=np.float64)
+        return dict(fn=fn, kind=1, thot=hot(tc), dhot=hot(dc), z=z, ft=0.0, fd=0.0,
+                    first_is_b=m == "self_spec", branches=int(drafter.branches),
+                    out=np.zeros((dk.MAX_ROUNDS, dk.ROW_COLUMNS)), terms={}, tc=tc, dc=dc)
+
+    def _kernel_terms(self, n: int, k: int):
+        """For n decode sequences at K = k: the target pass's (weights, head, rest, all-reduce)
+        terms ([1, 4]) and the drafter's ([rows, 4]: row 0 a later step's, n x branches tokens;
+        row 1 + f - n a first step ingesting f = n .. n (k + 1) tokens), computed by the cost
+        models' own _pass_terms with the Python ints the replica passes them."""
+        kp = self._kern
+        if kp["kind"] == 0:
+            return kp["z"], kp["z"], n
+        tc, dc = kp["tc"], kp["dc"]
+        T = n * self.widths[k]
+        tterms = np.array([[float(x) for x in tc._pass_terms(T, T)]])
+        nb = n * kp["branches"]
+        firsts = [n] if kp["first_is_b"] else range(n, n * (k + 1) + 1)
+        rows = [dc._pass_terms(nb, nb)] + [dc._pass_terms(f, n) for f in firsts]
+        return tterms, np.array([[float(x) for x in r] for r in rows]), n
+
+    def _kernel_rounds(self, start: float, peek_s: float) -> int:
+        """Run the uneventful decode rounds that follow in decode_kernel (none where the next
+        round is not one); returns how many ran. start: the clock the inline chain started at."""
+        n = self.n
+        k = self._k_of_n[n]
+        blk = self._block
+        if not k or k != self._kv_k or blk.k != k or blk.pos + n > blk.rows:
+            return 0
+        kp = self._kern
+        blocks = self._blocks
+        if blocks is None:
+            blocks = self._blocks = self._count_blocks(n)
+        if self.waiting and n < self.max_seqs and self.max_tokens > n * self.widths[k]:
+            # the queue's head stays out only if it does not fit now: the rounds only take KV away
+            rid = self.waiting[0]
+            need_t = int(self.table.prompt[rid] + self.table.generated[rid])
+            if -(-min(need_t, self.max_tokens - n * self.widths[k]) // self.bs) <= self.capacity - blocks - self.pf_blocks:
+                return 0
+        ent = kp["terms"].get(n)
+        if ent is None:
+            ent = kp["terms"][n] = self._kernel_terms(n, k)
+        tterms, dterms, first_lo = ent
+        m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last = kp["fn"](
+            self.d_kvc, self.d_lim, blk.em, kp["out"], kp["thot"], tterms, kp["dhot"], dterms,
+            n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift, self.sum_ctx, self.pend_sum,
+            self.rem_lb, blocks, blk.pos, blk.rows, float(self.now), float(start), float(peek_s), self.silent_finish,
+            self.track_catchup, kp["kind"], first_lo, kp["first_is_b"], kp["branches"], kp["ft"], kp["fd"],
+            self._spec_overhead_s, self.index)
+        if m:
+            self._logbuf.frombytes(kp["out"][:m].tobytes())
+            blk.pos = pos
+            self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
+            self.rounds_cum += m
+            self.k_cum += k * m
+            if self.track_catchup:
+                self._pend_em = blk.em[last:last + n]
+                self.pend_sum = pend_sum
+        return m
 
     # ---- helpers ---------------------------------------------------------------------------
     def _round_time_s(self, batch: int, k: int) -> float:

@@ -1,0 +1,146 @@
+"""Uneventful decode rounds in compiled code (simulator/decode_kernel.py): the pass times are the
+cost model's bit for bit, and every trajectory is the Python path's (`Replica.KERNEL = False`)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from simulator import decode_kernel as dk
+from simulator.cost_model import CostModel
+from simulator.hardware import HARDWARE_DIR, Efficiency, load_profile
+from simulator.model_spec import load_model
+from simulator.replica import Replica
+from simulator.run import simulate
+from simulator.scenario import load_scenario
+
+pytest.importorskip("numba")
+KERNEL = dk.kernel()
+pytestmark = pytest.mark.skipif(KERNEL is None, reason="SPECSIGHT_KERNEL=0: the kernel is switched off")
+
+
+def _hot(cm: CostModel) -> np.ndarray:
+    return np.array(cm._hot + (1.0 if cm._sharp else 0.0,))
+
+
+def _terms(cm: CostModel, shapes) -> np.ndarray:
+    return np.array([[float(x) for x in cm._pass_terms(t, lg)] for t, lg in shapes])
+
+
+def _cost_models():
+    h100 = load_profile("h100-sxm")
+    eff = h100.efficiency
+    yield "soft", CostModel(load_model("llama-3.1-8b"), h100)
+    yield "sharp", CostModel(load_model("llama-3.1-8b"), h100,
+                             efficiency=dataclasses.replace(eff, roofline_sharpness=float("inf")))
+    yield "gemv", CostModel(load_model("llama-3.1-8b"), h100, efficiency=dataclasses.replace(eff, memory_gemv=0.5))
+    yield "tp4", CostModel(load_model("llama-3.1-70b"), h100, tp=4)
+    yield "moe-fp8", CostModel(load_model("deepseek-v3"), load_profile("h200-sxm"), tp=8, dtype="fp8",
+                               kv_dtype="bf16")
+
+
+@pytest.mark.parametrize("name,cm", list(_cost_models()), ids=lambda v: v if isinstance(v, str) else "")
+def test_pass_and_draft_step_times_are_the_cost_models_bit_for_bit(name, cm):
+    rng = np.random.default_rng(7)
+    hot = _hot(cm)
+    for _ in range(200):
+        B = int(rng.integers(1, 129))
+        T = B * int(rng.integers(1, 9))
+        ctx = int(rng.integers(0, 4096)) * B
+        pairs = int(rng.integers(0, 10 ** 9))
+        terms = _terms(cm, [(T, T)])
+        assert dk.pass_time_s(hot, terms, 0, T, ctx, pairs) == cm.time_s(T, ctx, pairs, T)
+        k, branches = int(rng.integers(1, 8)), int(rng.integers(1, 4))
+        first = int(rng.integers(B, B * (k + 1) + 1))
+        nb = B * branches
+        terms = _terms(cm, [(nb, nb), (first, B)])
+        assert dk.draft_steps_s(hot, terms, 1, first, ctx, B, k, nb) == cm.steps_time_s(first, ctx, B, k, nb)
+
+
+# ---- trajectories ----------------------------------------------------------------------------
+def _profile(tmp_path, **efficiency):
+    raw = yaml.safe_load((HARDWARE_DIR / "h100-sxm.yaml").read_text())
+    raw["efficiency"].update(efficiency)
+    raw["sources"].update({f"efficiency.{k}": "a test variant" for k in efficiency})
+    raw["name"] = "h100-variant"
+    p = tmp_path / "h100-variant.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    return str(p)
+
+
+def _fixed_ties(arrival):
+    # exact binary step costs: 0.625 s rounds; at 0.5 requests/s some end exactly when a request
+    # arrives (12 in the open-loop case), where the compiled stretch must stop (t >= peek)
+    return {"name": "ties", "seed": 3,
+            "hardware": {"kind": "fixed", "target_step_s": 0.25, "draft_step_s": 0.125},
+            "model": "llama-3.1-8b",
+            "drafter": {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3},
+            "acceptance": {"model": "iid", "alpha": 0.6},
+            "workload": {"arrival": arrival, "num_requests": 60, "prompt_len": 4,
+                         "output_len": {"dist": "uniform", "low": 1, "high": 200}}}
+
+
+N = "workload.num_requests=200"
+CASES = {
+    "eagle3-open-2rep": ("scenarios/llama8b-h100-eagle3-chat.yaml",
+                         [N, "workload.arrival={process: poisson, qps: 6}", "hardware.replicas=2",
+                          "engine.router=least_outstanding"]),
+    "eagle3-tree-branches": ("scenarios/llama8b-h100-eagle3-chat.yaml",
+                             [N, "drafter.tree=true", "drafter.tree_branches=2"]),
+    "draft-model-closed-loop": ("scenarios/llama8b-h100-draft1b-chat.yaml", [N]),
+    "batch-schedule": ("scenarios/llama8b-h100-policies.yaml", [N, "acceptance={model: iid, alpha: 0.75}"]),
+    "self-spec-layer-skip": ("scenarios/llama8b-h200-longctx-selfspec.yaml",
+                             ["workload.num_requests=40", "drafter.kv_budget_tokens=0", "drafter.layer_fraction=0.5"]),
+    "mtp-moe-tp8": ("scenarios/deepseek-v3-h200-mtp.yaml", [N]),
+    "kv-pressure": ("scenarios/llama8b-h200-eagle3-batch.yaml", [N, "engine.num_gpu_blocks=600"]),
+    "sharp-roofline": ("scenarios/llama8b-h100-eagle3-chat.yaml", [N, "hardware.profile={sharp}"]),
+    "gemv-rate": ("scenarios/llama8b-h100-eagle3-chat.yaml", [N, "hardware.profile={gemv}"]),
+    "fixed-ties-open": (_fixed_ties({"process": "constant", "qps": 0.5}), []),
+    "fixed-ties-closed": (_fixed_ties({"process": "closed_loop", "concurrency": 6, "think_time_s": 0.5}), []),
+}
+
+
+def _run(spec, overrides, kernel, monkeypatch):
+    monkeypatch.setattr(Replica, "KERNEL", kernel)
+    rounds = [0]
+    run_rounds = Replica._kernel_rounds
+
+    def counted(self, start, peek_s):
+        m = run_rounds(self, start, peek_s)
+        rounds[0] += m
+        return m
+    monkeypatch.setattr(Replica, "_kernel_rounds", counted)
+    sc = load_scenario(spec, overrides) if isinstance(spec, str) else load_scenario(spec)
+    return simulate(sc, baseline=True, trace=True), rounds[0]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_rounds_give_the_python_trajectory(case, monkeypatch, tmp_path):
+    spec, overrides = CASES[case]
+    profiles = {"sharp": _profile(tmp_path, roofline_sharpness=float("inf")),
+                "gemv": _profile(tmp_path, memory_gemv=0.5)}
+    overrides = [o.replace("{sharp}", profiles["sharp"]).replace("{gemv}", profiles["gemv"]) for o in overrides]
+    a, rounds = _run(spec, overrides, True, monkeypatch)
+    b, none = _run(spec, overrides, False, monkeypatch)
+    assert none == 0
+    # the kernel ran a real share of the rounds (else this test would compare Python with itself;
+    # with two replicas a replica's inline stretch ends where the other's iteration does)
+    assert rounds > 0.1 * a.summary["num_decode_rounds"], (rounds, a.summary["num_decode_rounds"])
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.iterations, b.iterations)
+    pd.testing.assert_frame_equal(a.baseline.iterations, b.baseline.iterations)
+    assert a.trace == b.trace
+    assert a.summary == b.summary
+
+
+def test_the_kernel_stays_out_where_it_does_not_apply(monkeypatch):
+    # n-gram matches drawn per round, an adaptive policy (observes every round), medusa's one-pass
+    # proposal: the Python path runs every round
+    for path, overrides in (("scenarios/llama70b-tp4-h100-chat-ngram.yaml", ["workload.num_requests=50"]),
+                            ("scenarios/llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=50", "policy.kind=adaptive"]),
+                            ("scenarios/llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=50", "policy.kind=goodput"])):
+        _, rounds = _run(path, overrides, True, monkeypatch)
+        assert rounds == 0, path
