@@ -68,21 +68,25 @@ def draft_steps_s(hot, terms, first_row: int, first, ctx, B, k, nb) -> float:
     return t
 
 
-def decode_rounds(kvc, lim, em, out, thot, tterms, dhot, dterms,
+def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, first_x,
                   n, k, w, bs, cap, shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows,
                   now, start, peek_s, any_iteration, track_pend, draft_kind, first_lo, first_is_b,
                   branches, fixed_target_s, fixed_draft_s, overhead_s, index):
     """Run uneventful rounds of n decode sequences at K = k (verify width w) from clock `now`.
 
     kvc, lim: the replica's d_kvc and d_lim (kvc[:n] advanced in place); em: the block sampler's
-    tokens emitted per row, rows pos.. unused; out: [MAX_ROUNDS, ROW_COLUMNS] log rows.
+    tokens emitted per row, rows pos.. unused; out: [MAX_ROUNDS, ROW_COLUMNS] log rows; pend: [n]
+    scratch for a finishing round's capped tokens emitted.
     draft_kind: 0 fixed costs (k x fixed_draft_s, target fixed_target_s), 1 chained draft steps
     (dterms[0]: later steps' terms, n x branches tokens; dterms[1 + f - first_lo]: step 0
-    ingesting f tokens; first_is_b: step 0 takes one token per sequence, self_spec).
+    ingesting f tokens; xterms[1]: step 0 ingesting first_x tokens, where first_x lies outside
+    that table (-1: none); first_is_b: step 0 takes one token per sequence, self_spec).
     Stops before a round that would: run out of sampler rows or log rows, exceed the KV capacity,
-    end at or after peek_s (or on a clock that start + (t - start) does not reproduce), let a
-    sequence reach its output length, or need an exact check that closed loop does not inline.
-    Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks, pos, row of the last em)."""
+    end at or after peek_s (or on a clock that start + (t - start) does not reproduce), or need an
+    exact check of who finishes where closed loop does not inline one; and after a round in which
+    a sequence reaches its output length (its tokens emitted capped at what was left, in pend):
+    the replica then retires it. Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks,
+    pos, row of the last em, whether the last round finished a sequence)."""
     m = 0
     last = -1
     T = n * w
@@ -99,31 +103,40 @@ def decode_rounds(kvc, lim, em, out, thot, tterms, dhot, dterms,
         else:
             target = pass_time_s(thot, tterms, 0, T, sum_c, w * sum_c + pairs_fixed)
             first = n if first_is_b else pend_sum
-            row = 1 + first - first_lo
-            if row < 1 or row >= nb_rows:
-                break
-            draft = draft_steps_s(dhot, dterms, row, first, sum_c, n, k, n * branches)
+            if first == first_x:
+                draft = draft_steps_s(dhot, xterms, 1, first, sum_c, n, k, n * branches)
+            else:
+                row = 1 + first - first_lo
+                if row < 1 or row >= nb_rows:
+                    break
+                draft = draft_steps_s(dhot, dterms, row, first, sum_c, n, k, n * branches)
         dt = draft + target + overhead_s
         t = now + dt
         if t >= peek_s or start + (t - start) != t:
             break
         es = 0
-        if exact:                       # would anyone reach (or pass) its output length?
+        finished = False
+        if exact:                       # does anyone reach (or pass) its output length?
             low = lim[0] - (kvc[0] + em[pos]) + shift
             for i in range(1, n):
                 x = lim[i] - (kvc[i] + em[pos + i]) + shift
                 if x < low:
                     low = x
-            if low <= 0:
-                break
-            rem_lb = low
+            finished = low <= 0
+            rem_lb = 0 if finished else low
         else:
             rem_lb -= k + 1
         nblk = 0
         for i in range(n):
-            x = kvc[i] + em[pos + i]
+            e = em[pos + i]
+            if finished:                # capped at what was left (Replica._complete)
+                left = lim[i] - (kvc[i] + e) + shift
+                if left < 0:
+                    e += left
+                pend[i] = e
+            x = kvc[i] + e
             kvc[i] = x
-            es += em[pos + i]
+            es += e
             nblk += x // bs
         r = out[m]          # metrics.ITER_COLUMNS; prefill tokens and seconds, first tokens, preemptions: 0
         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] = index, now, t, n, n, 0, k, es
@@ -136,7 +149,9 @@ def decode_rounds(kvc, lim, em, out, thot, tterms, dhot, dterms,
         pos += n
         now = t
         m += 1
-    return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last
+        if finished:
+            return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, True
+    return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, False
 
 
 
@@ -166,6 +181,6 @@ def _compile():
     fn = jit(decode_rounds)
     i64, f64 = np.zeros(1, dtype=np.int64), np.zeros((1, ROW_COLUMNS))
     hot, terms = np.zeros(HOT_SIZE), np.zeros((1, 4))
-    fn(i64, i64, i64, f64, hot, terms, hot, terms, 1, 1, 2, 16, 0, 16, 1, 1, 1, 1, 0, 0,    # load it now:
-       0.0, 0.0, 0.0, True, True, 0, 1, False, 1, 0.0, 0.0, 0.0, 0)                       # runs no round
+    fn(i64, i64, i64, f64, i64, hot, terms, hot, terms, terms, -1, 1, 1, 2, 16, 0, 16, 1, 1, 1, 1,  # load it now:
+       0, 0, 0.0, 0.0, 0.0, True, True, 0, 1, False, 1, 0.0, 0.0, 0.0, 0)                       # runs no round
     return fn

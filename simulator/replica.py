@@ -302,42 +302,53 @@ class Replica:
 
     def _kernel_rounds(self, start: float, peek_s: float) -> int:
         """Run the uneventful decode rounds that follow in decode_kernel (none where the next
-        round is not one); returns how many ran. start: the clock the inline chain started at."""
-        n = self.n
-        k = self._k_of_n[n]
-        blk = self._block
-        if not k or k != self._kv_k or blk.k != k or blk.pos + n > blk.rows:
-            return 0
-        kp = self._kern
-        blocks = self._blocks
-        if blocks is None:
-            blocks = self._blocks = self._count_blocks(n)
-        if self.waiting and n < self.max_seqs and self.max_tokens > n * self.widths[k]:
-            # the queue's head stays out only if it does not fit now: the rounds only take KV away
-            rid = self.waiting[0]
-            need_t = int(self.table.prompt[rid] + self.table.generated[rid])
-            if -(-min(need_t, self.max_tokens - n * self.widths[k]) // self.bs) <= self.capacity - blocks - self.pf_blocks:
-                return 0
-        ent = kp["terms"].get(n)
-        if ent is None:
-            ent = kp["terms"][n] = self._kernel_terms(n, k)
-        tterms, dterms, first_lo = ent
-        m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last = kp["fn"](
-            self.d_kvc, self.d_lim, blk.em, kp["out"], kp["thot"], tterms, kp["dhot"], dterms,
-            n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift, self.sum_ctx, self.pend_sum,
-            self.rem_lb, blocks, blk.pos, blk.rows, float(self.now), float(start), float(peek_s), self.silent_finish,
-            self.track_catchup, kp["kind"], first_lo, kp["first_is_b"], kp["branches"], kp["ft"], kp["fd"],
-            self._spec_overhead_s, self.index)
-        if m:
+        round is not one), retiring the sequences a round finishes and going on after them;
+        returns how many rounds ran. start: the clock the inline chain started at."""
+        kp, blk = self._kern, self._block
+        total = 0
+        while self.n:
+            n = self.n
+            k = self._k_of_n[n]
+            if not k or k != self._kv_k or blk.k != k or blk.pos + n > blk.rows:
+                break
+            blocks = self._blocks
+            if blocks is None:
+                blocks = self._blocks = self._count_blocks(n)
+            if self.waiting and n < self.max_seqs and self.max_tokens > n * self.widths[k]:
+                # the queue's head stays out only if it does not fit now: the rounds only take KV away
+                rid = self.waiting[0]
+                need_t = int(self.table.prompt[rid] + self.table.generated[rid])
+                if -(-min(need_t, self.max_tokens - n * self.widths[k]) // self.bs) <= self.capacity - blocks - self.pf_blocks:
+                    break
+            ent = kp["terms"].get(n)
+            if ent is None:
+                ent = kp["terms"][n] = self._kernel_terms(n, k)
+            tterms, dterms, first_lo = ent
+            first_x, xterms = -1, dterms
+            if kp["kind"] and not kp["first_is_b"] and not first_lo <= self.pend_sum < first_lo + len(dterms) - 1:
+                first_x = self.pend_sum          # a first step outside the table (catching up on a prompt)
+                xterms = np.array([dterms[0], [float(x) for x in kp["dc"]._pass_terms(first_x, n)]])
+            m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp["fn"](
+                self.d_kvc, self.d_lim, blk.em, kp["out"], self._scratch, kp["thot"], tterms, kp["dhot"], dterms,
+                xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift, self.sum_ctx,
+                self.pend_sum, self.rem_lb, blocks, blk.pos, blk.rows, float(self.now), float(start), float(peek_s),
+                self.silent_finish, self.track_catchup, kp["kind"], first_lo, kp["first_is_b"], kp["branches"],
+                kp["ft"], kp["fd"], self._spec_overhead_s, self.index)
+            if not m:
+                break
+            total += m
             self._logbuf.frombytes(kp["out"][:m].tobytes())
             blk.pos = pos
             self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
             self.rounds_cum += m
             self.k_cum += k * m
             if self.track_catchup:
-                self._pend_em = blk.em[last:last + n]
+                self._pend_em = self._scratch[:n].copy() if finished else blk.em[last:last + n]
                 self.pend_sum = pend_sum
-        return m
+            if not finished:
+                break
+            self._retire(n, now)
+        return total
 
     # ---- helpers ---------------------------------------------------------------------------
     def _round_time_s(self, batch: int, k: int) -> float:
