@@ -4,7 +4,9 @@ Runs workload (a) of bench_simulator.py with speculation on (10,000 requests, EA
 times each iteration's replica work (`_complete` of one iteration, then `_schedule` of the next)
 with time.perf_counter (which adds about 1 us to each), split into:
 
-    quiet           run inline (no SimPy event), no prefill chunk, nobody near its output length
+    compiled        uneventful decode rounds run by simulator/decode_kernel.py (numba), the
+                    Python wrapper's work included
+    quiet           run inline in Python (no SimPy event), no prefill chunk, nobody near its output length
     per-request     run inline, but with prefill chunks, requests waiting, or an exact check of
                     who finishes (and retirement)
     on an event     iterations that end on a SimPy event (a request arrives inside them); their
@@ -32,8 +34,18 @@ def main() -> None:
     from simulator.scenario import load_scenario
 
     R, pc = replica_mod.Replica, time.perf_counter
-    acc: dict[str, list[float]] = {"quiet": [0, 0.0], "per-request": [0, 0.0]}
-    complete, schedule = R._complete, R._schedule
+    acc: dict[str, list[float]] = {"compiled": [0, 0.0], "quiet": [0, 0.0], "per-request": [0, 0.0]}
+    complete, schedule, kernel_rounds = R._complete, R._schedule, R._kernel_rounds
+
+    def timed_kernel_rounds(self, start, peek_s):
+        t0 = pc()
+        m = kernel_rounds(self, start, peek_s)
+        dt = pc() - t0
+        acc["compiled"][0] += m
+        acc["compiled"][1] += dt
+        if getattr(self, "_inline_kind", None) is not None:
+            self._t0 += dt          # the Python iteration being timed does not include these rounds
+        return m
 
     def timed_complete(self):
         self._inline_kind = None
@@ -60,7 +72,8 @@ def main() -> None:
         run(self)
         loop["s"] = pc() - t0
 
-    R._complete, R._schedule, engine_mod.Engine.run = timed_complete, timed_schedule, timed_run
+    R._complete, R._schedule, R._kernel_rounds = timed_complete, timed_schedule, timed_kernel_rounds
+    engine_mod.Engine.run = timed_run
     with tempfile.TemporaryDirectory() as td:
         r = simulate(load_scenario(bs.scenario(10_000, True, Path(td))))
     n = r.summary["num_decode_rounds"]
