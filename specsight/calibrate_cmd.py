@@ -195,7 +195,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     device, dtype, scale = _setup(args)
     from calibrate import microbench as mb
-    from calibrate.fit import fit_device, host_overhead, write_profile
+    from calibrate.fit import fit_device, host_overhead, speculation_rounds, write_profile
     from simulator.hardware import load_profile
 
     n_layers, draft_layers = _depths(args, device)
@@ -243,6 +243,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"{dispatch['kernels']} kernels")}
     fit = fit_device(points, specs, base, dtype, holdout_frac=args.holdout, seed=args.seed, stat=stat, fixed=fixed)
     s = fit.summary
+    rounds = speculation_rounds(fit.points, points, host, stat)
     host_by_k = {}
     for p in points:
         if p["role"] == "host":
@@ -270,6 +271,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "layer_scaling": {k: v for k, v in s["layer_scaling"].items() if k != "cells"},
         "host_round_us_by_k": {str(k): round(float(sorted(v)[len(v) // 2]), 1) for k, v in sorted(host_by_k.items())},
         "host_overhead": host,
+        "speculation_rounds": {k: v for k, v in rounds.items() if k != "rows"},
     }
     if dispatch is not None:
         cal["dispatch"] = dispatch
@@ -310,7 +312,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "heldout_by_role": s["heldout_by_role"], "one_token_passes": s["one_token_passes"],
               "fitted": fit.params, "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
-              "layer_scaling": cal["layer_scaling"], "draft_layers": cfg.draft_layers, "evict_bytes": cfg.evict_bytes,
+              "layer_scaling": cal["layer_scaling"], "speculation_rounds": rounds,
+              "draft_layers": cfg.draft_layers, "evict_bytes": cfg.evict_bytes,
               "sweeps": cfg.n_sweeps,
               "n_points": cal["n_points"], "points_file": str(points_path),
               "elapsed_s": round(time.perf_counter() - t0, 1)}
@@ -331,6 +334,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
         if ls:
             print(f"layers {ls['layers']}: t({ls['layers'][1]})/t({ls['layers'][0]}) median {ls['median_ratio_t2_t1']:.2f}; "
                   f"per-layer slope error of the fit: median {100 * ls['slope_ape_median']:.1f} %")
+        if rounds["n"]:
+            w = rounds["worst"]
+            print(f"speculative rounds the grid's passes compose (K > 0 round / K = 0 round, fitted model vs measured "
+                  f"passes): median |error| {100 * rounds['ratio_err_median_abs']:.1f} %, worst B={w['batch']} K={w['k']} "
+                  f"{100 * w['ratio_err']:+.1f} % (negative: the model predicts too high a speedup)")
         print(f"points: {points_path} ({cal['n_points']} passes); {result['elapsed_s']} s")
     return 0
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from calibrate.fit import (GEMV, TIED, PassPredictor, ape, fit_device, fit_log_time, holdout_groups, host_overhead, params_of,
+                           speculation_rounds,
                            soft_roofline_jac, theta_to_params, params_to_theta, write_profile)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.microbench import (GRIDS, BenchConfig, Evictor, grid_points, last_level_cache_bytes, measure, read_points,
@@ -187,6 +188,59 @@ def test_host_overhead_splits_iteration_logit_rows_and_verify_kernel():
     assert host_overhead([p for p in pts if p.get("new_tokens") != 0], stat="min")["verify_round_us"] is None
 
 
+def _round_points(params: dict) -> tuple[pd.DataFrame, list[dict], dict]:
+    """Passes of a cpu-quick-like grid (target at 4 and 8 layers with every width 1, 3, 5, the draft's
+    1- and 2-token steps at 1 layer; batches 1, 8, 32; contexts 128, 512) timed by the CostModel
+    with `params` (measured = fitted: median_s = pred_s), and host points t = a + b B (2K + 1) + c [K > 0]."""
+    hw = load_profile("h200-sxm")
+    rows = [dict(role="target", layers=L, batch=b, new_tokens=n, context=c)
+            for L in (4, 8) for b in (1, 8, 32) for n in (1, 3, 5) for c in (128, 512)]
+    rows += [dict(role="draft", layers=1, batch=b, new_tokens=n, context=c) for b in (1, 8, 32) for n in (1, 2) for c in (128, 512)]
+    df = pd.DataFrame(rows)
+    df["pred_s"] = df["median_s"] = PassPredictor(df, SPECS, hw, "bf16")(params)
+    host = {"iteration_us": 300.0, "sampling_row_us": 25.0, "verify_round_us": 500.0}
+    pts = [dict(role="host", layers=0, batch=b, new_tokens=k, context=0,
+                min_s=1e-6 * (300.0 + 25.0 * b * (2 * k + 1) + 500.0 * (k > 0))) for b in (1, 8, 32) for k in (0, 2, 4)]
+    return df, pts, host
+
+
+def test_speculation_rounds_compose_the_rounds_and_the_ratio_error():
+    """The rounds the grid's passes compose: with the model exact, every K > 0 / K = 0 round ratio
+    agrees; a verify pass measured 20 % slower than the model prices it shows as a negative ratio
+    error at that (B, K) only, of exactly the size the composition gives; a round whose passes are
+    not all in the grid is left out."""
+    params = {"efficiency.memory": 0.7, "efficiency.compute": 0.6, "efficiency.roofline_sharpness": 2.0,
+              "overheads.kernel_launch_us": 5.0, GEMV: 0.9}
+    df, pts, host = _round_points(params)
+    r = speculation_rounds(df, pts, host, stat="min")
+    assert r["n"] == 3 * 2 * 2 and r["target_layers"] == 8 and r["draft_layers"] == 1
+    assert r["ratio_err_max_abs"] < 1e-9
+    key = {(x.role, x.layers, x.batch, x.new_tokens, x.context): x.median_s for x in df.itertuples()}
+    row = next(x for x in r["rows"] if (x["batch"], x["k"], x["context"]) == (8, 4, 512))
+    k4 = key["draft", 1, 8, 2, 512] + 3 * key["draft", 1, 8, 1, 512] + key["target", 8, 8, 5, 512] + 1e-6 * (300 + 25 * 8 * 9 + 500)
+    k0 = key["target", 8, 8, 1, 512] + 1e-6 * (300 + 25 * 8)
+    assert row["measured_ratio"] == pytest.approx(k4 / k0, rel=1e-12)
+    assert row["measured_round_ms"] == pytest.approx(1e3 * k4, rel=1e-12)
+    # the B = 32, K = 4 verify pass (160 tokens, the deepest target) measured 20 % slower than the model
+    slow = (df["role"] == "target") & (df["layers"] == 8) & (df["batch"] == 32) & (df["new_tokens"] == 5)
+    df2 = df.copy()
+    df2.loc[slow, "median_s"] *= 1.2
+    r2 = speculation_rounds(df2, pts, host, stat="min")
+    for x in r2["rows"]:
+        if (x["batch"], x["k"]) == (32, 4):
+            t_v = key["target", 8, 32, 5, x["context"]]
+            expect = x["model_round_ms"] / (x["model_round_ms"] + 1e3 * 0.2 * t_v) - 1.0
+            assert x["ratio_err"] == pytest.approx(expect, rel=1e-9) and x["ratio_err"] < -0.02
+        else:
+            assert abs(x["ratio_err"]) < 1e-9
+    assert r2["worst"]["batch"] == 32 and r2["worst"]["k"] == 4 and r2["worst"]["ratio_err"] < -0.02
+    # without the draft's first (2-token) step at batch 8 no batch-8 round composes
+    no_first = df[~((df["role"] == "draft") & (df["batch"] == 8) & (df["new_tokens"] == 2))]
+    r3 = speculation_rounds(no_first, pts, host, stat="min")
+    assert r3["n"] == 2 * 2 * 2 and all(x["batch"] != 8 for x in r3["rows"])
+    assert speculation_rounds(df[df["role"] == "draft"], pts, host, stat="min")["n"] == 0
+
+
 def test_holdout_groups_are_seeded_and_whole():
     g = [f"c{i % 10}" for i in range(100)]
     a, b = holdout_groups(g, 0.3, 1), holdout_groups(g, 0.3, 1)
@@ -320,6 +374,8 @@ def test_cpu_calibration_cli_and_fit(cpu_calibration, capsys):
     assert "sampling" in prof.describe() and "us per row" in prof.describe()
     # on a CPU every timed repeat starts with evicted caches (default), and the profile says so
     assert cal["evict_bytes"] > 0 and "evicts the caches" in cal["timing"]
+    # the round check is reported; cpu-tiny times no 2-token draft step, so no speculative round composes
+    assert res["speculation_rounds"]["n"] == 0 and cal["speculation_rounds"]["n"] == 0
 
 
 def test_cost_names_the_calibrated_profile_and_its_fit(capsys):
