@@ -92,7 +92,7 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
     T = n * w
     pairs_fixed = n * (w * (w + 1) // 2)
     nb_rows = dterms.shape[0]
-    while m < out.shape[0] and pos + n <= rows and blocks <= cap:
+    while m < out.shape[0] and (k == 0 or pos + n <= rows) and blocks <= cap:
         exact = rem_lb <= k + 1
         if exact and not any_iteration:
             break
@@ -102,6 +102,8 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
             draft = k * fixed_draft_s
         else:
             target = pass_time_s(thot, tterms, 0, T, sum_c, w * sum_c + pairs_fixed)
+            draft = 0.0
+        if draft_kind and k:
             first = n if first_is_b else pend_sum
             if first == first_x:
                 draft = draft_steps_s(dhot, xterms, 1, first, sum_c, n, k, n * branches)
@@ -117,9 +119,9 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
         es = 0
         finished = False
         if exact:                       # does anyone reach (or pass) its output length?
-            low = lim[0] - (kvc[0] + em[pos]) + shift
+            low = lim[0] - (kvc[0] + (em[pos] if k else 1)) + shift
             for i in range(1, n):
-                x = lim[i] - (kvc[i] + em[pos + i]) + shift
+                x = lim[i] - (kvc[i] + (em[pos + i] if k else 1)) + shift
                 if x < low:
                     low = x
             finished = low <= 0
@@ -128,7 +130,7 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
             rem_lb -= k + 1
         nblk = 0
         for i in range(n):
-            e = em[pos + i]
+            e = em[pos + i] if k else 1             # plain decode (K = 0): one token each
             if finished:                # capped at what was left (Replica._complete)
                 left = lim[i] - (kvc[i] + e) + shift
                 if left < 0:
@@ -143,10 +145,11 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
         r[8], r[9], r[10], r[11], r[12], r[13], r[14] = 0, draft, target, 0.0, overhead_s, blocks, 0
         blocks = nblk
         sum_ctx += es
-        if track_pend:
-            pend_sum = es
-        last = pos
-        pos += n
+        if k:
+            if track_pend:
+                pend_sum = es
+            last = pos
+            pos += n
         now = t
         m += 1
         if finished:

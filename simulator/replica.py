@@ -253,36 +253,41 @@ class Replica:
     # ---- compiled decode rounds (decode_kernel) ---------------------------------------------
     def _kernel_plan(self):
         """What decode_kernel needs that holds for the whole run, or None where it does not apply:
-        a static or batch-schedule K, accept lengths from the block sampler, no n-gram matching,
-        and fixed step costs or a drafter whose K steps are CostModel.steps_time_s (chained)."""
-        if self._block is None or self._observes or self._k_of_n is None or self.ngram or not self.spec_on:
+        no n-gram matching, no policy that observes rounds; speculating, a static or batch-schedule
+        K and accept lengths from the block sampler; fixed step costs, or the roofline with a
+        drafter whose K steps are CostModel.steps_time_s (chained; none needed for K = 0 only)."""
+        if self._observes or self.ngram or (self.spec_on and (self._block is None or self._k_of_n is None)):
             return None
         from . import decode_kernel as dk
         fn = dk.kernel()
         if fn is None:
             return None
-        cost = self.cost
-        z = np.zeros((1, 4))
+        cost, zeros = self.cost, np.zeros(dk.HOT_SIZE)
+        plan = dict(fn=fn, kind=0, thot=zeros, dhot=zeros, z=np.zeros((1, 4)), no_em=np.zeros(1, dtype=np.int64),
+                    ft=0.0, fd=0.0, first_is_b=False, branches=1, out=np.zeros((dk.MAX_ROUNDS, dk.ROW_COLUMNS)),
+                    terms={}, tc=None, dc=None)
         if isinstance(cost, FixedStepCost):
-            return dict(fn=fn, kind=0, thot=np.zeros(dk.HOT_SIZE), dhot=np.zeros(dk.HOT_SIZE), z=z,
-                        ft=cost.target_step_s, fd=cost.draft_step_s, first_is_b=False, branches=1,
-                        out=np.zeros((dk.MAX_ROUNDS, dk.ROW_COLUMNS)), terms={}, tc=None, dc=None)
-        drafter = getattr(cost, "drafter", None)
-        if not isinstance(cost, RooflineStepCost) or drafter is None or drafter.draft_cost is None:
+            plan.update(ft=cost.target_step_s, fd=cost.draft_step_s)
+            return plan
+        if not isinstance(cost, RooflineStepCost) or "time_s" in cost.cm.__dict__ or cost.target_s != cost.cm.time_s:
+            return None                                              # (instrumented: keep its calls)
+
+        def hot(cm):
+            return np.array(cm._hot + (1.0 if cm._sharp else 0.0,), dtype=np.float64)
+        plan.update(kind=1, thot=hot(cost.cm), tc=cost.cm)
+        if not self.spec_on:
+            return plan
+        drafter = cost.drafter
+        if drafter is None or drafter.draft_cost is None:
             return None
         m = drafter.spec.method
         if m in ("medusa", "parallel") or (m == "self_spec" and drafter.spec.kv_budget_tokens):
             return None
-        tc, dc = cost.cm, drafter.draft_cost
-        if "time_s" in tc.__dict__ or "time_s" in dc.__dict__ or cost.target_s != tc.time_s \
-                or cost.draft_s != drafter.propose_time_s:        # instrumented: keep its calls
+        dc = drafter.draft_cost
+        if "time_s" in dc.__dict__ or cost.draft_s != drafter.propose_time_s:
             return None
-
-        def hot(cm):
-            return np.array(cm._hot + (1.0 if cm._sharp else 0.0,), dtype=np.float64)
-        return dict(fn=fn, kind=1, thot=hot(tc), dhot=hot(dc), z=z, ft=0.0, fd=0.0,
-                    first_is_b=m == "self_spec", branches=int(drafter.branches),
-                    out=np.zeros((dk.MAX_ROUNDS, dk.ROW_COLUMNS)), terms={}, tc=tc, dc=dc)
+        plan.update(dhot=hot(dc), dc=dc, first_is_b=m == "self_spec", branches=int(drafter.branches))
+        return plan
 
     def _kernel_terms(self, n: int, k: int):
         """For n decode sequences at K = k: the target pass's (weights, head, rest, all-reduce)
@@ -295,6 +300,8 @@ class Replica:
         tc, dc = kp["tc"], kp["dc"]
         T = n * self.widths[k]
         tterms = np.array([[float(x) for x in tc._pass_terms(T, T)]])
+        if not k:
+            return tterms, kp["z"], n
         nb = n * kp["branches"]
         firsts = [n] if kp["first_is_b"] else range(n, n * (k + 1) + 1)
         rows = [dc._pass_terms(nb, nb)] + [dc._pass_terms(f, n) for f in firsts]
@@ -308,8 +315,8 @@ class Replica:
         total = 0
         while self.n:
             n = self.n
-            k = self._k_of_n[n]
-            if not k or k != self._kv_k or blk.k != k or blk.pos + n > blk.rows:
+            k = self._k_of_n[n] if self.spec_on else 0
+            if k != self._kv_k or (k and (blk.k != k or blk.pos + n > blk.rows)):
                 break
             blocks = self._blocks
             if blocks is None:
@@ -325,26 +332,33 @@ class Replica:
                 ent = kp["terms"][n] = self._kernel_terms(n, k)
             tterms, dterms, first_lo = ent
             first_x, xterms = -1, dterms
-            if kp["kind"] and not kp["first_is_b"] and not first_lo <= self.pend_sum < first_lo + len(dterms) - 1:
+            if k and kp["kind"] and not kp["first_is_b"] and not first_lo <= self.pend_sum < first_lo + len(dterms) - 1:
                 first_x = self.pend_sum          # a first step outside the table (catching up on a prompt)
                 xterms = np.array([dterms[0], [float(x) for x in kp["dc"]._pass_terms(first_x, n)]])
             m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp["fn"](
-                self.d_kvc, self.d_lim, blk.em, kp["out"], self._scratch, kp["thot"], tterms, kp["dhot"], dterms,
-                xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift, self.sum_ctx,
-                self.pend_sum, self.rem_lb, blocks, blk.pos, blk.rows, float(self.now), float(start), float(peek_s),
-                self.silent_finish, self.track_catchup, kp["kind"], first_lo, kp["first_is_b"], kp["branches"],
-                kp["ft"], kp["fd"], self._spec_overhead_s, self.index)
+                self.d_kvc, self.d_lim, blk.em if k else kp["no_em"], kp["out"], self._scratch, kp["thot"], tterms,
+                kp["dhot"], dterms, xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift,
+                self.sum_ctx, self.pend_sum, self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0,
+                float(self.now), float(start), float(peek_s), self.silent_finish, self.track_catchup, kp["kind"],
+                first_lo, kp["first_is_b"], kp["branches"], kp["ft"], kp["fd"],
+                self._spec_overhead_s if k else self._overhead_s, self.index)
             if not m:
                 break
             total += m
             self._logbuf.frombytes(kp["out"][:m].tobytes())
-            blk.pos = pos
             self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
             self.rounds_cum += m
-            self.k_cum += k * m
-            if self.track_catchup:
-                self._pend_em = self._scratch[:n].copy() if finished else blk.em[last:last + n]
-                self.pend_sum = pend_sum
+            if k:
+                blk.pos = pos
+                self.k_cum += k * m
+                if self.track_catchup:
+                    self._pend_em = self._scratch[:n].copy() if finished else blk.em[last:last + n]
+                    self.pend_sum = pend_sum
+            elif self.track_catchup:      # plain decode: every sequence emitted one token a round (the
+                if self._pend_em is not None:     # block counter's _res is recounted when next needed,
+                    self._sync_pend()             # whatever _phase says)
+                self.d_pend[:n] += m
+                self.pend_sum += n * m
             if not finished:
                 break
             self._retire(n, now)

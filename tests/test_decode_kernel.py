@@ -92,6 +92,10 @@ CASES = {
                              [N, "drafter.tree=true", "drafter.tree_branches=2"]),
     "draft-model-closed-loop": ("scenarios/llama8b-h100-draft1b-chat.yaml", [N]),
     "batch-schedule": ("scenarios/llama8b-h100-policies.yaml", [N, "acceptance={model: iid, alpha: 0.75}"]),
+    # K = 0 past 6 sequences: plain-decode rounds while the drafter must catch up afterwards
+    "batch-schedule-k0": ("scenarios/llama8b-h100-policies.yaml",
+                          [N, "acceptance={model: iid, alpha: 0.75}", "policy.schedule=[[6, 2]]"]),
+    "speculation-off": ("scenarios/llama8b-h100-eagle3-chat.yaml", [N, "policy.kind=off"]),
     "self-spec-layer-skip": ("scenarios/llama8b-h200-longctx-selfspec.yaml",
                              ["workload.num_requests=40", "drafter.kv_budget_tokens=0", "drafter.layer_fraction=0.5"]),
     "mtp-moe-tp8": ("scenarios/deepseek-v3-h200-mtp.yaml", [N]),
@@ -103,7 +107,7 @@ CASES = {
 }
 
 
-def _run(spec, overrides, kernel, monkeypatch):
+def _run(spec, overrides, kernel, monkeypatch, baseline=True):
     monkeypatch.setattr(Replica, "KERNEL", kernel)
     rounds = [0]
     run_rounds = Replica._kernel_rounds
@@ -114,7 +118,7 @@ def _run(spec, overrides, kernel, monkeypatch):
         return m
     monkeypatch.setattr(Replica, "_kernel_rounds", counted)
     sc = load_scenario(spec, overrides) if isinstance(spec, str) else load_scenario(spec)
-    return simulate(sc, baseline=True, trace=True), rounds[0]
+    return simulate(sc, baseline=baseline, trace=True), rounds[0]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -137,10 +141,10 @@ def test_compiled_rounds_give_the_python_trajectory(case, monkeypatch, tmp_path)
 
 
 def test_the_kernel_stays_out_where_it_does_not_apply(monkeypatch):
-    # n-gram matches drawn per round, an adaptive policy (observes every round), medusa's one-pass
-    # proposal: the Python path runs every round
+    # n-gram matches drawn per round, adaptive and goodput policies (they observe every round): the
+    # Python path runs every round (the K = 0 baselines would use the kernel: not run here)
     for path, overrides in (("scenarios/llama70b-tp4-h100-chat-ngram.yaml", ["workload.num_requests=50"]),
                             ("scenarios/llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=50", "policy.kind=adaptive"]),
                             ("scenarios/llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=50", "policy.kind=goodput"])):
-        _, rounds = _run(path, overrides, True, monkeypatch)
+        _, rounds = _run(path, overrides, True, monkeypatch, baseline=False)
         assert rounds == 0, path
