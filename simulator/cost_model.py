@@ -41,7 +41,8 @@ from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile
 from .model_spec import ModelSpec
 
 # Named constants of the physics (each is a count, not a tuned fudge factor).
-ACTIVATION_BYTES = 2            # bf16/fp16 activations
+ACTIVATION_BYTES = 2            # bf16/fp16 activations (fp8 weights compute in bf16 too)
+FP32_ACTIVATION_BYTES = 4       # an fp32 model's activations (the CPU calibration runs in fp32)
 LOGIT_BYTES = 4                 # float32 logits / probabilities
 SAMPLING_PASSES = 3             # logits written by the LM head, read+written by softmax, read by the sampler
 ELEMENTWISE_D_PASSES = 10       # per layer per token, in units of hidden_size: 2 RMSNorms (r+w), 2 residual adds (2r+w), rotary
@@ -142,6 +143,7 @@ class CostModel:
             raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads ({model.num_kv_heads})")
         self.model, self.hw, self.tp, self.dtype = model, hw, tp, dtype
         self.kv_dtype = kv_dtype or ("bf16" if dtype == "fp8" else dtype)
+        self.activation_bytes = FP32_ACTIVATION_BYTES if dtype == "fp32" else ACTIVATION_BYTES
         eff = efficiency or hw.efficiency
         self.p = eff.roofline_sharpness
         self.peak_flops_s = hw.peak_flops(dtype) * eff.compute
@@ -173,11 +175,11 @@ class CostModel:
         # Elementwise (norms, residuals, rotary, activation): memory-bound.
         act_width = (m.num_dense_layers * m.intermediate_size
                      + m.num_moe_layers * (m.experts_per_token + m.num_shared_experts) * m.moe_intermediate_size)
-        self.elementwise_bytes_per_token = ACTIVATION_BYTES * (L * ELEMENTWISE_D_PASSES * m.hidden_size
+        self.elementwise_bytes_per_token = self.activation_bytes * (L * ELEMENTWISE_D_PASSES * m.hidden_size
                                                                + ELEMENTWISE_I_PASSES * act_width / tp)
         # Tensor-parallel all-reduce: two per layer of T * d activations, ring alpha-beta model.
         self.allreduce_count = 2 * L if tp > 1 else 0
-        self.allreduce_bytes_per_token = m.hidden_size * ACTIVATION_BYTES
+        self.allreduce_bytes_per_token = m.hidden_size * self.activation_bytes
         self.ring_factor = 2.0 * (tp - 1) / tp
         self.ring_latency_s = hw.interconnect.latency_us * 1e-6   # small-message all-reduce time, per collective
         self.link_bytes_s = hw.interconnect_bytes_s

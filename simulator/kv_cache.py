@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cost_model import ACTIVATION_BYTES, LOGIT_BYTES, CostModel
+from .cost_model import LOGIT_BYTES, CostModel
 from .errors import SpecsightInputError
 
 # Memory outside PyTorch's allocator that vLLM's profiler also subtracts: CUDA context, NCCL
@@ -61,7 +61,7 @@ def estimate_activation_reserve_bytes(cm: CostModel, max_num_batched_tokens: int
     else:
         inter = m.intermediate_size
     per_token = ACT_D_TENSORS * m.hidden_size + ACT_I_TENSORS * inter / tp
-    acts = max_num_batched_tokens * per_token * ACTIVATION_BYTES
+    acts = max_num_batched_tokens * per_token * cm.activation_bytes
     logits = max_num_seqs * (k_max + 1) * m.vocab_size * LOGIT_BYTES * LOGIT_TENSORS / tp
     return acts + logits + NON_TORCH_RESERVE_BYTES
 

@@ -305,3 +305,17 @@ def test_draft_steps_compute_logits_only_where_they_propose(method, model, tree)
     d.propose_time_s(batch, 3, batch * 500, catchup_tokens=catchup)
     width = 3 if tree else 1
     assert calls == [(catchup, batch), (batch * width, batch * width), (batch * width, batch * width)]
+
+
+def test_activations_are_as_wide_as_the_models_dtype():
+    """Elementwise and all-reduce traffic moves activations: 2 bytes each in bf16, fp16 and fp8
+    (fp8 weights compute in bf16), 4 in fp32 (the CPU calibration's dtype); so at fp32 the
+    elementwise op's bytes, and its time on a bandwidth-bound pass, are exactly twice bf16's."""
+    hw = dataclasses.replace(H100, peak_tflops={**H100.peak_tflops, "fp32": 67.0})
+    cms = {d: CostModel(L8B, hw, tp=2, dtype=d) for d in ("bf16", "fp16", "fp8", "fp32")}
+    assert {d: cm.activation_bytes for d, cm in cms.items()} == {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}
+    shape = PassShape.uniform(8, 4, 1000)
+    ew = {d: cm.breakdown(shape).ops["elementwise"] for d, cm in cms.items()}
+    assert ew["fp32"].bytes == 2 * ew["bf16"].bytes and ew["fp8"].bytes == ew["bf16"].bytes
+    assert ew["fp32"].time_s == 2 * ew["bf16"].time_s
+    assert cms["fp32"].allreduce_bytes_per_token == 2 * cms["bf16"].allreduce_bytes_per_token
