@@ -11,6 +11,9 @@ Parameters (the profile fields they land in):
     efficiency.memory_gemv                    bandwidth fraction of one-token (matrix-vector) weight
                                               streaming, in (0, 1]; fitted only when the points include
                                               one-token passes, else tied to efficiency.memory (None)
+    efficiency.memory_attention               bandwidth fraction of attention's KV-cache reads, in
+                                              (0, 1]; fitted only when the points span two or more
+                                              contexts, else tied to efficiency.memory (None)
 
 The fit minimises log-time residuals (scipy.optimize.least_squares, trust-region reflective,
 bounded), so a 10 us kernel and a 10 ms pass weigh alike; it restarts from a few sharpness
@@ -34,18 +37,21 @@ from scipy.optimize import least_squares
 from simulator.hardware import Efficiency, HardwareProfile, Overheads, load_profile
 
 PARAM_NAMES = ("efficiency.memory", "efficiency.compute", "efficiency.roofline_sharpness",
-               "overheads.kernel_launch_us", "efficiency.memory_gemv")
+               "overheads.kernel_launch_us", "efficiency.memory_gemv", "efficiency.memory_attention")
 GEMV = "efficiency.memory_gemv"
+ATTN = "efficiency.memory_attention"
+RATES = (GEMV, ATTN)       # optional bandwidth fractions; absent (None) = efficiency.memory
 # fixed={GEMV: TIED}: one memory rate (memory_gemv = memory, written as absent): the fit's points have
-# no one-token pass to tell the two rates apart.
+# no one-token pass to tell the two rates apart; fixed={ATTN: TIED} likewise where attention's KV
+# reads cannot be told apart (one context only, or no attention at all: single operators).
 TIED = None
 # Bounds: fractions in (0, 1]; p in [1, P_MAX]; launch overhead in [0, 1000] us. P_MAX = 32:
 # the soft roofline is then within 2.2 % of max() at the knee (2^(1/32)), and t^p stays clear
 # of float64 underflow for op times down to 1 ns (simulator.cost_model.soft_roofline raises t to
 # the power p directly). The sharp max() roofline is compared with p = inf, not with P_MAX.
 P_MAX = 32.0
-LOWER = np.array([1e-3, 1e-3, 0.0, 0.0, 1e-3])            # theta = (eff_m, eff_c, log p, launch_us, eff_gemv)
-UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0, 1.0])
+LOWER = np.array([1e-3, 1e-3, 0.0, 0.0, 1e-3, 1e-3])      # theta = (eff_m, eff_c, log p, launch_us, eff_gemv, eff_attn)
+UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0, 1.0, 1.0])
 P_STARTS = (2.0, 4.0, 12.0)
 
 
@@ -65,23 +71,25 @@ def ape_summary(errors: np.ndarray, prefix: str = "") -> dict[str, float]:
 
 
 def params_to_theta(params: Mapping[str, Any]) -> np.ndarray:
-    """theta = (eff_m, eff_c, log p, launch_us, eff_gemv); an absent or None memory_gemv is eff_m."""
-    gemv = params.get(GEMV)
-    return np.array([params["efficiency.memory"], params["efficiency.compute"],
-                     math.log(params["efficiency.roofline_sharpness"]), params["overheads.kernel_launch_us"],
-                     params["efficiency.memory"] if gemv is None else gemv])
+    """theta = (eff_m, eff_c, log p, launch_us, eff_gemv, eff_attn); an absent or None
+    memory_gemv or memory_attention is eff_m."""
+    m = params["efficiency.memory"]
+    return np.array([m, params["efficiency.compute"], math.log(params["efficiency.roofline_sharpness"]),
+                     params["overheads.kernel_launch_us"], *(m if params.get(k) is None else params[k] for k in RATES)])
 
 
-def theta_to_params(theta: Sequence[float], tied: bool = False) -> dict[str, Any]:
-    """The profile fields of theta; tied: memory_gemv is None (same as memory)."""
+def theta_to_params(theta: Sequence[float], tied: Sequence[str] = ()) -> dict[str, Any]:
+    """The profile fields of theta; the RATES named in `tied` are None (same as memory)."""
     return {"efficiency.memory": float(theta[0]), "efficiency.compute": float(theta[1]),
             "efficiency.roofline_sharpness": float(math.exp(theta[2])),
-            "overheads.kernel_launch_us": float(theta[3]), GEMV: None if tied else float(theta[4])}
+            "overheads.kernel_launch_us": float(theta[3]),
+            **{k: None if k in tied else float(theta[4 + i]) for i, k in enumerate(RATES)}}
 
 
 def efficiency_of(params: Mapping[str, Any]) -> Efficiency:
     return Efficiency(memory=params["efficiency.memory"], compute=params["efficiency.compute"],
-                      roofline_sharpness=params["efficiency.roofline_sharpness"], memory_gemv=params.get(GEMV))
+                      roofline_sharpness=params["efficiency.roofline_sharpness"], memory_gemv=params.get(GEMV),
+                      memory_attention=params.get(ATTN))
 
 
 def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: float | None = None) -> HardwareProfile:
@@ -96,7 +104,8 @@ def params_of(hw: HardwareProfile) -> dict[str, float]:
     """A profile's current values of the fitted fields (its datasheet defaults, before a fit)."""
     return {"efficiency.memory": hw.efficiency.memory, "efficiency.compute": hw.efficiency.compute,
             "efficiency.roofline_sharpness": hw.efficiency.roofline_sharpness,
-            "overheads.kernel_launch_us": hw.overheads.kernel_launch_us, GEMV: hw.efficiency.memory_gemv}
+            "overheads.kernel_launch_us": hw.overheads.kernel_launch_us, GEMV: hw.efficiency.memory_gemv,
+            ATTN: hw.efficiency.memory_attention}
 
 
 @dataclass(frozen=True)
@@ -116,23 +125,27 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
 
     predict(params) -> predicted seconds for every measured point (same order as measured_s).
     fixed: parameters held at a value (e.g. roofline_sharpness = inf for the max() roofline;
-    efficiency.memory_gemv = TIED for one memory rate, when no point is a one-token pass).
-    jac(params) -> [n_points, 5] d log(pred) / d theta, theta = (eff_m, eff_c, log p, launch_us,
-    eff_gemv); without it the Jacobian is taken by finite differences."""
+    efficiency.memory_gemv = TIED for one memory rate, when no point is a one-token pass; the same
+    for efficiency.memory_attention).
+    jac(params) -> [n_points, 5] d log(pred) / d theta[:5], theta = (eff_m, eff_c, log p, launch_us,
+    eff_gemv, eff_attn), for predictions without attention (memory_attention fixed); without it
+    the Jacobian is taken by finite differences."""
     y = np.log(np.asarray(measured_s, float))
     fixed = dict(fixed or {})
-    tied = GEMV in fixed and fixed[GEMV] is TIED
+    tied = tuple(k for k in RATES if k in fixed and fixed[k] is TIED)
     free = [i for i, n in enumerate(PARAM_NAMES) if n not in fixed]
+    if jac is not None and ATTN not in fixed:
+        raise ValueError("an analytic jac covers theta[:5]: hold efficiency.memory_attention fixed")
     base = {"efficiency.memory": 0.7, "efficiency.compute": 0.6, "efficiency.roofline_sharpness": 4.0,
-            "overheads.kernel_launch_us": 5.0, GEMV: None}
+            "overheads.kernel_launch_us": 5.0, GEMV: None, ATTN: None}
     base.update(start or {})
     base.update(fixed)
 
     def full_theta(x: np.ndarray) -> np.ndarray:
         th = params_to_theta(base)
         th[free] = x
-        if tied:
-            th[4] = th[0]
+        for k in tied:
+            th[PARAM_NAMES.index(k)] = th[0]
         return th
 
     def resid(x: np.ndarray) -> np.ndarray:
@@ -141,7 +154,7 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
 
     def jac_free(x: np.ndarray) -> np.ndarray:
         J = jac(theta_to_params(full_theta(x), tied))
-        if tied:                      # eff_gemv = eff_m: the one-token rows move with eff_m
+        if GEMV in tied:              # eff_gemv = eff_m: the one-token rows move with eff_m
             J = J.copy()
             J[:, 0] += J[:, 4]
         return J[:, free]
@@ -248,8 +261,9 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
                 del sources[s]
     d["efficiency"] = {"memory": params["efficiency.memory"], "compute": params["efficiency.compute"],
                        "roofline_sharpness": params["efficiency.roofline_sharpness"]}
-    if params.get(GEMV) is not None:      # absent: one memory rate (efficiency.memory)
-        d["efficiency"]["memory_gemv"] = params[GEMV]
+    for k in RATES:                       # absent: the rate of efficiency.memory
+        if params.get(k) is not None:
+            d["efficiency"][k.split(".", 1)[1]] = params[k]
     d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
                       "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
     for key, value, source in (("sampling_row_us", sampling_row_us, sampling_row_source),
@@ -259,10 +273,11 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
             sources[f"overheads.{key}"] = source or "measured by specsight calibrate"
         else:
             sources.pop(f"overheads.{key}", None)
-    sources.pop(GEMV, None)
     for k in PARAM_NAMES:
-        if k != GEMV or params.get(GEMV) is not None:
+        if k not in RATES or params.get(k) is not None:
             sources[k] = (param_sources or {}).get(k, fit_source)
+        else:
+            sources.pop(k, None)
     if iteration_us is not None:
         sources["overheads.iteration_us"] = iteration_source or "measured by specsight calibrate"
     if interconnect is not None:
@@ -351,6 +366,8 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     fixed = dict(fixed or {})
     if not predictor.one_token.any():
         fixed.setdefault(GEMV, TIED)      # nothing to fit the one-token rate on
+    if train["context"].nunique() < 2:
+        fixed.setdefault(ATTN, TIED)      # nothing tells the KV reads' rate from the weights'
     f = fit_log_time(predictor, train["median_s"].to_numpy(), fixed=fixed)
     df["pred_s"] = predict_points(df, specs, hw, dtype, f.params)
     df["pred_datasheet_s"] = predict_points(df, specs, hw, dtype, params_of(hw))
@@ -367,6 +384,7 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
                              "heldout_ape_median": float(np.median(df["ape"][one & held])) if (one & held).any()
                              else float("nan"),
                              "memory_gemv": "fitted" if f.params.get(GEMV) is not None else "tied to memory"}
+    s["memory_attention"] = "fitted" if f.params.get(ATTN) is not None else "tied to memory"
     s["rms_log_residual_train"] = f.rms_log_residual
     s["holdout"] = f"seeded {int(round(100 * holdout_frac))} % of grid cells (seed {seed})"
     s["statistic"] = f"{stat} of repeats"

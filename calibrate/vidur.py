@@ -42,7 +42,7 @@ from simulator.hardware import HardwareProfile, Interconnect, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.paths import REPO_ROOT
 
-from .fit import GEMV, TIED, ape, ape_summary, efficiency_of, fit_log_time, params_of
+from .fit import ATTN, GEMV, TIED, ape, ape_summary, efficiency_of, fit_log_time, params_of
 
 LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 BYTES_FP16 = 2
@@ -237,7 +237,7 @@ def fit_vidur(data_dir: str | Path, sku: str = "a100", gpu: str = "a100-80gb-sxm
     df = load_compute(data_dir, sku, tokens=tokens)
     y = df["time_s"].to_numpy()
     band = band_of(df["num_tokens"].to_numpy())
-    tie = {} if one_token_rate and (df["num_tokens"] == 1).any() else {GEMV: TIED}
+    tie = {ATTN: TIED, **({} if one_token_rate and (df["num_tokens"] == 1).any() else {GEMV: TIED})}   # linear ops: no KV
 
     def fit_on(mask: np.ndarray, fixed: Mapping[str, float] | None = None):
         sub = df[mask]

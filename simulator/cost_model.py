@@ -24,6 +24,8 @@ that are a matrix-vector product at one token uses its own achieved fraction:
     t_memory = weight bytes / (bandwidth * eff_memory)        otherwise, and every other op class
 
 (efficiency.memory_gemv; absent = efficiency.memory, the single-rate roofline, bit for bit).
+Attention streams the KV cache with its own kernels (each query reads its own sequence's cache):
+its memory time uses efficiency.memory_attention (absent = efficiency.memory, bit for bit).
 
 `CostModel.time_s` takes floats or numpy arrays (broadcast), so the simulator costs an
 iteration in a few microseconds and analytic sweeps cost 10^4 points in one call.
@@ -149,6 +151,7 @@ class CostModel:
         self.peak_flops_s = hw.peak_flops(dtype) * eff.compute
         self.bw_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory
         self.bw_gemv_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory_one_token   # one-token (GEMV) weight streaming
+        self.bw_kv_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory_kv              # attention's KV-cache reads
         bpw = DTYPE_BYTES[dtype]
         m = model
         L = m.num_layers
@@ -212,7 +215,7 @@ class CostModel:
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
         # the constants time_s and steps_time_s read, in one attribute load
-        self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_bytes_s, self.attn_flops_per_pair,
+        self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s, self.attn_flops_per_pair,
                      self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
 
     def round_overhead_s(self, k: int) -> float:
@@ -353,7 +356,7 @@ class CostModel:
             ops["moe_experts"] = roof(self.moe_flops_per_token * T, self.n_moe_layers * touched * self.expert_bytes,
                                       W_weights)
         ops["attention"] = roof(self.attn_flops_per_pair * shape.sum_attn_pairs,
-                                self.kv_bytes_per_token * (shape.sum_context + 2 * T))
+                                self.kv_bytes_per_token * (shape.sum_context + 2 * T), self.bw_kv_bytes_s)
         ops["lm_head"] = roof(self.lm_head_flops_per_logit * shape.num_logits, self.lm_head_bytes, W_head)
         sb = self.sampling_bytes_per_logit * shape.num_logits
         ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * float(shape.num_logits), "memory")

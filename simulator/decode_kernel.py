@@ -1,14 +1,15 @@
 """Uneventful speculative decode rounds in compiled code (numba): the simulator's inner loop.
 
-Most of a long simulation's iterations are speculative decode rounds in which nothing but token
-counters changes: no prefill chunk, no waiting request that fits, nobody reaching its output
-length, the KV blocks within capacity, and the round ending strictly before the next SimPy event
-(so it runs inline, `Replica.run`). `decode_rounds` runs a stretch of such rounds: per round it
-prices the target pass and the drafter's K steps, takes the accept lengths from the block
-sampler's draws, advances the counters and writes the iteration-log row, with the same operations
-in the same order as `Replica._schedule` + `Replica._complete` + `CostModel.time_s` /
-`steps_time_s`, so the trajectory is the Python path's bit for bit (tests/test_decode_kernel.py).
-It stops before the first round that would need anything else; the replica runs that one in Python.
+Most of a long simulation's iterations are decode rounds in which nothing but token counters
+changes: no prefill chunk, no waiting request that fits, the KV blocks within capacity, and the
+round ending strictly before the next SimPy event (so it runs inline, `Replica.run`).
+`decode_rounds` runs a stretch of such rounds: per round it prices the target pass and the
+drafter's K steps, takes the accept lengths from the block sampler's draws (K = 0: one token
+each), advances the counters and writes the iteration-log row, with the same operations in the
+same order as `Replica._schedule` + `Replica._complete` + `CostModel.time_s` / `steps_time_s`, so
+the trajectory is the Python path's bit for bit (tests/test_decode_kernel.py). It stops before the
+first round that would need anything else, which the replica then runs in Python, and after a
+round in which a sequence reaches its output length (the replica retires it and calls again).
 
 Costs: a pass's time is time_s's sum, t = weights + roof(attention) + head + rest [+ all-reduce]
 + launch, where (weights, head, rest, all-reduce) depend only on the pass's tokens and logits.
@@ -32,7 +33,7 @@ import numpy as np
 # iteration-log row (metrics.ITER_COLUMNS order) and the number of them a call may write
 ROW_COLUMNS = 15
 MAX_ROUNDS = 512
-# hot[]: CostModel._hot (p, 1/p, peak FLOP/s, bandwidth B/s, attention FLOPs per pair, KV bytes per
+# hot[]: CostModel._hot (p, 1/p, peak FLOP/s, KV-read bandwidth B/s, attention FLOPs per pair, KV bytes per
 # token, launch s, all-reduce count, all-reduce fixed s), then 1.0 for a sharp (max) roofline
 # (Replica._kernel_plan builds it)
 HOT_SIZE = 10
@@ -79,9 +80,11 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
     scratch for a finishing round's capped tokens emitted.
     draft_kind: 0 fixed costs (k x fixed_draft_s, target fixed_target_s), 1 chained draft steps
     (dterms[0]: later steps' terms, n x branches tokens; dterms[1 + f - first_lo]: step 0
-    ingesting f tokens; xterms[1]: step 0 ingesting first_x tokens, where first_x lies outside
-    that table (-1: none); first_is_b: step 0 takes one token per sequence, self_spec).
+    ingesting f tokens, NaN where not built yet; xterms[1]: step 0 ingesting first_x tokens, where
+    first_x lies outside that table (-1: none); first_is_b: step 0 takes one token per sequence,
+    self_spec).
     Stops before a round that would: run out of sampler rows or log rows, exceed the KV capacity,
+    need a catch-up row not built yet,
     end at or after peek_s (or on a clock that start + (t - start) does not reproduce), or need an
     exact check of who finishes where closed loop does not inline one; and after a round in which
     a sequence reaches its output length (its tokens emitted capped at what was left, in pend):
@@ -109,7 +112,7 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
                 draft = draft_steps_s(dhot, xterms, 1, first, sum_c, n, k, n * branches)
             else:
                 row = 1 + first - first_lo
-                if row < 1 or row >= nb_rows:
+                if row < 1 or row >= nb_rows or dterms[row, 0] != dterms[row, 0]:   # (NaN: not built)
                     break
                 draft = draft_steps_s(dhot, dterms, row, first, sum_c, n, k, n * branches)
         dt = draft + target + overhead_s
@@ -162,9 +165,10 @@ _KERNEL: list = []        # [the compiled decode_rounds, or None], once resolved
 
 
 def kernel():
-    """decode_rounds compiled with numba and loaded (the first call in a process loads the
-    on-disk cache, ~0.3 s, or compiles, a few seconds after an install), or None without numba
-    or with SPECSIGHT_KERNEL=0 in the environment."""
+    """decode_rounds compiled with numba and loaded (the first call in a process imports numba
+    and loads the on-disk cache, about 0.5 s, or compiles, a few seconds after an install), or
+    None without numba, with SPECSIGHT_KERNEL=0 in the environment, or when numba fails (a
+    warning says why; every round then runs in Python, with the same results)."""
     if not _KERNEL:
         _KERNEL.append(_compile())
     return _KERNEL[0]
@@ -177,6 +181,16 @@ def _compile():
         import numba
     except ImportError:
         return None
+    try:
+        return _jit(numba)
+    except Exception as e:            # a broken numba or LLVM install, an unusable cache: run in Python
+        import warnings
+        warnings.warn(f"specsight: the compiled decode rounds are off ({type(e).__name__}: {e}); "
+                      "the simulator runs them in Python, with the same results, more slowly")
+        return None
+
+
+def _jit(numba):
     global pass_time_s, draft_steps_s
     jit = numba.njit(cache=True, nogil=True)
     pass_time_s = jit(pass_time_s)          # the callees first: numba binds globals when it compiles

@@ -50,20 +50,32 @@ class Efficiency:
     memory_gemv: the fraction of the bandwidth the weight streaming reaches when a pass holds
     exactly one token, so the library runs a matrix-vector kernel (cuBLAS/MKL GEMV) instead of
     a matrix-matrix one (GEMM, with tiling or packing). None means "same as memory".
+
+    memory_attention: the fraction of the bandwidth attention reaches streaming the KV cache (its
+    own kernels: each query reads its sequence's cache, not a shared weight matrix). None means
+    "same as memory".
     """
     memory: float
     compute: float
     roofline_sharpness: float = 4.0
     memory_gemv: float | None = None
+    memory_attention: float | None = None
 
     def __post_init__(self) -> None:
         _optional_number("efficiency.memory_gemv", self.memory_gemv, "a number in (0, 1] (or absent: same as memory)",
                          0, 1, lo_open=True)
+        _optional_number("efficiency.memory_attention", self.memory_attention,
+                         "a number in (0, 1] (or absent: same as memory)", 0, 1, lo_open=True)
 
     @property
     def memory_one_token(self) -> float:
         """The bandwidth fraction of a one-token (matrix-vector) pass's weight streaming."""
         return self.memory if self.memory_gemv is None else self.memory_gemv
+
+    @property
+    def memory_kv(self) -> float:
+        """The bandwidth fraction of attention's KV-cache reads."""
+        return self.memory if self.memory_attention is None else self.memory_attention
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,7 @@ class HardwareProfile:
             e, o = self.efficiency, self.overheads
             held = (c.get("residuals") or {}).get("heldout_ape_median")
             gemv = "" if e.memory_gemv is None else f", one-token (GEMV) memory {e.memory_gemv:.3g}"
+            gemv += "" if e.memory_attention is None else f", attention KV memory {e.memory_attention:.3g}"
             fit = (f"fit: memory {e.memory:.3g}{gemv}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
                    f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
                    + (f", sampling {o.sampling_row_us:.3g} us per row" if o.sampling_row_us is not None else "")
@@ -224,7 +237,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     if missing:
         raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
     ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
-    eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None})
+    eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None,
+                                                   "memory_attention": None})
     ov = sub("overheads", ("kernel_launch_us", "iteration_us"), {"sampling_row_us": None, "verify_round_us": None})
     try:
         return HardwareProfile(
@@ -236,7 +250,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             peak_tflops={str(k): float(v) for k, v in get("peak_tflops", Mapping).items()},
             interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
             efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
-                                  eff["memory_gemv"]),     # type-checked by Efficiency (no float(): "0.5" is an error)
+                                  eff["memory_gemv"], eff["memory_attention"]),   # type-checked by Efficiency
             overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"]),
                                 ov["sampling_row_us"], ov["verify_round_us"]),   # type-checked by HardwareProfile
             sources={str(k): str(v) for k, v in sources.items()},

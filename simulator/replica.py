@@ -292,8 +292,9 @@ class Replica:
     def _kernel_terms(self, n: int, k: int):
         """For n decode sequences at K = k: the target pass's (weights, head, rest, all-reduce)
         terms ([1, 4]) and the drafter's ([rows, 4]: row 0 a later step's, n x branches tokens;
-        row 1 + f - n a first step ingesting f = n .. n (k + 1) tokens), computed by the cost
-        models' own _pass_terms with the Python ints the replica passes them."""
+        row 1 + f - n a first step ingesting f = n .. n (k + 1) tokens, NaN until a round needs it:
+        `_kernel_first_row`), computed by the cost models' own _pass_terms with the Python ints
+        the replica passes them."""
         kp = self._kern
         if kp["kind"] == 0:
             return kp["z"], kp["z"], n
@@ -303,9 +304,19 @@ class Replica:
         if not k:
             return tterms, kp["z"], n
         nb = n * kp["branches"]
-        firsts = [n] if kp["first_is_b"] else range(n, n * (k + 1) + 1)
-        rows = [dc._pass_terms(nb, nb)] + [dc._pass_terms(f, n) for f in firsts]
-        return tterms, np.array([[float(x) for x in r] for r in rows]), n
+        dterms = np.full((2 if kp["first_is_b"] else n * k + 2, 4), np.nan)
+        dterms[0] = [float(x) for x in dc._pass_terms(nb, nb)]
+        return tterms, dterms, n
+
+    def _kernel_first_row(self, dterms: np.ndarray, first_lo: int, n: int) -> bool:
+        """Build the catch-up row the next round's first draft step needs, if it is in the table
+        and not built yet; True if it built one."""
+        first = n if self._kern["first_is_b"] else self.pend_sum
+        r = 1 + first - first_lo
+        if not 1 <= r < len(dterms) or dterms[r, 0] == dterms[r, 0]:
+            return False
+        dterms[r] = [float(x) for x in self._kern["dc"]._pass_terms(first, n)]
+        return True
 
     def _kernel_rounds(self, start: float, peek_s: float) -> int:
         """Run the uneventful decode rounds that follow in decode_kernel (none where the next
@@ -332,9 +343,12 @@ class Replica:
                 ent = kp["terms"][n] = self._kernel_terms(n, k)
             tterms, dterms, first_lo = ent
             first_x, xterms = -1, dterms
-            if k and kp["kind"] and not kp["first_is_b"] and not first_lo <= self.pend_sum < first_lo + len(dterms) - 1:
-                first_x = self.pend_sum          # a first step outside the table (catching up on a prompt)
-                xterms = np.array([dterms[0], [float(x) for x in kp["dc"]._pass_terms(first_x, n)]])
+            if k and kp["kind"]:
+                if not (kp["first_is_b"] or first_lo <= self.pend_sum < first_lo + len(dterms) - 1):
+                    first_x = self.pend_sum      # a first step outside the table (catching up on a prompt)
+                    xterms = np.array([dterms[0], [float(x) for x in kp["dc"]._pass_terms(first_x, n)]])
+                else:
+                    self._kernel_first_row(dterms, first_lo, n)
             m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp["fn"](
                 self.d_kvc, self.d_lim, blk.em if k else kp["no_em"], kp["out"], self._scratch, kp["thot"], tterms,
                 kp["dhot"], dterms, xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift,
@@ -360,6 +374,8 @@ class Replica:
                 self.d_pend[:n] += m
                 self.pend_sum += n * m
             if not finished:
+                if k and kp["kind"] and self._kernel_first_row(dterms, first_lo, n):
+                    continue                     # it stopped for a catch-up row not built yet
                 break
             self._retire(n, now)
         return total

@@ -310,6 +310,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
               "train_ape_median": s["train_ape_median"], "datasheet_ape_median": s["datasheet_ape_median"],
               "heldout_by_role": s["heldout_by_role"], "one_token_passes": s["one_token_passes"],
+              "memory_attention": s["memory_attention"],
               "fitted": fit.params, "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
               "layer_scaling": cal["layer_scaling"], "speculation_rounds": rounds,
@@ -344,8 +345,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def _fitted_text(params: dict[str, Any]) -> str:
-    """'efficiency.memory=0.7964, ...'; a memory_gemv held tied to memory (None) says so."""
-    return ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=tied to efficiency.memory (no one-token passes)"
+    """'efficiency.memory=0.7964, ...'; a rate held tied to memory (None) says so."""
+    why = {"efficiency.memory_gemv": "no one-token passes", "efficiency.memory_attention": "one context only"}
+    return ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=tied to efficiency.memory ({why.get(k, 'not fitted')})"
                      for k, v in params.items())
 
 

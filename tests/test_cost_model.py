@@ -319,3 +319,21 @@ def test_activations_are_as_wide_as_the_models_dtype():
     assert ew["fp32"].bytes == 2 * ew["bf16"].bytes and ew["fp8"].bytes == ew["bf16"].bytes
     assert ew["fp32"].time_s == 2 * ew["bf16"].time_s
     assert cms["fp32"].allreduce_bytes_per_token == 2 * cms["bf16"].allreduce_bytes_per_token
+
+
+def test_attention_reads_the_kv_cache_at_its_own_rate():
+    """efficiency.memory_attention prices attention's KV reads alone: the attention op's memory
+    time is its bytes over bandwidth x memory_attention, the other ops are unchanged, and an absent
+    rate is efficiency.memory bit for bit."""
+    eff = H100.efficiency
+    same = CostModel(L8B, dataclasses.replace(H100, efficiency=dataclasses.replace(eff, memory_attention=eff.memory)))
+    base, fast = CostModel(L8B, H100), CostModel(L8B, dataclasses.replace(
+        H100, efficiency=dataclasses.replace(eff, memory_attention=0.95)))
+    shape = PassShape.uniform(64, 1, 4096)      # decode: bandwidth-bound attention
+    b, f = base.breakdown(shape).ops, fast.breakdown(shape).ops
+    assert f["attention"].bytes == b["attention"].bytes
+    assert f["attention"].time_s == pytest.approx(b["attention"].time_s * 0.8 / 0.95, rel=1e-3)
+    assert all(f[k] == b[k] for k in b if k != "attention")
+    assert same.time_s(64.0, 64 * 4096.0, 64 * 4097.0, 64.0) == base.time_s(64.0, 64 * 4096.0, 64 * 4097.0, 64.0)
+    with pytest.raises(SpecsightInputError, match="memory_attention"):
+        dataclasses.replace(eff, memory_attention=1.5)

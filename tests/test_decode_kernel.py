@@ -37,6 +37,8 @@ def _cost_models():
     yield "sharp", CostModel(load_model("llama-3.1-8b"), h100,
                              efficiency=dataclasses.replace(eff, roofline_sharpness=float("inf")))
     yield "gemv", CostModel(load_model("llama-3.1-8b"), h100, efficiency=dataclasses.replace(eff, memory_gemv=0.5))
+    yield "kv-rate", CostModel(load_model("llama-3.1-8b"), h100,
+                               efficiency=dataclasses.replace(eff, memory_gemv=0.5, memory_attention=0.9))
     yield "tp4", CostModel(load_model("llama-3.1-70b"), h100, tp=4)
     yield "moe-fp8", CostModel(load_model("deepseek-v3"), load_profile("h200-sxm"), tp=8, dtype="fp8",
                                kv_dtype="bf16")
@@ -61,12 +63,12 @@ def test_pass_and_draft_step_times_are_the_cost_models_bit_for_bit(name, cm):
 
 
 # ---- trajectories ----------------------------------------------------------------------------
-def _profile(tmp_path, **efficiency):
+def _profile(tmp_path, name, **efficiency):
     raw = yaml.safe_load((HARDWARE_DIR / "h100-sxm.yaml").read_text())
     raw["efficiency"].update(efficiency)
     raw["sources"].update({f"efficiency.{k}": "a test variant" for k in efficiency})
-    raw["name"] = "h100-variant"
-    p = tmp_path / "h100-variant.yaml"
+    raw["name"] = name
+    p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(raw))
     return str(p)
 
@@ -100,8 +102,14 @@ CASES = {
                              ["workload.num_requests=40", "drafter.kv_budget_tokens=0", "drafter.layer_fraction=0.5"]),
     "mtp-moe-tp8": ("scenarios/deepseek-v3-h200-mtp.yaml", [N]),
     "kv-pressure": ("scenarios/llama8b-h200-eagle3-batch.yaml", [N, "engine.num_gpu_blocks=600"]),
-    "sharp-roofline": ("scenarios/llama8b-h100-eagle3-chat.yaml", [N, "hardware.profile={sharp}"]),
-    "gemv-rate": ("scenarios/llama8b-h100-eagle3-chat.yaml", [N, "hardware.profile={gemv}"]),
+    # (a profile cannot hold the sharp max() roofline, p = inf: the cost-function test covers it)
+    "gemv-and-kv-rates": ("scenarios/llama8b-h100-eagle3-chat.yaml", [N, "hardware.profile={rates}"]),
+    # chunked prefill under a small token budget and a tight cache: the admission check's budget
+    "chunked-tight-kv": ("scenarios/llama8b-h100-eagle3-chat.yaml",
+                         ["workload.num_requests=300", "workload.arrival={process: poisson, qps: 8}",
+                          "engine.max_num_batched_tokens=512", "engine.num_gpu_blocks=1000",
+                          "workload.prompt_len={dist: lognormal, median: 3000, sigma: 0.5, max: 8000}",
+                          "workload.output_len={dist: lognormal, median: 300, sigma: 0.5, max: 1000}"]),
     "fixed-ties-open": (_fixed_ties({"process": "constant", "qps": 0.5}), []),
     "fixed-ties-closed": (_fixed_ties({"process": "closed_loop", "concurrency": 6, "think_time_s": 0.5}), []),
 }
@@ -124,9 +132,8 @@ def _run(spec, overrides, kernel, monkeypatch, baseline=True):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_compiled_rounds_give_the_python_trajectory(case, monkeypatch, tmp_path):
     spec, overrides = CASES[case]
-    profiles = {"sharp": _profile(tmp_path, roofline_sharpness=float("inf")),
-                "gemv": _profile(tmp_path, memory_gemv=0.5)}
-    overrides = [o.replace("{sharp}", profiles["sharp"]).replace("{gemv}", profiles["gemv"]) for o in overrides]
+    rates = _profile(tmp_path, "h100-rates", memory_gemv=0.5, memory_attention=0.9)
+    overrides = [o.replace("{rates}", rates) for o in overrides]
     a, rounds = _run(spec, overrides, True, monkeypatch)
     b, none = _run(spec, overrides, False, monkeypatch)
     assert none == 0

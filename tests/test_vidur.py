@@ -58,7 +58,7 @@ def test_knee_band_error_after_fit(vfit, capsys):
     with capsys.disabled():
         print("\n\nVidur A100 linear operators: median |pred - meas| / meas, each model held out of its fit")
         print(table_markdown(vfit.table))
-        print("fitted (all models):", json.dumps({k: round(v, 4) for k, v in vfit.params.items()}))
+        print("fitted (all models):", json.dumps({k: None if v is None else round(v, 4) for k, v in vfit.params.items()}))
         print("all-reduce:", json.dumps(vfit.allreduce))
     t = vfit.table.set_index(["model", "band"])
     knee = t.loc[("ALL models", "64-512")]
