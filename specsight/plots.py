@@ -11,6 +11,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
+def _save(fig, path: str | Path) -> Path:
+    """Lay the figure out, write it to `path` and free it."""
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakeven: Mapping[str, float | None],
                         title: str, xlabel: str, path: str | Path, logx: bool = False,
                         overlay: pd.DataFrame | None = None, ylabel: str = "speedup over plain decoding (x)",
@@ -44,11 +53,7 @@ def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakev
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 # ---- simulated break-even (specsight breakeven SCENARIO.yaml) ------------------------------------
@@ -56,11 +61,7 @@ def _finish(fig, ax, path: str | Path, legend_title: str | None = None) -> Path:
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best", title=legend_title, title_fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _log2_axis(ax, which: str = "x") -> None:
@@ -163,11 +164,7 @@ def plot_speedup_heatmap(best: pd.DataFrame, *, x: str, y: str, title: str, xlab
     ax.set_title(title + "\n(dashed contour: speedup 1)", fontsize=10)
     cb = fig.colorbar(im, ax=ax)
     cb.set_label(colorbar_label, fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_best_speedup_lines(best: pd.DataFrame, *, x: str, group: str, title: str, xlabel: str, ylabel: str,
@@ -206,11 +203,7 @@ def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: 
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8, loc="best", title=f"numbers: {x_axis}", title_fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 # ---- capacity plan (specsight plan) ---------------------------------------------------------------
@@ -249,8 +242,4 @@ def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: floa
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8, loc="best", title="filled: passes the SLO and is stable", title_fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
