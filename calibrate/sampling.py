@@ -108,20 +108,24 @@ def _check_same_device(generator: torch.Generator | None, *tensors: torch.Tensor
     return device
 
 
-def _check_chain_inputs(target_probs: torch.Tensor, draft_probs: torch.Tensor,
-                        draft_tokens: torch.Tensor, num_draft: torch.Tensor | None,
-                        generator: torch.Generator | None) -> torch.Tensor:
-    """Validate verify_chain's inputs; returns num_draft as int64 [B]."""
-    _check_probs("target_probs", target_probs, "[B, K+1, V]")
-    _check_probs("draft_probs", draft_probs, "[B, K, V]")
-    batch, k_plus_1, vocab = _shape(target_probs)
+def _check_verify_inputs(target_name: str, target: torch.Tensor, draft_tokens: torch.Tensor,
+                         num_draft: torch.Tensor | None, generator: torch.Generator | None,
+                         draft_probs: torch.Tensor | None = None) -> torch.Tensor:
+    """Validate a verifier's inputs: target [B, K+1, V] (named target_name in errors), draft_probs
+    [B, K, V] where the verifier reads them, draft_tokens [B, K], all on one device (and the
+    generator's); returns num_draft as int64 [B]."""
+    _check_probs(target_name, target, "[B, K+1, V]")
+    if draft_probs is not None:
+        _check_probs("draft_probs", draft_probs, "[B, K, V]")
+    batch, k_plus_1, vocab = _shape(target)
     if k_plus_1 < 1:
-        raise ValueError(f"target_probs must have K+1 >= 1 positions; got shape {_shape(target_probs)}")
-    if _shape(draft_probs) != (batch, k_plus_1 - 1, vocab):
+        raise ValueError(f"{target_name} must have K+1 >= 1 positions; got shape {_shape(target)}")
+    if draft_probs is not None and _shape(draft_probs) != (batch, k_plus_1 - 1, vocab):
         raise ValueError(f"draft_probs must have shape [B, K, V] = ({batch}, {k_plus_1 - 1}, {vocab}) "
-                         f"to match target_probs {_shape(target_probs)}; got {_shape(draft_probs)}")
+                         f"to match {target_name} {_shape(target)}; got {_shape(draft_probs)}")
     _check_tokens("draft_tokens", draft_tokens, batch, k_plus_1 - 1, vocab, "[B, K]")
-    device = _check_same_device(generator, target_probs, draft_probs, draft_tokens)
+    tensors = (target, draft_tokens) if draft_probs is None else (target, draft_probs, draft_tokens)
+    device = _check_same_device(generator, *tensors)
     return _normalise_num_draft(num_draft, batch, k_plus_1 - 1, device)
 
 
@@ -273,7 +277,7 @@ def verify_chain(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
         ValueError: wrong ndim, shape, dtype or device (values are checked for CPU tensors only;
             on CUDA a check would force a host sync).
     """
-    num_draft = _check_chain_inputs(target_probs, draft_probs, draft_tokens, num_draft, generator)
+    num_draft = _check_verify_inputs("target_probs", target_probs, draft_tokens, num_draft, generator, draft_probs)
     batch, k = draft_tokens.shape
     uniforms = draw_uniforms(batch, k + 1, generator, draft_tokens.device)  # [B, K+1]
     return _verify_chain_core(target_probs, draft_probs, draft_tokens, num_draft, uniforms)
@@ -296,13 +300,8 @@ def verify_greedy(target_logits: torch.Tensor, draft_tokens: torch.Tensor,
     Returns:
         tokens [B, K+1] int64 (-1 padded), num_emitted [B] int64 in 1..num_draft+1.
     """
-    _check_probs("target_logits", target_logits, "[B, K+1, V]")
-    batch, k_plus_1, vocab = _shape(target_logits)
-    if k_plus_1 < 1:
-        raise ValueError(f"target_logits must have K+1 >= 1 positions; got shape {_shape(target_logits)}")
-    _check_tokens("draft_tokens", draft_tokens, batch, k_plus_1 - 1, vocab, "[B, K]")
-    device = _check_same_device(None, target_logits, draft_tokens)
-    num_draft = _normalise_num_draft(num_draft, batch, k_plus_1 - 1, device)  # [B]
+    num_draft = _check_verify_inputs("target_logits", target_logits, draft_tokens, num_draft, None)  # [B]
+    k_plus_1, device = target_logits.shape[1], target_logits.device
     greedy = target_logits.argmax(dim=-1)  # [B, K+1]
     real = torch.arange(k_plus_1 - 1, device=device) < num_draft[:, None]  # [B, K]
     num_accepted = _prefix_length((draft_tokens == greedy[:, :-1]) & real)  # [B]
@@ -443,13 +442,9 @@ def verify_typical(target_probs: torch.Tensor, draft_tokens: torch.Tensor,
     Returns:
         tokens [B, K+1] int64 (-1 padded), num_emitted [B] int64 in 1..num_draft+1.
     """
-    _check_probs("target_probs", target_probs, "[B, K+1, V]")
-    batch, k_plus_1, vocab = _shape(target_probs)
-    if k_plus_1 < 1:
-        raise ValueError(f"target_probs must have K+1 >= 1 positions; got shape {_shape(target_probs)}")
-    _check_tokens("draft_tokens", draft_tokens, batch, k_plus_1 - 1, vocab, "[B, K]")
-    device = _check_same_device(generator, target_probs, draft_tokens)
-    num_draft = _normalise_num_draft(num_draft, batch, k_plus_1 - 1, device)  # [B]
+    num_draft = _check_verify_inputs("target_probs", target_probs, draft_tokens, num_draft, generator)  # [B]
+    batch, k_plus_1 = target_probs.shape[:2]
+    device = target_probs.device
     probs = target_probs.float()  # [B, K+1, V]
     entropy = -(probs * torch.log(probs + 1e-5)).sum(dim=-1)  # [B, K+1]
     threshold = torch.clamp(posterior_alpha * torch.exp(-entropy), max=posterior_threshold)  # [B, K+1]

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from calibrate.sampling import (_accepted_counts, _check_chain_inputs, _emit, _gather_rows,
+from calibrate.sampling import (_accepted_counts, _check_verify_inputs, _emit, _gather_rows,
                                 _sampling_weights, draw_uniforms, verify_chain)
 
 SAMPLE_BLOCK = 1024  # tokens per block of the two-level inverse CDF
@@ -155,7 +155,7 @@ def make_chain_verifier(compile: bool = False, cuda_graph: bool = False, backend
     graphed = _GraphedCore(core, block) if cuda_graph else None
 
     def verify_chain_fast(target_probs, draft_probs, draft_tokens, num_draft=None, generator=None):
-        num_draft = _check_chain_inputs(target_probs, draft_probs, draft_tokens, num_draft, generator)
+        num_draft = _check_verify_inputs("target_probs", target_probs, draft_tokens, num_draft, generator, draft_probs)
         batch, k = draft_tokens.shape
         if graphed is not None and draft_tokens.is_cuda and batch > 0:
             return graphed(target_probs, draft_probs, draft_tokens, num_draft, generator)
