@@ -110,11 +110,12 @@ def params_of(hw: HardwareProfile) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Fit:
-    params: dict[str, Any]        # PARAM_NAMES -> value; efficiency.memory_gemv None when tied to memory
+    params: dict[str, Any]        # PARAM_NAMES -> value; memory_gemv / memory_attention None when tied to memory
     train_ape: np.ndarray
     rms_log_residual: float
     fixed: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    stderr: dict[str, float] = field(default_factory=dict)   # free parameter -> standard error (its own units)
 
 
 def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: np.ndarray,
@@ -172,7 +173,26 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
     params = theta_to_params(full_theta(best.x), tied)
     pred = predict(params)
     return Fit(params=params, train_ape=ape(pred, measured_s),
-               rms_log_residual=float(np.sqrt(np.mean(best.fun ** 2))), fixed=tuple(fixed))
+               rms_log_residual=float(np.sqrt(np.mean(best.fun ** 2))), fixed=tuple(fixed),
+               stderr=_stderr(best, [PARAM_NAMES[i] for i in free], params))
+
+
+def _stderr(r, names: list[str], params: Mapping[str, Any]) -> dict[str, float]:
+    """Standard errors of the free parameters from the linearised least squares at the solution:
+    cov = (J^T J)^+ s^2, s^2 = residual sum of squares / (points - parameters), J the Jacobian of
+    the log residuals. A parameter the points barely move has a large one (a flat direction of the
+    loss); one at a bound is not covered by this approximation. The sharpness is fitted as log p:
+    its error is p times that of log p."""
+    dof = r.fun.size - len(names)
+    if dof <= 0 or not names:
+        return {}
+    J = np.atleast_2d(r.jac)
+    cov = np.linalg.pinv(J.T @ J) * float(r.fun @ r.fun) / dof
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    out = {}
+    for name, e in zip(names, se):
+        out[name] = float(e * params[name]) if name == "efficiency.roofline_sharpness" else float(e)
+    return out
 
 
 def soft_roofline_jac(t_compute: np.ndarray, t_memory: np.ndarray, p: float, eff_m: float, eff_c: float,
@@ -386,6 +406,7 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
                              "memory_gemv": "fitted" if f.params.get(GEMV) is not None else "tied to memory"}
     s["memory_attention"] = "fitted" if f.params.get(ATTN) is not None else "tied to memory"
     s["rms_log_residual_train"] = f.rms_log_residual
+    s["stderr"] = f.stderr
     s["holdout"] = f"seeded {int(round(100 * holdout_frac))} % of grid cells (seed {seed})"
     s["statistic"] = f"{stat} of repeats"
     s["layer_scaling"] = layer_scaling(df)

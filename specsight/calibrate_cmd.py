@@ -267,7 +267,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "holdout": s["holdout"],
         "residuals": {k: v for k, v in s.items() if k.startswith(("heldout_ape", "train_ape", "datasheet_", "rms_"))},
         "fitted": dict(fit.params),
+        "fitted_stderr": s["stderr"],
         "one_token_passes": s["one_token_passes"],
+        "memory_attention": s["memory_attention"],
         "layer_scaling": {k: v for k, v in s["layer_scaling"].items() if k != "cells"},
         "host_round_us_by_k": {str(k): round(float(sorted(v)[len(v) // 2]), 1) for k, v in sorted(host_by_k.items())},
         "host_overhead": host,
@@ -311,7 +313,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "train_ape_median": s["train_ape_median"], "datasheet_ape_median": s["datasheet_ape_median"],
               "heldout_by_role": s["heldout_by_role"], "one_token_passes": s["one_token_passes"],
               "memory_attention": s["memory_attention"],
-              "fitted": fit.params, "iteration_us": iteration_us,
+              "fitted": fit.params, "fitted_stderr": s["stderr"], "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
               "layer_scaling": cal["layer_scaling"], "speculation_rounds": rounds,
               "draft_layers": cfg.draft_layers, "evict_bytes": cfg.evict_bytes,
@@ -326,7 +328,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         ls = s["layer_scaling"]
         print(prof.describe())
-        print(f"fitted: {_fitted_text(fit.params)}, iteration_us={iteration_us:.1f}, "
+        print(f"fitted (+- standard error): {_fitted_text(fit.params, s['stderr'])}, iteration_us={iteration_us:.1f}, "
               f"sampling_row_us={host['sampling_row_us']:.2f}, verify_round_us="
               + ("not separable from the host points" if host["verify_round_us"] is None else f"{host['verify_round_us']:.1f}"))
         print(f"held-out APE: median {100 * s['heldout_ape_median']:.1f} %, max {100 * s['heldout_ape_max']:.1f} % "
@@ -344,11 +346,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fitted_text(params: dict[str, Any]) -> str:
-    """'efficiency.memory=0.7964, ...'; a rate held tied to memory (None) says so."""
-    why = {"efficiency.memory_gemv": "no one-token passes", "efficiency.memory_attention": "one context only"}
-    return ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=tied to efficiency.memory ({why.get(k, 'not fitted')})"
-                     for k, v in params.items())
+def _fitted_text(params: dict[str, Any], stderr: dict[str, float] | None = None,
+                 why_tied: dict[str, str] | None = None) -> str:
+    """'efficiency.memory=0.7964 (+- 0.012), ...'; a rate held tied to memory (None) says why."""
+    why = {"efficiency.memory_gemv": "no one-token passes", "efficiency.memory_attention": "one context only",
+           **(why_tied or {})}
+    se = stderr or {}
+    return ", ".join((f"{k}={v:.4g}" + (f" (+- {se[k]:.2g})" if k in se else "")) if v is not None
+                     else f"{k}=tied to efficiency.memory ({why.get(k, 'not fitted')})" for k, v in params.items())
 
 
 def _weight_bytes(spec, layers: int, dtype: str) -> int:
@@ -398,7 +403,7 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
         _print(s)
     else:
         print(prof.describe())
-        print(f"fitted: {_fitted_text(fit.params)}")
+        print(f"fitted: {_fitted_text(fit.params, why_tied={'efficiency.memory_attention': 'linear operators only'})}")
         print(f"held-out (leave-one-model-out) APE: median {100 * s['heldout_ape_median']:.1f} %, max "
               f"{100 * s['heldout_ape_max']:.1f} %; knee (64-512 tokens) median {100 * s['heldout_knee_ape_median']:.1f} %")
         if fit.allreduce:

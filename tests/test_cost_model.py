@@ -235,12 +235,14 @@ def test_one_token_routed_experts_stream_at_the_gemv_rate():
     assert o.time_s == pytest.approx(2 * mix.expert_params * 2 * mix.num_moe_layers / (H100_BW * 0.95), rel=1e-12)
 
 
-@pytest.mark.parametrize("memory_gemv", [None, 0.95, 0.5])
-def test_breakdown_agrees_with_fast_path_with_and_without_memory_gemv(memory_gemv):
+@pytest.mark.parametrize("memory_gemv,memory_attention", [(None, None), (0.95, None), (0.5, None), (None, 0.6),
+                                                           (0.95, 0.9)])
+def test_breakdown_agrees_with_fast_path_with_and_without_memory_gemv(memory_gemv, memory_attention):
     """Scalars (float and int), numpy arrays mixing one-token and many-token passes, and the
-    explained path all give the same seconds."""
+    explained path all give the same seconds, with and without the one-token and KV rates."""
     for name, tp in [("llama-3.1-8b", 1), ("mixtral-8x7b", 2), ("deepseek-v3", 8)]:
-        hw = dataclasses.replace(H100, efficiency=dataclasses.replace(H100.efficiency, memory_gemv=memory_gemv))
+        hw = dataclasses.replace(H100, efficiency=dataclasses.replace(H100.efficiency, memory_gemv=memory_gemv,
+                                                                      memory_attention=memory_attention))
         cm = CostModel(load_model(name), hw, tp=tp)
         shapes = [PassShape.uniform(b, n, c, lg) for b, n, c, lg in
                   [(1, 1, 128, None), (1, 2, 300, 1), (1, 4, 64, None), (8, 1, 1000, None), (256, 5, 100, None)]]
@@ -332,7 +334,7 @@ def test_attention_reads_the_kv_cache_at_its_own_rate():
     shape = PassShape.uniform(64, 1, 4096)      # decode: bandwidth-bound attention
     b, f = base.breakdown(shape).ops, fast.breakdown(shape).ops
     assert f["attention"].bytes == b["attention"].bytes
-    assert f["attention"].time_s == pytest.approx(b["attention"].time_s * 0.8 / 0.95, rel=1e-3)
+    assert f["attention"].time_s == pytest.approx(b["attention"].time_s * eff.memory / 0.95, rel=1e-3)
     assert all(f[k] == b[k] for k in b if k != "attention")
     assert same.time_s(64.0, 64 * 4096.0, 64 * 4097.0, 64.0) == base.time_s(64.0, 64 * 4096.0, 64 * 4097.0, 64.0)
     with pytest.raises(SpecsightInputError, match="memory_attention"):
