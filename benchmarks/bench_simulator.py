@@ -22,6 +22,7 @@ starts) and the imports before it, wall time to the DataFrames and summary, and 
     .venv/bin/python benchmarks/bench_simulator.py --cases a-off a-on --profile   # + cProfile top 25
     .venv/bin/python benchmarks/bench_simulator.py --cases a-on --stamps          # + median iteration time
     .venv/bin/python benchmarks/bench_simulator.py --instructions --requests 2000 # CPU instructions per iteration
+    .venv/bin/python benchmarks/bench_simulator.py --cases a-on --replicas 4      # 4 replicas, 4 x the QPS
 
 --instructions runs each case under valgrind's callgrind with counting switched on only around the
 event loop (`callgrind_control -i on/off` from the child) and prints the instructions per decode
@@ -60,13 +61,13 @@ def eagle3_head(tmpdir: Path) -> Path:
     return p
 
 
-def scenario(num_requests: int, speculate: bool, tmpdir: Path) -> dict:
+def scenario(num_requests: int, speculate: bool, tmpdir: Path, replicas: int = 1) -> dict:
     trace = str(REPO / TRACE)
     sc = {
         "name": f"bench-{num_requests}-{'eagle3' if speculate else 'off'}", "seed": 0,
-        "hardware": {"gpu": "a100-80gb-sxm", "tp": 2, "replicas": 1, "dtype": "bf16"},
+        "hardware": {"gpu": "a100-80gb-sxm", "tp": 2, "replicas": replicas, "dtype": "bf16"},
         "model": "codellama-34b",
-        "workload": {"arrival": {"process": "poisson", "qps": 2.0}, "num_requests": num_requests,
+        "workload": {"arrival": {"process": "poisson", "qps": 2.0 * replicas}, "num_requests": num_requests,
                      "prompt_len": {"dist": "empirical", "path": trace, "column": "num_prefill_tokens",
                                     "order": "sequential"},
                      "output_len": {"dist": "empirical", "path": trace, "column": "num_decode_tokens",
@@ -81,7 +82,7 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path) -> dict:
 
 
 def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | None = None,
-             under_callgrind: bool = False) -> dict:
+             under_callgrind: bool = False, replicas: int = 1) -> dict:
     """In this process: time imports, set-up, the event loop and the DataFrames."""
     t0 = time.perf_counter()
     import numpy as np
@@ -123,7 +124,7 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     n = num_requests or n
     with tempfile.TemporaryDirectory() as td:
         t1 = time.perf_counter()
-        sc = load_scenario(scenario(n, spec, Path(td)))
+        sc = load_scenario(scenario(n, spec, Path(td), replicas))
         if profile:
             import cProfile
             import pstats
@@ -138,7 +139,7 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     loop_s = loop["end"] - loop["start"]
     cpu_s = loop["cpu_end"] - loop["cpu_start"]
     row = {
-        "case": name, "requests": n, "speculation": "eagle3 K=3" if spec else "off",
+        "case": name, "requests": n, "replicas": replicas, "speculation": "eagle3 K=3" if spec else "off",
         "iterations": s["num_iterations"], "decode_iterations": s["num_decode_rounds"],
         "simulated_s": round(s["duration_s"], 1), "import_s": round(t_import, 3),
         "startup_s": round(loop["start"] - t1, 3), "loop_s": round(loop_s, 3), "loop_cpu_s": round(cpu_s, 3),
@@ -190,17 +191,20 @@ def main() -> int:
     ap.add_argument("--instructions", action="store_true",
                     help="count CPU instructions per decode iteration under valgrind (deterministic; slow)")
     ap.add_argument("--requests", type=int, help="override the cases' request counts")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="serve the workload with this many replicas at as many times the QPS (same load each)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(run_case(args.child, args.profile, args.stamps, args.requests, args.instructions)))
+        print(json.dumps(run_case(args.child, args.profile, args.stamps, args.requests, args.instructions,
+                                  args.replicas)))
         return 0
     if args.instructions:
         return count_instructions(args.cases, args.requests or 2000)
     rows = []
     for name in args.cases:
-        cmd = [sys.executable, __file__, "--child", name] + (["--profile"] if args.profile else []) + \
-            (["--stamps"] if args.stamps else [])
+        cmd = [sys.executable, __file__, "--child", name, "--replicas", str(args.replicas)] + \
+            (["--profile"] if args.profile else []) + (["--stamps"] if args.stamps else [])
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         if sys.platform.startswith("linux"):
             cmd = ["taskset", "-c", "0"] + cmd           # one core
@@ -216,7 +220,8 @@ def main() -> int:
         r = max(runs, key=lambda row: row["decode_iters_per_s"])
         r["runs"] = len(runs)
         rows.append(r)
-        print(f"{r['case']:6} {r['requests']:>7} req  spec {r['speculation']:<10}  "
+        print(f"{r['case']:6} {r['requests']:>7} req  " + (f"{args.replicas} replicas  " if args.replicas > 1 else "")
+              + f"spec {r['speculation']:<10}  "
               f"decode iters {r['decode_iterations']:>8}  loop {r['loop_s']:7.2f} s  "
               f"{r['decode_iters_per_s']:>7} decode it/s ({r['decode_iters_per_s'] / VIDUR_ITERS_PER_S:.1f}x Vidur), "
               f"{r['decode_iters_per_cpu_s']:>7} per CPU-s ({r['decode_iters_per_cpu_s'] / VIDUR_ITERS_PER_S:.1f}x)  "
