@@ -158,12 +158,20 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     return row
 
 
-def count_instructions(cases: list[str], num_requests: int) -> int:
+def child_argv(name: str, args: argparse.Namespace, requests: int | None) -> list[str]:
+    """The command line of one case's child process (every option that shapes the case)."""
+    return ([sys.executable, __file__, "--child", name, "--replicas", str(args.replicas)]
+            + (["--requests", str(requests)] if requests else [])
+            + (["--profile"] if args.profile else []) + (["--stamps"] if args.stamps else [])
+            + (["--instructions"] if args.instructions else []))
+
+
+def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
     """Each case under callgrind, counting inside the event loop only: instructions per decode iteration."""
     rows = []
-    for name in cases:
+    for name in args.cases:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
-               sys.executable, __file__, "--child", name, "--instructions", "--requests", str(num_requests)]
+               *child_argv(name, args, num_requests)]
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
         collected = [ln for ln in out.stderr.splitlines() if "Collected" in ln]
         if out.returncode != 0 or not collected:
@@ -173,7 +181,8 @@ def count_instructions(cases: list[str], num_requests: int) -> int:
         r["loop_instructions"] = int(collected[-1].split()[-1])
         r["instructions_per_decode_iteration"] = round(r["loop_instructions"] / r["decode_iterations"])
         rows.append(r)
-        print(f"{name:6} {num_requests:>7} req  spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
+        print(f"{name:6} {num_requests:>7} req  " + (f"{args.replicas} replicas  " if args.replicas > 1 else "")
+              + f"spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
               f"loop instructions {r['loop_instructions']:>14,}  = {r['instructions_per_decode_iteration']:,} per decode iteration",
               flush=True)
     print(json.dumps(rows, indent=1))
@@ -200,11 +209,10 @@ def main() -> int:
                                   args.replicas)))
         return 0
     if args.instructions:
-        return count_instructions(args.cases, args.requests or 2000)
+        return count_instructions(args, args.requests or 2000)
     rows = []
     for name in args.cases:
-        cmd = [sys.executable, __file__, "--child", name, "--replicas", str(args.replicas)] + \
-            (["--profile"] if args.profile else []) + (["--stamps"] if args.stamps else [])
+        cmd = child_argv(name, args, args.requests)
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         if sys.platform.startswith("linux"):
             cmd = ["taskset", "-c", "0"] + cmd           # one core

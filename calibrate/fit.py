@@ -484,6 +484,13 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
             "per_row_us": float(c_rows[1]), "per_row_ape_median": float(np.median(ape(x_rows @ c_rows, t_us)))}
 
 
+def host_round_us(host: Mapping[str, Any], batch: int, k: int) -> float:
+    """The host fit's time of one round (host_overhead): a + b B (2K + 1) + c [K > 0], absent
+    terms 0, as the cost model charges it (iteration, sampling rows, verify round)."""
+    a, b, c = (host.get(key) or 0.0 for key in ("iteration_us", "sampling_row_us", "verify_round_us"))
+    return a + b * batch * (2 * k + 1) + (c if k > 0 else 0.0)
+
+
 def speculation_rounds(df, points, host: Mapping[str, Any], stat: str = "median") -> dict[str, Any]:
     """The rounds of speculative decoding the grid's passes compose, measured and as the fitted
     model prices them: a check of the fit on the quantity that decides whether speculation pays.
@@ -509,18 +516,15 @@ def speculation_rounds(df, points, host: Mapping[str, Any], stat: str = "median"
     passes put 29 of the 30 (run, B, K > 0) points of the ground truth on their measured side of 1
     while the fitted model's ratio at B = 32, K = 4 was 9-16 % low and at B = 1, K = 4 4-12 % low,
     where the two ground-truth sign misses sat. This reports that bias before any ground-truth run."""
-    d = pd.DataFrame(df)
-    targets = d[d["role"] == "target"]
+    targets = df[df["role"] == "target"]
     if targets.empty:
         return {"rows": [], "n": 0}
     lmax = int(targets["layers"].max())
-    draft_layers = sorted(d.loc[d["role"] == "draft", "layers"].unique())
+    draft_layers = sorted(df.loc[df["role"] == "draft", "layers"].unique())
     dl = int(draft_layers[-1]) if draft_layers else None
     idx = {(r.role, int(r.layers), int(r.batch), int(r.new_tokens), int(r.context)): (r.median_s, r.pred_s)
-           for r in d.itertuples()}
+           for r in df.itertuples()}
     host_t = {(int(p["batch"]), int(p["new_tokens"])): float(p[f"{stat}_s"]) for p in points if p["role"] == "host"}
-    a, b = host.get("iteration_us") or 0.0, host.get("sampling_row_us") or 0.0
-    c_ver = host.get("verify_round_us") or 0.0
 
     def round_times(B: int, K: int, ctx: int):
         parts = [("target", lmax, B, K + 1, ctx, 1)]
@@ -531,8 +535,7 @@ def speculation_rounds(df, points, host: Mapping[str, Any], stat: str = "median"
         if any(p[:5] not in idx for p in parts) or (B, K) not in host_t:
             return None
         meas = sum(idx[p[:5]][0] * p[5] for p in parts) + host_t[(B, K)]
-        model = (sum(idx[p[:5]][1] * p[5] for p in parts)
-                 + 1e-6 * (a + b * B * (2 * K + 1) + (c_ver if K > 0 else 0.0)))
+        model = sum(idx[p[:5]][1] * p[5] for p in parts) + 1e-6 * host_round_us(host, B, K)
         return meas, model
 
     ks = sorted({k for (_, k) in host_t})
@@ -543,8 +546,8 @@ def speculation_rounds(df, points, host: Mapping[str, Any], stat: str = "median"
             if base is None:
                 continue
             for K in ks:
-                rt = round_times(int(B), K, int(ctx))
-                if rt is None or K == 0:
+                rt = round_times(int(B), K, int(ctx)) if K else None
+                if rt is None:
                     continue
                 rm, rp = rt[0] / base[0], rt[1] / base[1]
                 rows.append({"batch": int(B), "k": int(K), "context": int(ctx),

@@ -62,7 +62,8 @@ def commit(buf: torch.Tensor, committed: torch.Tensor, new: torch.Tensor, num_ne
 def host_work_fn(batch: int, k: int, vocab: int, generator: torch.Generator) -> Callable[[], Any]:
     """One round's sampling and bookkeeping on random probabilities (K draws from the draft's q,
     verify_chain and commit; K = 0: one draw and commit): what a round spends outside the
-    forward passes. `specsight calibrate` times it to set overheads.iteration_us."""
+    forward passes. `specsight calibrate` times it at several (B, K) to fit overheads.iteration_us,
+    sampling_row_us and verify_round_us (calibrate.fit.host_overhead)."""
     dev = generator.device
     p = torch.softmax(torch.randn(batch, k + 1, vocab, device=dev, generator=generator), -1)   # [B, K+1, V]
     q = torch.softmax(torch.randn(batch, max(k, 1), vocab, device=dev, generator=generator), -1)

@@ -100,6 +100,10 @@ class BenchConfig:
     def n_sweeps(self) -> int:
         return max(1, min(self.sweeps, self.repeats))
 
+    def evictor(self) -> "Evictor | None":
+        """The cache-evicting read run before every timed repeat, or None (evict_bytes 0)."""
+        return Evictor(self.evict_bytes, self.device) if self.evict_bytes else None
+
     def sweep_repeats(self, s: int) -> int:
         """Timed repeats of every pass in sweep s: `repeats` split as evenly as they go."""
         q, r = divmod(self.repeats, self.n_sweeps)
@@ -220,8 +224,7 @@ class Evictor:
     in docs/calibration.md). The ground truth's draft phases ran 1.5-2.7x the warm step times."""
 
     def __init__(self, nbytes: int, device: str = "cpu"):
-        self.nbytes = int(nbytes)
-        self.buf = torch.ones(max(1, self.nbytes // 4), dtype=torch.float32, device=device)
+        self.buf = torch.ones(max(1, int(nbytes) // 4), dtype=torch.float32, device=device)
 
     def __call__(self) -> float:
         return float(self.buf.sum())
@@ -250,8 +253,9 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     jsonl.parent.mkdir(parents=True, exist_ok=True)
     done = read_points(jsonl, cfg.key)
     todo = [p for p in grid_points(cfg) if p.id not in done]
-    partial = read_sweeps(jsonl, cfg.key) if cfg.n_sweeps > 1 else {}
-    resumed = sum(1 for (pid, s) in partial if s < cfg.n_sweeps - 1)               # earlier sweeps on disk
+    partial = {k: rec for k, rec in read_sweeps(jsonl, cfg.key).items() if k[0] not in done} \
+        if cfg.n_sweeps > 1 else {}                   # sweeps on disk of the points still to finish
+    resumed = sum(1 for (pid, s) in partial if s < cfg.n_sweeps - 1)
     bar = _progress(len(done) + len(todo) * cfg.n_sweeps, len(done) + resumed, progress)   # a step per pass per sweep
     runners: dict[str, PassRunner] = {}
 
@@ -267,7 +271,7 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
         return runners[role]
 
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
-    evict = Evictor(cfg.evict_bytes, cfg.device) if cfg.evict_bytes and todo else None
+    evict = cfg.evictor() if todo else None
     # Group the shapes that share a cache: (role, batch, context); within a group, each width at
     # both layer counts back to back, so the per-layer slope compares passes timed seconds apart
     # (a shared machine's speed drifts over minutes).
@@ -301,29 +305,25 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
         for s in range(cfg.n_sweeps):
             last = s == cfg.n_sweeps - 1
             for p in todo:
-                if cfg.n_sweeps > 1 and (p.id, s) not in partial:
-                    t_s = time_point(p, cfg.sweep_repeats(s))
+                if (p.id, s) not in partial:
+                    t_s = time_point(p, cfg.sweep_repeats(s))     # (one sweep: all the repeats)
                     partial[(p.id, s)] = {"key": cfg.key, "id": p.id, "sweep": s, "times_s": [round(t, 9) for t in t_s],
                                           "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
-                    write_record(f, partial[(p.id, s)])
-                    f.flush()
+                    if cfg.n_sweeps > 1:
+                        write_record(f, partial[(p.id, s)])
                     if not last:
-                        bar.update(1)
+                        bar.update(1)     # (sweeps resumed from disk are in the bar's start)
                 if not last:
                     continue
-                if cfg.n_sweeps > 1:
-                    times = [t for i in range(cfg.n_sweeps) for t in partial[(p.id, i)]["times_s"]]
-                else:
-                    times = time_point(p, cfg.repeats)
+                times = [t for i in range(cfg.n_sweeps) for t in partial[(p.id, i)]["times_s"]]
                 rr = next(iter(runners.values())) if runners and p.role != "host" else None
                 rec = {"key": cfg.key, "id": p.id, **dataclasses.asdict(p), "graphs": bool(rr and rr.graphs),
                        **({"graphs_failed": rr.graphs_failed} if rr is not None and rr.graphs_failed else {}),
                        "median_s": statistics.median(times),
-                       "min_s": min(times), "times_s": [round(t, 9) for t in times],
+                       "min_s": min(times), "times_s": times,
                        **({"sweeps": cfg.n_sweeps} if cfg.n_sweeps > 1 else {}),
                        "t": time.strftime("%Y-%m-%dT%H:%M:%S")}
                 write_record(f, rec)
-                f.flush()
                 done[p.id] = rec
                 bar.update(1)
     bar.close()

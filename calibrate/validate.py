@@ -2,10 +2,13 @@
 
 For every recorded round the simulator's own pieces cost the same work:
 
-    K = 0   CostModel pass: one new token per sequence over its cached context, + iteration_us
+    K = 0   CostModel pass: one new token per sequence over its cached context
+            + CostModel.round_overhead_s(0) (iteration_us)
     K > 0   Drafter.propose_time_s (method draft_model: K sequential draft passes, the first one
             ingesting 2 tokens per sequence, as the loop does) + CostModel verify pass (K + 1
-            tokens per sequence, logits at every position) + iteration_us
+            tokens per sequence, logits at every position) + CostModel.round_overhead_s(K)
+            (iteration_us + verify_round_us)
+(each pass with the profile's sampling_row_us per logit row where the profile has it)
 
 with each sequence's recorded context and the recorded accept lengths (the acceptance is replayed
 as a trace, so predicted and measured runs emit exactly the same tokens). Predicted and measured

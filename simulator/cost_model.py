@@ -214,7 +214,7 @@ class CostModel:
         # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
-        # the constants time_s and steps_time_s read, in one attribute load
+        # the constants time_s reads, in one attribute load (decode_kernel takes them as its `hot`)
         self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s, self.attn_flops_per_pair,
                      self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
 
@@ -255,42 +255,18 @@ class CostModel:
         tokens): step 0 takes `first` tokens and computes B logits, step j >= 1 takes n tokens and
         computes n logits; step j reads sum_context + B j cached tokens, each token attending to
         its sequence's cache plus the causal part, pairs = n c / B + n (n / B + 1) / 2.
-
-        The sum is 0.0 + step 0 + step 1 + ..., each step exactly time_s: for Python numbers on a
-        soft roofline time_s is written out here (a drafter's K steps are the simulator's hottest
-        cost call); otherwise, or when time_s is replaced on the instance (instrumented), it is
-        called. Floats or numpy arrays; k >= 1."""
+        The sum is 0.0 + step 0 + step 1 + ..., each step one time_s (simulator/decode_kernel.py
+        adds the same terms in the same order). Floats or numpy arrays; k >= 1."""
         B, ctx = num_seqs, sum_context
         causal = n * (n / B + 1) / 2                       # the same at every later step
-        if self._sharp or "time_s" in self.__dict__ or first.__class__ not in PY_NUMBERS \
-                or B.__class__ not in PY_NUMBERS or n.__class__ not in PY_NUMBERS \
-                or (self._gemv and not first.__class__ is B.__class__ is n.__class__ is float):
-            time_s = self.time_s
-            t = 0.0
-            for j in range(k):
-                if j:
-                    c = ctx + B * j
-                    t = t + time_s(n, c, n * c / B + causal, n)
-                else:
-                    t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B)
-            return t
-        p, ip, F, W, a, kv, launch, ar_on, ar_fixed = self._hot
-        cache = self._terms
+        time_s = self.time_s
         t = 0.0
-        for j in range(k):      # time_s written out (same sums, same order), one step at a time
+        for j in range(k):
             if j:
-                tok, c, logits = n, ctx + B * j, n
-                pairs = n * c / B + causal
+                c = ctx + B * j
+                t = t + time_s(n, c, n * c / B + causal, n)
             else:
-                tok, c, logits = first, ctx, B
-                pairs = first * ctx / B + first * (first / B + 1) / 2
-            weights, head, rest, ar = cache.get((tok, logits)) or self._cache_terms(tok, logits)
-            x = weights + ((a * pairs / F) ** p + (kv * (c + 2 * tok) / W) ** p) ** ip
-            x = x + head
-            x = x + rest
-            if ar_on:
-                x = x + ar + ar_fixed
-            t = t + (x + launch)
+                t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B)
         return t
 
     def _cache_terms(self, T, num_logits) -> tuple:

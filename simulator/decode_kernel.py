@@ -30,6 +30,8 @@ import os
 
 import numpy as np
 
+from .replica import BIG      # more tokens than any sequence has left
+
 # iteration-log row (metrics.ITER_COLUMNS order) and the number of them a call may write
 ROW_COLUMNS = 15
 MAX_ROUNDS = 512
@@ -77,7 +79,7 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
 
     kvc, lim: the replica's d_kvc and d_lim (kvc[:n] advanced in place); em: the block sampler's
     tokens emitted per row, rows pos.. unused; out: [MAX_ROUNDS, ROW_COLUMNS] log rows; pend: [n]
-    scratch for a finishing round's capped tokens emitted.
+    scratch for the last round's tokens emitted, capped at what each sequence had left.
     draft_kind: 0 fixed costs (k x fixed_draft_s, target fixed_target_s), 1 chained draft steps
     (dterms[0]: later steps' terms, n x branches tokens; dterms[1 + f - first_lo]: step 0
     ingesting f tokens, NaN where not built yet; xterms[1]: step 0 ingesting first_x tokens, where
@@ -119,30 +121,25 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
         t = now + dt
         if t >= peek_s or start + (t - start) != t:
             break
-        es = 0
-        finished = False
-        if exact:                       # does anyone reach (or pass) its output length?
-            low = lim[0] - (kvc[0] + (em[pos] if k else 1)) + shift
-            for i in range(1, n):
-                x = lim[i] - (kvc[i] + (em[pos + i] if k else 1)) + shift
-                if x < low:
-                    low = x
-            finished = low <= 0
-            rem_lb = 0 if finished else low
-        else:
-            rem_lb -= k + 1
-        nblk = 0
+        es = nblk = 0
+        low = BIG                       # the fewest tokens any sequence has left after this round
         for i in range(n):
             e = em[pos + i] if k else 1             # plain decode (K = 0): one token each
-            if finished:                # capped at what was left (Replica._complete)
-                left = lim[i] - (kvc[i] + e) + shift
-                if left < 0:
-                    e += left
-                pend[i] = e
+            left = lim[i] - (kvc[i] + e) + shift    # (only an exact round can make it <= 0)
+            if left < 0:                # capped at what was left (Replica._complete)
+                e += left
+            if left < low:
+                low = left
+            pend[i] = e
             x = kvc[i] + e
             kvc[i] = x
             es += e
             nblk += x // bs
+        finished = low <= 0             # someone reached its output length: the replica retires it
+        if exact:
+            rem_lb = 0 if finished else low
+        else:
+            rem_lb -= k + 1
         r = out[m]          # metrics.ITER_COLUMNS; prefill tokens and seconds, first tokens, preemptions: 0
         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7] = index, now, t, n, n, 0, k, es
         r[8], r[9], r[10], r[11], r[12], r[13], r[14] = 0, draft, target, 0.0, overhead_s, blocks, 0

@@ -112,18 +112,7 @@ def parse_values(field: str, text: str, axis: str) -> list[float]:
 
 
 def trace_qps(source: Mapping[str, Any]) -> float:
-    """Requests/s of a trace workload replayed at time_scale 1 (over the rows the scenario replays).
-    It depends on the scenario alone, and a sweep asks for it at every point: computed once."""
-    key = _freeze(source)
-    if key not in _TRACE_QPS:
-        _TRACE_QPS[key] = _trace_qps(source)
-    return _TRACE_QPS[key]
-
-
-_TRACE_QPS: dict[str, float] = {}
-
-
-def _trace_qps(source: Mapping[str, Any]) -> float:
+    """Requests/s of a trace workload replayed at time_scale 1 (over the rows the scenario replays)."""
     from simulator.scenario import load_scenario
     from simulator.workload import arrival_times
     wl = load_scenario(source).workload
@@ -148,8 +137,10 @@ def default_values(axis: str, source: Mapping[str, Any]) -> str:
 
 
 # ---- points ----------------------------------------------------------------------------------------
-def axis_overrides(axis: str, value: float, source: Mapping[str, Any], requests_per_user: int) -> dict[str, Any]:
-    """The key-path overrides that put the scenario at `value` on `axis`."""
+def axis_overrides(axis: str, value: float, source: Mapping[str, Any], requests_per_user: int,
+                   trace_rate: float | None = None) -> dict[str, Any]:
+    """The key-path overrides that put the scenario at `value` on `axis`. trace_rate: the
+    scenario's trace_qps where the caller has it (a sweep computes it once)."""
     wl = source.get("workload", {})
     arr = wl.get("arrival", {}) if isinstance(wl.get("arrival"), Mapping) else {}
     if axis == "batch":
@@ -165,7 +156,8 @@ def axis_overrides(axis: str, value: float, source: Mapping[str, Any], requests_
     if axis == "qps":
         proc = arr.get("process")
         if proc == "trace":     # keep the trace's lengths and burstiness; rescale its clock to this rate
-            return {"workload.arrival": {**arr, "time_scale": trace_qps(source) / float(value)}}
+            rate = trace_rate if trace_rate is not None else trace_qps(source)
+            return {"workload.arrival": {**arr, "time_scale": rate / float(value)}}
         new = {"process": proc, "qps": float(value)} if proc in ("poisson", "gamma", "constant") else \
             {"process": "poisson", "qps": float(value)}
         if proc == "gamma":
@@ -365,12 +357,15 @@ def breakeven_table(scenario: Any, axis: str, values: Sequence[float], ks: Seque
             raise SpecsightInputError("--axis2", axis2, "with --axis2 k, pass --policies with at least one curve")
     grid2: list[float | None] = list(values2) if axis2 else [None]
 
+    arr = (source.get("workload") or {}).get("arrival")
+    trace = "qps" in (axis, axis2) and isinstance(arr, Mapping) and arr.get("process") == "trace"
+    rate = trace_qps(source) if trace else None          # the scenario's, the same at every cell
     cells = []          # (v, v2, axis overrides)
     for v2 in grid2:
         for v in values:
-            ov = axis_overrides(axis, v, source, requests_per_user)
+            ov = axis_overrides(axis, v, source, requests_per_user, rate)
             if axis2 is not None and v2 is not None:
-                ov.update(axis_overrides(axis2, v2, source, requests_per_user))
+                ov.update(axis_overrides(axis2, v2, source, requests_per_user, rate))
             cells.append((v, v2, ov))
     spec_pts, base_pts = [], []
     for v, v2, ov in cells:

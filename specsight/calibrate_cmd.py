@@ -73,7 +73,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--layers", type=int, default=None,
                    help=f"target timed at N//2 and N layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
     p.add_argument("--draft-layers", type=int, default=None,
-                   help=f"draft layers timed (default: --layers on cuda, {CPU_DRAFT_LAYERS} on cpu, the ground truth's draft)")
+                   help=f"draft layers timed (default: --layers on cuda, {CPU_DRAFT_LAYERS} on cpu, the ground truth's "
+                        f"default draft depth; on cuda pass groundtruth's --draft-layers here to time its draft)")
     p.add_argument("--sweeps", type=int, default=None,
                    help="spread each pass's repeats over this many sweeps through the whole grid, so every pass sees "
                         "the same drifting machine (default: --repeats on cpu, 1 on cuda)")
@@ -225,8 +226,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         base = load_profile(args.gpu or guess_gpu_profile(env["device_name"]))
     else:
         weight_bytes = _weight_bytes(target, max(layers), dtype)
-        pk = mb.measure_peaks(device, dtype, weight_bytes, repeats=args.repeats,
-                              evict=mb.Evictor(cfg.evict_bytes, device) if cfg.evict_bytes else None)
+        pk = mb.measure_peaks(device, dtype, weight_bytes, repeats=args.repeats, evict=cfg.evictor())
         base = cpu_profile(out.stem, env, pk, dtype)
         peaks = {"memory_bandwidth_tb_s": base.memory_bandwidth_tb_s, "peak_tflops": dict(base.peak_tflops),
                  "memory_capacity_gb": base.memory_capacity_gb}

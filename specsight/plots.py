@@ -46,14 +46,9 @@ def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakev
     for name, xv in (vlines or {}).items():
         if xv is not None and xv > 0:
             ax.axvline(xv, color="grey", lw=2.0, ls="-.", alpha=0.6, label=f"{name} ({xv:.0f})")
-    if logx:
+    if logx:                         # (2^k tick labels here, unlike _log2_axis's plain numbers)
         ax.set_xscale("log", base=2)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    return _save(fig, path)
+    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx=False)
 
 
 # ---- simulated break-even (specsight breakeven SCENARIO.yaml) ------------------------------------

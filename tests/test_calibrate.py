@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from calibrate.fit import (ATTN, GEMV, TIED, PassPredictor, ape, fit_device, fit_log_time, holdout_groups, host_overhead, params_of,
-                           speculation_rounds,
-                           soft_roofline_jac, theta_to_params, params_to_theta, write_profile)
+from calibrate.fit import (ATTN, GEMV, TIED, PassPredictor, fit_device, fit_log_time, holdout_groups, host_overhead,
+                           params_of, params_to_theta, soft_roofline_jac, speculation_rounds, theta_to_params,
+                           write_profile)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.microbench import (GRIDS, BenchConfig, Evictor, grid_points, last_level_cache_bytes, measure, read_points,
                                   time_fn)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
+from same_run import assert_same_run
 
 from simulator import decode_kernel as dk
 from simulator.cost_model import CostModel
-from simulator.hardware import HARDWARE_DIR, Efficiency, load_profile
+from simulator.hardware import HARDWARE_DIR, load_profile
 from simulator.model_spec import load_model
 from simulator.replica import Replica
 from simulator.run import simulate
@@ -140,11 +140,7 @@ def test_compiled_rounds_give_the_python_trajectory(case, monkeypatch, tmp_path)
     # the kernel ran a real share of the rounds (else this test would compare Python with itself;
     # with two replicas a replica's inline stretch ends where the other's iteration does)
     assert rounds > 0.1 * a.summary["num_decode_rounds"], (rounds, a.summary["num_decode_rounds"])
-    pd.testing.assert_frame_equal(a.requests, b.requests)
-    pd.testing.assert_frame_equal(a.iterations, b.iterations)
-    pd.testing.assert_frame_equal(a.baseline.iterations, b.baseline.iterations)
-    assert a.trace == b.trace
-    assert a.summary == b.summary
+    assert_same_run(a, b)
 
 
 def test_the_kernel_stays_out_where_it_does_not_apply(monkeypatch):

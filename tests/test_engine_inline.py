@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from same_run import assert_same_run
 
 from simulator.replica import Replica
 from simulator.run import simulate
@@ -35,11 +36,7 @@ def test_inline_iterations_give_the_same_trajectory(case, monkeypatch):
     path, overrides = CASES[case]
     a = _run(path, overrides, True, monkeypatch)
     b = _run(path, overrides, False, monkeypatch)
-    pd.testing.assert_frame_equal(a.requests, b.requests)
-    pd.testing.assert_frame_equal(a.iterations, b.iterations)
-    pd.testing.assert_frame_equal(a.baseline.iterations, b.baseline.iterations)
-    assert a.trace == b.trace
-    assert a.summary == b.summary
+    assert_same_run(a, b)
 
 
 # Fixed step costs exact in binary make ties: iterations that end exactly when a request arrives
