@@ -19,9 +19,11 @@
 #   h200-sxm.calibrated.points.jsonl             every measured pass (resumable)
 #   calibration_h200.json                        held-out error, fitted values, layer scaling
 #   groundtruth_h200.json                        the ground-truth run (every round)
-#   validation_h200.md / validation_h200.json    predicted against measured, per (batch, K)
+#   validation_h200.md                           predicted against measured, per (batch, K)
 #   validation_h200_datasheet.md                 the same with the uncalibrated datasheet profile
 #   log.txt                                      every step's output and timing
+#   extra.tar.gz                                 validation_h200.json, and with time to spare a repeat of
+#                                                the ground truth and its validation (run-to-run spread)
 #
 # Time: the whole script stops before BUDGET_S (default 540 s, under the device's 600 s per
 # command): each step runs under `timeout` with min(its own limit, the time left). A failed
@@ -45,6 +47,7 @@ OUT=$(cd "$OUT" && pwd)
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-540}
 LOG="$OUT/log.txt"
+EXTRA=$(mktemp -d)     # files beyond the device's 8 returned ones, tarred into $OUT/extra.tar.gz at the end
 : > "$LOG"
 T0=$(date +%s)
 FAILED=0
@@ -76,11 +79,12 @@ if [[ "$DRY" == 1 ]]; then
   TO_CAL=240; TO_GT=120; TO_VAL=60
 else
   DEV=(--device cuda --dtype bf16)
-  # cuda-quick grid: batch 1..256, verify widths 1, 3, 5, context 128..32k, target at 2 and 4 layers.
-  CAL=(--quick --layers 4 --draft-layers 4)
-  # Ground truth at the real depths; 24 timed rounds per (batch, K) after 3 warm-up rounds.
-  GT=(--layers 32 --draft-layers 16 --batch 1,8,32,64 --k 0,2,4 --steps 24 --warmup 3 --prompt-len 512)
-  TO_CAL=230; TO_GT=210; TO_VAL=40
+  # cuda-quick grid: batch 1..256, verify widths 1, 3, 5, context 128..32k, target at 4 and 8 layers,
+  # the draft at its real depth (Llama-3.2-1B: 16 layers, as in the ground truth).
+  CAL=(--quick --layers 8 --draft-layers 16)
+  # Ground truth at the real depths; 32 timed rounds per (batch, K) after 3 warm-up rounds.
+  GT=(--layers 32 --draft-layers 16 --batch 1,8,32,64 --k 0,2,4 --steps 32 --warmup 3 --prompt-len 512)
+  TO_CAL=230; TO_GT=150; TO_VAL=40
 fi
 
 step() {  # step NAME LIMIT_S CMD...: run under timeout (capped by the time left), log, count failures
@@ -125,7 +129,7 @@ step groundtruth "$TO_GT" "${CLI[@]}" groundtruth "${DEV[@]}" --model llama-3.1-
 #    then with the datasheet profile for comparison (the dry run has no datasheet CPU profile).
 if [[ $CAL_OK == 1 && $GT_OK == 1 ]]; then
   step validate "$TO_VAL" bash -c 'json=$0 md=$1; shift; "$@" > "$json"; rc=$?; cat "$md"; exit $rc' \
-    "$OUT/validation_h200.json" "$OUT/validation_h200.md" "${CLI[@]}" validate "$OUT/groundtruth_h200.json" --profile "$PROFILE" \
+    "$EXTRA/validation_h200.json" "$OUT/validation_h200.md" "${CLI[@]}" validate "$OUT/groundtruth_h200.json" --profile "$PROFILE" \
     --out "$OUT/validation_h200.md" --json
 fi
 if [[ $GT_OK == 1 && "$DRY" != 1 ]]; then
@@ -136,6 +140,17 @@ if [[ $CAL_OK != 1 || $GT_OK != 1 ]]; then
   log "== [validate] skipped: calibrate ok=$CAL_OK groundtruth ok=$GT_OK"
   FAILED=$((FAILED + 1)); FAILED_STEPS="$FAILED_STEPS validate(skipped)"
 fi
+
+# 4. repeat (only with time to spare): the same ground truth again (same seed: the same tokens and
+#    accept lengths), validated with the same profile: the run-to-run spread of the measured times.
+#    Its files go to $EXTRA and come back in extra.tar.gz (the device returns at most 8 files).
+if [[ $CAL_OK == 1 && $GT_OK == 1 ]] && (( BUDGET_S - ($(date +%s) - T0) > TO_GT + TO_VAL )); then
+  step groundtruth-repeat "$TO_GT" "${CLI[@]}" groundtruth "${DEV[@]}" --model llama-3.1-8b --draft llama-3.2-1b \
+    "${GT[@]}" --out "$EXTRA/groundtruth_h200_repeat.json" --no-progress \
+  && step validate-repeat "$TO_VAL" "${CLI[@]}" validate "$EXTRA/groundtruth_h200_repeat.json" --profile "$PROFILE" \
+    --out "$EXTRA/validation_h200_repeat.md"
+fi
+tar czf "$OUT/extra.tar.gz" -C "$EXTRA" . 2>&1 | tee -a "$LOG"
 
 log "== gpu_check finished in $(( $(date +%s) - T0 )) s; failed steps: ${FAILED}${FAILED_STEPS:+ (${FAILED_STEPS# })}"
 ls -la "$OUT" "$OUT/hardware_profiles" | tee -a "$LOG"
