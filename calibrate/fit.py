@@ -97,7 +97,8 @@ def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: 
     No host sampling term (overheads.sampling_row_us): the timed passes end at the softmax."""
     ov = Overheads(kernel_launch_us=params["overheads.kernel_launch_us"],
                    iteration_us=hw.overheads.iteration_us if iteration_us is None else iteration_us)
-    return dataclasses.replace(hw, efficiency=efficiency_of(params), overheads=ov)
+    eff = dataclasses.replace(efficiency_of(params), attention_blocks=hw.efficiency.attention_blocks)
+    return dataclasses.replace(hw, efficiency=eff, overheads=ov)
 
 
 def params_of(hw: HardwareProfile) -> dict[str, float]:
@@ -284,6 +285,8 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
     for k in RATES:                       # absent: the rate of efficiency.memory
         if params.get(k) is not None:
             d["efficiency"][k.split(".", 1)[1]] = params[k]
+    if base.efficiency.attention_blocks != "split_kv":     # absent: split_kv
+        d["efficiency"]["attention_blocks"] = base.efficiency.attention_blocks
     d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
                       "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
     for key, value, source in (("sampling_row_us", sampling_row_us, sampling_row_source),
@@ -336,7 +339,7 @@ class PassPredictor:
             n = sub["new_tokens"].to_numpy(float)
             c = sub["context"].to_numpy(float)
             logits = n if role == "target" else np.ones_like(n)
-            shape = (B * n, B * c, B * (n * c + n * (n + 1) / 2), B * logits)
+            shape = (B * n, B * c, B * (n * c + n * (n + 1) / 2), B * logits, B)
             self.one_token[idx] = (shape[0] == 1) | (shape[3] == 1)
             self.groups.append((dataclasses.replace(specs[role], num_layers=int(layers)), idx, shape))
 
@@ -411,6 +414,47 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     s["statistic"] = f"{stat} of repeats"
     s["layer_scaling"] = layer_scaling(df)
     return DeviceFit(f.params, s, df)
+
+
+def with_attention_blocks(hw: HardwareProfile, blocks: str, sm_count: int | None = None,
+                          sm_source: str | None = None) -> HardwareProfile:
+    """`hw` with efficiency.attention_blocks = blocks, and sm_count (with its source) where given."""
+    eff = dataclasses.replace(hw.efficiency, attention_blocks=blocks)
+    if sm_count is None:
+        return dataclasses.replace(hw, efficiency=eff)
+    return dataclasses.replace(hw, efficiency=eff, sm_count=int(sm_count),
+                               sources={**hw.sources, "sm_count": sm_source or "measured"})
+
+
+def fit_attention_blocks(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str, sm_count: int,
+                         sm_source: str, **kw) -> tuple[HardwareProfile, DeviceFit, dict[str, Any]]:
+    """Fit the device once per attention structure (Efficiency.attention_blocks: split_kv, and
+    per_sequence_head over `sm_count` multiprocessors) and keep the one whose fit has the lower
+    training residual (rms of log residuals; both have the same free parameters, and the held-out
+    points play no part in the choice; a tie keeps split_kv). Returns the profile to build on
+    (hw with the chosen structure and sm_count), its fit, and both fits' residuals.
+
+    Why both: the timed model's attention is torch's scaled_dot_product_attention with a mask.
+    On a GPU its memory-efficient kernel runs one block per (sequence, KV head) and does not
+    split the keys, so a pass at batch 1 and 32k context leaves most multiprocessors idle (seen on
+    an H200: 0.86 ms per layer at 32k context for batch 1, 4 and 16 alike); other builds or
+    devices may split. The data decide, by the stated rule."""
+    fits = {}
+    for blocks in ("split_kv", "per_sequence_head"):
+        base = with_attention_blocks(hw, blocks, sm_count, sm_source)
+        fits[blocks] = (base, fit_device(points, specs, base, dtype, **kw))
+    rms = {b: f.summary["rms_log_residual_train"] for b, (_, f) in fits.items()}
+    chosen = "per_sequence_head" if rms["per_sequence_head"] < rms["split_kv"] else "split_kv"
+    report = {"chosen": chosen, "sm_count": int(sm_count),
+              "rule": "lower training rms log residual (held-out points not used; a tie keeps split_kv)",
+              **{b: {"rms_log_residual_train": rms[b], "heldout_ape_median": f.summary["heldout_ape_median"],
+                     "heldout_ape_max": f.summary["heldout_ape_max"]} for b, (_, f) in fits.items()}}
+    base, fit = fits[chosen]
+    if chosen != "split_kv":
+        base = dataclasses.replace(base, sources={**base.sources, "efficiency.attention_blocks": (
+            f"chosen by specsight calibrate: fitted both ways, training rms log residual {rms[chosen]:.4f} "
+            f"against {rms['split_kv']:.4f} for split_kv")})
+    return base, fit, report
 
 
 def layer_scaling(df) -> dict[str, Any]:

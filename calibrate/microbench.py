@@ -148,6 +148,7 @@ def environment(device: str) -> dict[str, Any]:
            "python": platform.python_version(), "platform": platform.platform()}
     if torch.device(device).type == "cuda":
         env["cuda"] = torch.version.cuda
+        env["sm_count"] = torch.cuda.get_device_properties(torch.device(device)).multi_processor_count
         try:
             import subprocess
             env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -155,6 +156,7 @@ def environment(device: str) -> dict[str, Any]:
         except Exception:   # noqa: BLE001 (nvidia-smi missing: record that)
             env["driver"] = "unknown (nvidia-smi unavailable)"
     else:
+        env["sm_count"] = torch.get_num_threads()     # the workers an attention kernel's blocks run on
         env["driver"] = "n/a (CPU)"
         env["loadavg_1m"] = round(os.getloadavg()[0], 2)
     return env

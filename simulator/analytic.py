@@ -21,7 +21,7 @@ from .spec_math import expected_tokens_per_round, tree_depth_acceptance
 
 def plain_step_time_s(cm: CostModel, batch, context):
     """One decode iteration of `batch` sequences, each with `context` cached tokens."""
-    return cm.time_s(batch, batch * context, batch * (context + 1.0), batch) + cm.round_overhead_s(0)
+    return cm.time_s(batch, batch * context, batch * (context + 1.0), batch, batch) + cm.round_overhead_s(0)
 
 
 def effective_alpha(drafter: Drafter, alpha: float) -> float:
@@ -50,7 +50,7 @@ def spec_step_time_s(cm: CostModel, drafter: Drafter, batch, context, k: int, al
         w = m * w + (1.0 - m)
     e_tok = expected_tokens(drafter, alpha, k)
     t_draft = drafter.propose_time_s(batch, k, batch * context, catchup_tokens=batch * e_tok)
-    t_verify = cm.time_s(batch * w, batch * context, batch * (w * context + w * (w + 1) / 2.0), batch * w)
+    t_verify = cm.time_s(batch * w, batch * context, batch * (w * context + w * (w + 1) / 2.0), batch * w, batch)
     return t_draft + t_verify + cm.round_overhead_s(k)
 
 

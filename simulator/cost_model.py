@@ -168,6 +168,14 @@ class CostModel:
         # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated).
         kv_shards = 1 if m.is_mla else min(tp, m.num_kv_heads)
         self.kv_bytes_per_token = L * m.kv_elems_per_token() * DTYPE_BYTES[self.kv_dtype] / kv_shards
+        # Attention kernels with one thread block per (sequence, KV head) run in waves over the
+        # multiprocessors (Efficiency.attention_blocks; kv_wave_factor). MLA's latent is one head.
+        self._waves = eff.attention_blocks == "per_sequence_head"
+        self.kv_heads_per_gpu = 1 if m.is_mla else max(1, m.num_kv_heads // kv_shards)
+        if self._waves and hw.sm_count is None:
+            raise SpecsightInputError(f"{hw.name}.sm_count", None,
+                                      "a whole number >= 1: efficiency.attention_blocks per_sequence_head needs it")
+        self.sm_count = hw.sm_count
         self.attn_flops_per_pair = L * m.attn_flops_per_pair() / tp
         # LM head (vocabulary-parallel) and sampling (on the gathered logits).
         self.lm_head_bytes = m.lm_head_params * bpw / tp
@@ -218,16 +226,34 @@ class CostModel:
         self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s, self.attn_flops_per_pair,
                      self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
 
+    def kv_wave_factor(self, num_seqs):
+        """How much longer the KV reads take than bytes / bandwidth: 1 for split-KV attention;
+        for one thread block per (sequence, KV head), the B H_kv blocks run in
+        ceil(B H_kv / S) waves over S = sm_count multiprocessors, each block's keys streamed at
+        1 / S of the bandwidth, so the reads take ceil(B H_kv / S) S / (B H_kv) times as long
+        (S / (B H_kv) when the blocks fit in one wave; 1 when they fill whole waves). The wave
+        time is set by the batch's mean context (ragged contexts: the longest sets it, which
+        this does not model). Floats or numpy arrays."""
+        if not self._waves:
+            return 1.0
+        if num_seqs is None:
+            raise ValueError("num_seqs is needed: this profile's attention runs one block per (sequence, KV head)")
+        S = self.sm_count
+        blocks = np.maximum(num_seqs, 1) * self.kv_heads_per_gpu
+        return -(-blocks // S) * S / blocks
+
     def round_overhead_s(self, k: int) -> float:
         """Fixed seconds an engine iteration adds to its passes: the host overhead, plus the
         verification step's fixed time when the round speculates (k > 0)."""
         return self.iteration_overhead_s + self.verify_overhead_s if k > 0 else self.iteration_overhead_s
 
     # ---- the fast path -------------------------------------------------------------------
-    def time_s(self, num_tokens, sum_context, sum_attn_pairs, num_logits):
+    def time_s(self, num_tokens, sum_context, sum_attn_pairs, num_logits, num_seqs=None):
         """Seconds for one forward pass (without the per-iteration host overhead).
 
-        Arguments are the PassShape sums; floats or numpy arrays (broadcast). This is the
+        Arguments are the PassShape sums; floats or numpy arrays (broadcast). num_seqs (the
+        sequences in the pass) matters only to a profile whose attention runs one block per
+        (sequence, KV head) (kv_wave_factor), which requires it. This is the
         simulator's hot path: the terms are written out (same physics as `breakdown`). The terms
         that depend only on (tokens, logits) are cached for Python numbers (`_pass_terms`)."""
         if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS and \
@@ -240,6 +266,8 @@ class CostModel:
         weights, head, rest, ar = terms
         T = num_tokens
         p, ip, F, W, a, kv, launch, ar_on, ar_fixed = self._hot
+        if self._waves:
+            W = W / self.kv_wave_factor(num_seqs)
         if self._sharp:
             t = weights + np.maximum(a * sum_attn_pairs / F, kv * (sum_context + 2 * T) / W)
         else:
@@ -264,9 +292,9 @@ class CostModel:
         for j in range(k):
             if j:
                 c = ctx + B * j
-                t = t + time_s(n, c, n * c / B + causal, n)
+                t = t + time_s(n, c, n * c / B + causal, n, B)
             else:
-                t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B)
+                t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B, B)
         return t
 
     def _cache_terms(self, T, num_logits) -> tuple:
@@ -313,7 +341,7 @@ class CostModel:
         return t, h, rest, self._ar_per_token_s * T
 
     def shape_time_s(self, shape: PassShape):
-        return self.time_s(shape.num_tokens, shape.sum_context, shape.sum_attn_pairs, shape.num_logits)
+        return self.time_s(shape.num_tokens, shape.sum_context, shape.sum_attn_pairs, shape.num_logits, shape.num_seqs)
 
     # ---- the explained path --------------------------------------------------------------
     def breakdown(self, shape: PassShape) -> PassCost:
@@ -332,7 +360,8 @@ class CostModel:
             ops["moe_experts"] = roof(self.moe_flops_per_token * T, self.n_moe_layers * touched * self.expert_bytes,
                                       W_weights)
         ops["attention"] = roof(self.attn_flops_per_pair * shape.sum_attn_pairs,
-                                self.kv_bytes_per_token * (shape.sum_context + 2 * T), self.bw_kv_bytes_s)
+                                self.kv_bytes_per_token * (shape.sum_context + 2 * T),
+                                self.bw_kv_bytes_s / self.kv_wave_factor(float(shape.num_seqs)))
         ops["lm_head"] = roof(self.lm_head_flops_per_logit * shape.num_logits, self.lm_head_bytes, W_head)
         sb = self.sampling_bytes_per_logit * shape.num_logits
         ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * float(shape.num_logits), "memory")

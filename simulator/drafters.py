@@ -139,10 +139,10 @@ class Drafter:
         if m == "self_spec" and s.kv_budget_tokens:
             ctx = np.minimum(sum_context, B * s.kv_budget_tokens)
         if m == "medusa":       # one pass of all heads over the last position of each sequence
-            return dc.time_s(B, 0.0 * B, 0.0 * B, B)
+            return dc.time_s(B, 0.0 * B, 0.0 * B, B, B)
         if m == "parallel":     # ingest the accepted tokens and K mask tokens in one forward
             n = first + k * B
-            return dc.time_s(n, ctx, ctx * (n / B) + n * (n / B + 1) / 2, k * B)
+            return dc.time_s(n, ctx, ctx * (n / B) + n * (n / B + 1) / 2, k * B, B)
         # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
         # logits only where a token is proposed from: the last position of each sequence
         # (step 0 ingests the catch-up tokens but proposes from one position), each branch after

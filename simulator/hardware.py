@@ -19,6 +19,7 @@ from .errors import SpecsightInputError, closest_names, require_range
 from .paths import HARDWARE_DIR, REPO_ROOT
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+ATTENTION_BLOCKS = ("split_kv", "per_sequence_head")     # Efficiency.attention_blocks
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,27 @@ class Efficiency:
     memory_attention: the fraction of the bandwidth attention reaches streaming the KV cache (its
     own kernels: each query reads its sequence's cache, not a shared weight matrix). None means
     "same as memory".
+
+    attention_blocks: how the attention kernel spreads a pass's KV reads over the device.
+    "split_kv" (the default): the keys of each sequence are split over thread blocks (flash-decoding,
+    paged attention v2, FlashInfer), so the device fills at any batch and the reads take
+    bytes / bandwidth. "per_sequence_head": one thread block per (sequence, KV head) streams all of
+    that head's keys (torch's scaled_dot_product_attention with a mask, on its memory-efficient
+    kernel): B x H_kv blocks run in ceil(B H_kv / sm_count) waves, each block at sm_count-th of the
+    bandwidth, so at small batch and long context most multiprocessors idle
+    (CostModel.kv_wave_factor). Needs HardwareProfile.sm_count.
     """
     memory: float
     compute: float
     roofline_sharpness: float = 4.0
     memory_gemv: float | None = None
     memory_attention: float | None = None
+    attention_blocks: str = "split_kv"
 
     def __post_init__(self) -> None:
+        if self.attention_blocks not in ATTENTION_BLOCKS:
+            raise SpecsightInputError("efficiency.attention_blocks", self.attention_blocks,
+                                      f"one of {', '.join(ATTENTION_BLOCKS)}")
         _optional_number("efficiency.memory_gemv", self.memory_gemv, "a number in (0, 1] (or absent: same as memory)",
                          0, 1, lo_open=True)
         _optional_number("efficiency.memory_attention", self.memory_attention,
@@ -107,6 +121,9 @@ class HardwareProfile:
     sources: Mapping[str, str] = field(default_factory=dict)
     calibration: Mapping[str, Any] | None = None
     path: str | None = None
+    # Streaming multiprocessors (a GPU) or parallel workers (a CPU: torch's threads) that run an
+    # attention kernel's thread blocks; needed by efficiency.attention_blocks = per_sequence_head.
+    sm_count: int | None = None
 
     def __post_init__(self) -> None:
         require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, lo_open=True)
@@ -124,6 +141,12 @@ class HardwareProfile:
         require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0)
         for key in ("sampling_row_us", "verify_round_us"):
             _optional_number(f"{self.name}.overheads.{key}", getattr(self.overheads, key), "a number >= 0 (or absent: 0)", 0)
+        if self.sm_count is not None and (not isinstance(self.sm_count, numbers.Integral) or isinstance(self.sm_count, bool)
+                                          or self.sm_count < 1):
+            raise SpecsightInputError(f"{self.name}.sm_count", self.sm_count, "a whole number >= 1 (or absent)")
+        if self.efficiency.attention_blocks == "per_sequence_head" and self.sm_count is None:
+            raise SpecsightInputError(f"{self.name}.sm_count", None,
+                                      "a whole number >= 1: efficiency.attention_blocks per_sequence_head needs it")
 
     # Derived values in SI units.
     @property
@@ -156,6 +179,8 @@ class HardwareProfile:
             held = (c.get("residuals") or {}).get("heldout_ape_median")
             gemv = "" if e.memory_gemv is None else f", one-token (GEMV) memory {e.memory_gemv:.3g}"
             gemv += "" if e.memory_attention is None else f", attention KV memory {e.memory_attention:.3g}"
+            if e.attention_blocks != "split_kv":
+                gemv += f", attention {e.attention_blocks} over {self.sm_count} multiprocessors"
             fit = (f"fit: memory {e.memory:.3g}{gemv}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
                    f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
                    + (f", sampling {o.sampling_row_us:.3g} us per row" if o.sampling_row_us is not None else "")
@@ -182,8 +207,11 @@ class HardwareProfile:
             "memory_bandwidth_tb_s": self.memory_bandwidth_tb_s,
             "peak_tflops": dict(self.peak_tflops),
             "interconnect": vars(self.interconnect).copy(),
-            "efficiency": {k: v for k, v in vars(self.efficiency).items() if v is not None},  # memory_gemv: absent = memory
+            # memory_gemv, memory_attention: absent = memory; attention_blocks: absent = split_kv
+            "efficiency": {k: v for k, v in vars(self.efficiency).items()
+                           if v is not None and not (k == "attention_blocks" and v == "split_kv")},
             "overheads": {k: v for k, v in vars(self.overheads).items() if v is not None},  # optional terms: absent = 0
+            **({"sm_count": self.sm_count} if self.sm_count is not None else {}),
             "sources": dict(self.sources),
         }
         if self.calibration is not None:
@@ -202,7 +230,8 @@ def _numeric_leaves(d: Mapping[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-_SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency", "overheads")
+_SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency", "overheads",
+                     "sm_count")
 
 
 def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
@@ -238,7 +267,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
         raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
     ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
     eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None,
-                                                   "memory_attention": None})
+                                                   "memory_attention": None, "attention_blocks": "split_kv"})
     ov = sub("overheads", ("kernel_launch_us", "iteration_us"), {"sampling_row_us": None, "verify_round_us": None})
     try:
         return HardwareProfile(
@@ -250,12 +279,14 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             peak_tflops={str(k): float(v) for k, v in get("peak_tflops", Mapping).items()},
             interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
             efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
-                                  eff["memory_gemv"], eff["memory_attention"]),   # type-checked by Efficiency
+                                  eff["memory_gemv"], eff["memory_attention"],    # type-checked by Efficiency
+                                  str(eff["attention_blocks"])),
             overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"]),
                                 ov["sampling_row_us"], ov["verify_round_us"]),   # type-checked by HardwareProfile
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),
             path=where,
+            sm_count=raw.get("sm_count"),                                       # type-checked by HardwareProfile
         )
     except (TypeError, ValueError) as e:
         if isinstance(e, SpecsightInputError):

@@ -45,7 +45,7 @@ NAN = float("nan")
 
 
 # ---- step costs ----------------------------------------------------------------------------
-# Each exposes target_s(tokens, context, pairs, logits), draft_s(num_seqs, k, context, catchup)
+# Each exposes target_s(tokens, context, pairs, logits, num_seqs), draft_s(num_seqs, k, context, catchup)
 # and overhead_s; the replica calls them once per iteration with Python numbers.
 class FixedStepCost:
     """`hardware.kind: fixed`: every iteration's target pass costs target_step_s whatever it holds
@@ -57,7 +57,7 @@ class FixedStepCost:
         self.draft_step_s = float(draft_step_s)
         self.overhead_s = self.spec_overhead_s = 0.0
 
-    def target_s(self, tokens, context, pairs, logits) -> float:
+    def target_s(self, tokens, context, pairs, logits, num_seqs=None) -> float:
         return self.target_step_s
 
     def draft_s(self, num_seqs, k, context, catchup) -> float:
@@ -82,10 +82,22 @@ class RooflineStepCost:
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One round of `batch` sequences at `mean_context` (for the goodput policy)."""
         c = batch * mean_context
-        t = self.target_s(batch * width, c, batch * (width * mean_context + width * (width + 1) / 2.0), batch * width)
+        t = self.target_s(batch * width, c, batch * (width * mean_context + width * (width + 1) / 2.0), batch * width,
+                          batch)
         if k > 0 and self.drafter is not None:
             t += self.drafter.propose_time_s(batch, k, c)
         return float(t) + (self.spec_overhead_s if k > 0 else self.overhead_s)
+
+
+def _hot_for(cm, hot: np.ndarray, n: int) -> np.ndarray:
+    """decode_kernel's constants of CostModel `cm` for passes over n sequences: `hot` itself,
+    or, where the attention runs in waves (CostModel.kv_wave_factor), a copy with the KV
+    bandwidth divided by the factor, the division time_s makes."""
+    if not cm._waves:
+        return hot
+    h = hot.copy()
+    h[3] = h[3] / cm.kv_wave_factor(n)          # hot[3]: the KV bandwidth (CostModel._hot)
+    return h
 
 
 # ---- the replica -------------------------------------------------------------------------
@@ -294,19 +306,21 @@ class Replica:
         terms ([1, 4]) and the drafter's ([rows, 4]: row 0 a later step's, n x branches tokens;
         row 1 + f - n a first step ingesting f = n .. n (k + 1) tokens, NaN until a round needs it:
         `_kernel_first_row`), computed by the cost models' own _pass_terms with the Python ints
-        the replica passes them."""
+        the replica passes them; and the target's and drafter's hot constants for n sequences
+        (their KV bandwidth over CostModel.kv_wave_factor(n), as time_s divides it)."""
         kp = self._kern
         if kp["kind"] == 0:
-            return kp["z"], kp["z"], n
+            return kp["z"], kp["z"], n, kp["thot"], kp["dhot"]
         tc, dc = kp["tc"], kp["dc"]
         T = n * self.widths[k]
         tterms = np.array([[float(x) for x in tc._pass_terms(T, T)]])
+        thot = _hot_for(tc, kp["thot"], n)
         if not k:
-            return tterms, kp["z"], n
+            return tterms, kp["z"], n, thot, kp["dhot"]
         nb = n * kp["branches"]
         dterms = np.full((2 if kp["first_is_b"] else n * k + 2, 4), np.nan)
         dterms[0] = [float(x) for x in dc._pass_terms(nb, nb)]
-        return tterms, dterms, n
+        return tterms, dterms, n, thot, _hot_for(dc, kp["dhot"], n)
 
     def _kernel_first_row(self, dterms: np.ndarray, first_lo: int, n: int) -> bool:
         """Build the catch-up row the next round's first draft step needs, if it is in the table
@@ -341,7 +355,7 @@ class Replica:
             ent = kp["terms"].get(n)
             if ent is None:
                 ent = kp["terms"][n] = self._kernel_terms(n, k)
-            tterms, dterms, first_lo = ent
+            tterms, dterms, first_lo, thot, dhot = ent
             first_x, xterms = -1, dterms
             if k and kp["kind"]:
                 if not (kp["first_is_b"] or first_lo <= self.pend_sum < first_lo + len(dterms) - 1):
@@ -350,8 +364,8 @@ class Replica:
                 else:
                     self._kernel_first_row(dterms, first_lo, n)
             m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp["fn"](
-                self.d_kvc, self.d_lim, blk.em if k else kp["no_em"], kp["out"], self._scratch, kp["thot"], tterms,
-                kp["dhot"], dterms, xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift,
+                self.d_kvc, self.d_lim, blk.em if k else kp["no_em"], kp["out"], self._scratch, thot, tterms,
+                dhot, dterms, xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift,
                 self.sum_ctx, self.pend_sum, self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0,
                 float(self.now), float(start), float(peek_s), self.silent_finish, self.track_catchup, kp["kind"],
                 first_lo, kp["first_is_b"], kp["branches"], kp["ft"], kp["fd"],
@@ -591,7 +605,7 @@ class Replica:
         tokens = dec_tokens + pf_tok
         if tokens == 0:
             return None
-        target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits)
+        target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits, n + len(sched))
         if k and n:
             draft = self._draft_s(n, k, sum_c, self.pend_sum)
             oh = self._spec_overhead_s               # + the verification step's fixed time

@@ -196,7 +196,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     device, dtype, scale = _setup(args)
     from calibrate import microbench as mb
-    from calibrate.fit import fit_device, host_overhead, speculation_rounds, write_profile
+    from calibrate.fit import fit_attention_blocks, host_overhead, speculation_rounds, write_profile
     from simulator.hardware import load_profile
 
     n_layers, draft_layers = _depths(args, device)
@@ -241,7 +241,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"measured by specsight calibrate on {env['device_name']}: fastest pass of the model's structure at "
             f"negligible width ({dispatch['layers']} layers, {1e3 * dispatch['pass_s']:.2f} ms) / "
             f"{dispatch['kernels']} kernels")}
-    fit = fit_device(points, specs, base, dtype, holdout_frac=args.holdout, seed=args.seed, stat=stat, fixed=fixed)
+    sm_source = (f"measured by specsight calibrate on {env['device_name']}: "
+                 + ("torch.cuda.get_device_properties().multi_processor_count" if device == "cuda"
+                    else "torch.get_num_threads(), the workers torch's attention kernel runs its blocks on"))
+    base, fit, attention_choice = fit_attention_blocks(points, specs, base, dtype, env["sm_count"], sm_source,
+                                                       holdout_frac=args.holdout, seed=args.seed, stat=stat, fixed=fixed)
     s = fit.summary
     rounds = speculation_rounds(fit.points, points, host, stat)
     host_by_k = {}
@@ -270,6 +274,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         "fitted_stderr": s["stderr"],
         "one_token_passes": s["one_token_passes"],
         "memory_attention": s["memory_attention"],
+        "attention_blocks": attention_choice,
         "layer_scaling": {k: v for k, v in s["layer_scaling"].items() if k != "cells"},
         "host_round_us_by_k": {str(k): round(float(sorted(v)[len(v) // 2]), 1) for k, v in sorted(host_by_k.items())},
         "host_overhead": host,
@@ -312,7 +317,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
               "train_ape_median": s["train_ape_median"], "datasheet_ape_median": s["datasheet_ape_median"],
               "heldout_by_role": s["heldout_by_role"], "one_token_passes": s["one_token_passes"],
-              "memory_attention": s["memory_attention"],
+              "memory_attention": s["memory_attention"], "attention_blocks": attention_choice,
               "fitted": fit.params, "fitted_stderr": s["stderr"], "iteration_us": iteration_us,
               "host_round_us_by_k": cal["host_round_us_by_k"], "host_overhead": host, "dispatch": dispatch,
               "layer_scaling": cal["layer_scaling"], "speculation_rounds": rounds,

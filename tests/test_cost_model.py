@@ -302,7 +302,7 @@ def test_draft_steps_compute_logits_only_where_they_propose(method, model, tree)
     d = Drafter(spec, target, cm)
     calls = []
     real = d.draft_cost.time_s
-    d.draft_cost.time_s = lambda n, c, pairs, logits: calls.append((n, logits)) or real(n, c, pairs, logits)
+    d.draft_cost.time_s = lambda n, c, pairs, logits, seqs=None: calls.append((n, logits)) or real(n, c, pairs, logits, seqs)
     batch, catchup = 8, 8 * 3
     d.propose_time_s(batch, 3, batch * 500, catchup_tokens=catchup)
     width = 3 if tree else 1
