@@ -13,7 +13,7 @@ from simulator import decode_kernel as dk
 from simulator.cost_model import CostModel
 from simulator.hardware import HARDWARE_DIR, load_profile
 from simulator.model_spec import load_model
-from simulator.replica import Replica
+from simulator.replica import Replica, _hot_for
 from simulator.run import simulate
 from simulator.scenario import load_scenario
 
@@ -42,19 +42,22 @@ def _cost_models():
     yield "tp4", CostModel(load_model("llama-3.1-70b"), h100, tp=4)
     yield "moe-fp8", CostModel(load_model("deepseek-v3"), load_profile("h200-sxm"), tp=8, dtype="fp8",
                                kv_dtype="bf16")
+    # attention in waves over the multiprocessors (the calibrated H200: one block per sequence and KV head)
+    yield "waves", CostModel(load_model("llama-3.1-8b"), load_profile("h200-sxm.calibrated"))
+    yield "waves-tp2", CostModel(load_model("llama-3.1-70b"), load_profile("h200-sxm.calibrated"), tp=2)
 
 
 @pytest.mark.parametrize("name,cm", list(_cost_models()), ids=lambda v: v if isinstance(v, str) else "")
 def test_pass_and_draft_step_times_are_the_cost_models_bit_for_bit(name, cm):
     rng = np.random.default_rng(7)
-    hot = _hot(cm)
     for _ in range(200):
         B = int(rng.integers(1, 129))
+        hot = _hot_for(cm, _hot(cm), B)      # (the replica's constants for B sequences)
         T = B * int(rng.integers(1, 9))
         ctx = int(rng.integers(0, 4096)) * B
         pairs = int(rng.integers(0, 10 ** 9))
         terms = _terms(cm, [(T, T)])
-        assert dk.pass_time_s(hot, terms, 0, T, ctx, pairs) == cm.time_s(T, ctx, pairs, T)
+        assert dk.pass_time_s(hot, terms, 0, T, ctx, pairs) == cm.time_s(T, ctx, pairs, T, B)
         k, branches = int(rng.integers(1, 8)), int(rng.integers(1, 4))
         first = int(rng.integers(B, B * (k + 1) + 1))
         nb = B * branches
@@ -110,6 +113,10 @@ CASES = {
                           "engine.max_num_batched_tokens=512", "engine.num_gpu_blocks=1000",
                           "workload.prompt_len={dist: lognormal, median: 3000, sigma: 0.5, max: 8000}",
                           "workload.output_len={dist: lognormal, median: 300, sigma: 0.5, max: 1000}"]),
+    # attention in waves (the calibrated H200 profile): per-batch KV constants, draft model and EAGLE
+    "waves-draft-model": ("scenarios/llama8b-h100-draft1b-chat.yaml", [N, "hardware.profile=h200-sxm.calibrated"]),
+    "waves-eagle3-open": ("scenarios/llama8b-h100-eagle3-chat.yaml",
+                          [N, "hardware.profile=h200-sxm.calibrated", "workload.arrival={process: poisson, qps: 6}"]),
     "fixed-ties-open": (_fixed_ties({"process": "constant", "qps": 0.5}), []),
     "fixed-ties-closed": (_fixed_ties({"process": "closed_loop", "concurrency": 6, "think_time_s": 0.5}), []),
 }
