@@ -41,13 +41,13 @@ def main() -> None:
     c = rng.integers(100, 8000, 1024).astype(float)
     T, C, P, L = b * 4, b * c, b * (4 * c + 10), b * 4
 
-    Tl, Cl, Pl, Ll = T.tolist(), C.tolist(), P.tolist(), L.tolist()   # Python floats, as the simulator passes
+    Tl, Cl, Pl, Ll, Bl = T.tolist(), C.tolist(), P.tolist(), L.tolist(), b.tolist()   # Python floats, as the simulator passes
 
     def scalar(n):
         f = cm.time_s
         for i in range(n):
             j = i & 1023
-            f(Tl[j], Cl[j], Pl[j], Ll[j])
+            f(Tl[j], Cl[j], Pl[j], Ll[j], Bl[j])
 
     shapes = [PassShape(float(b[j]), Tl[j], Cl[j], Pl[j], Ll[j]) for j in range(1024)]
 
@@ -58,12 +58,12 @@ def main() -> None:
     def vectorised(n):
         reps = n // 1024
         for _ in range(reps):
-            cm.time_s(T, C, P, L)
+            cm.time_s(T, C, P, L, b)
 
-    Tv, Cv, Pv, Lv = (np.resize(x, 10_000) for x in (T, C, P, L))
+    Tv, Cv, Pv, Lv, Bv = (np.resize(x, 10_000) for x in (T, C, P, L, b))
     t0 = time.perf_counter()
     for _ in range(20):
-        cm.time_s(Tv, Cv, Pv, Lv)
+        cm.time_s(Tv, Cv, Pv, Lv, Bv)
     sweep_s = (time.perf_counter() - t0) / 20
 
     r_scalar = median_rate(scalar, args.n // 4)

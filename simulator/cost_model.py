@@ -52,6 +52,7 @@ ELEMENTWISE_I_PASSES = 3        # SwiGLU activation: read gate and up, write the
 KERNELS_PER_LAYER = 9           # norm, qkv, rope, attention, o_proj, add+norm, gate_up, act, down
 KERNELS_PER_LAYER_TP = 2        # the two all-reduces
 KERNELS_FIXED = 4               # embedding, final norm, LM head, sampling
+PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.attention_rows)
 # time_s's cache of the terms that depend only on (tokens, logits): Python numbers only (bool is
 # an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
 PY_NUMBERS = frozenset((int, float, bool))
@@ -169,9 +170,11 @@ class CostModel:
         kv_shards = 1 if m.is_mla else min(tp, m.num_kv_heads)
         self.kv_bytes_per_token = L * m.kv_elems_per_token() * DTYPE_BYTES[self.kv_dtype] / kv_shards
         # Attention kernels with one thread block per (sequence, KV head) run in waves over the
-        # multiprocessors (Efficiency.attention_blocks; kv_wave_factor). MLA's latent is one head.
+        # multiprocessors (Efficiency.attention_blocks; kv_wave_factor). MLA: eager attention
+        # expands the latent into per-head keys and values, one block per query head.
         self._waves = eff.attention_blocks == "per_sequence_head"
-        self.kv_heads_per_gpu = 1 if m.is_mla else max(1, m.num_kv_heads // kv_shards)
+        self.kv_heads_per_gpu = max(1, m.num_heads // tp) if m.is_mla else max(1, m.num_kv_heads // kv_shards)
+        self.query_group = 1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads)   # query heads per KV head
         if self._waves and hw.sm_count is None:
             raise SpecsightInputError(f"{hw.name}.sm_count", None,
                                       "a whole number >= 1: efficiency.attention_blocks per_sequence_head needs it")
@@ -239,8 +242,16 @@ class CostModel:
         if num_seqs is None:
             raise ValueError("num_seqs is needed: this profile's attention runs one block per (sequence, KV head)")
         S = self.sm_count
-        blocks = np.maximum(num_seqs, 1) * self.kv_heads_per_gpu
+        blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray) else max(num_seqs, 1)) * self.kv_heads_per_gpu
         return -(-blocks // S) * S / blocks
+
+    def attention_rows(self, decode_seqs, prefill_tokens=0):
+        """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,
+        the blocks per KV head their queries fill (a chunk of L tokens runs ceil(L g / 64) query
+        tiles of 64 rows, g query heads per KV head; the sum is taken over all chunks at once). With
+        the batch's KV reads spread over these, a long prefill chunk fills the device whatever the
+        decode batch (kv_wave_factor). Python ints."""
+        return decode_seqs + -(-(int(prefill_tokens) * self.query_group) // PREFILL_QUERY_TILE)
 
     def round_overhead_s(self, k: int) -> float:
         """Fixed seconds an engine iteration adds to its passes: the host overhead, plus the

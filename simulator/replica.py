@@ -45,8 +45,9 @@ NAN = float("nan")
 
 
 # ---- step costs ----------------------------------------------------------------------------
-# Each exposes target_s(tokens, context, pairs, logits, num_seqs), draft_s(num_seqs, k, context, catchup)
-# and overhead_s; the replica calls them once per iteration with Python numbers.
+# Each exposes target_s(tokens, context, pairs, logits, num_seqs), draft_s(num_seqs, k, context, catchup),
+# attention_rows(decode_seqs, prefill_tokens) (target_s's num_seqs) and overhead_s; the replica calls
+# them once per iteration with Python numbers.
 class FixedStepCost:
     """`hardware.kind: fixed`: every iteration's target pass costs target_step_s whatever it holds
     (decode, prefill chunks or both) and a speculative round adds K x draft_step_s."""
@@ -63,6 +64,9 @@ class FixedStepCost:
     def draft_s(self, num_seqs, k, context, catchup) -> float:
         return k * self.draft_step_s
 
+    def attention_rows(self, decode_seqs, prefill_tokens=0):
+        return decode_seqs
+
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         return self.target_step_s + k * self.draft_step_s
 
@@ -78,6 +82,7 @@ class RooflineStepCost:
         self.uses_catchup = drafter is not None and drafter.uses_gpu
         self.target_s = cost_model.time_s                 # bound methods: no wrapper in the loop
         self.draft_s = drafter.propose_time_s if drafter is not None else (lambda b, k, c, u: 0.0)
+        self.attention_rows = cost_model.attention_rows
 
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One round of `batch` sequences at `mean_context` (for the goodput policy)."""
@@ -135,6 +140,7 @@ class Replica:
         self.needs_state = hasattr(policy, "expected_rates")        # goodput: reads iteration_s
         self.state = PolicyState(round_time_s=self._round_time_s)
         self._target_s, self._draft_s, self._overhead_s = cost.target_s, cost.draft_s, float(cost.overhead_s)
+        self._rows = cost.attention_rows
         self._spec_overhead_s = float(cost.spec_overhead_s)      # a round with K > 0
         # Population acceptance (the same rates for every sequence; trees arrive as per-depth
         # models, run.py): drawn in blocks that hand out exactly what per-round
@@ -454,12 +460,12 @@ class Replica:
                     once_s[k] = d1_all - draft(n, 1, sum_c, u_rec)
             else:
                 dec_tok, dec_pairs, d = float(n), sum_c + n, 0.0
-            decode_s[k] = target(dec_tok, sum_c, dec_pairs, dec_tok) + d + (oh_spec if k else oh)
+            decode_s[k] = target(dec_tok, sum_c, dec_pairs, dec_tok, n) + d + (oh_spec if k else oh)
             if pf is None:
                 pass_s[k] = decode_s[k]
             else:
-                pass_s[k] = target(dec_tok + pf[0], sum_c + pf[1], dec_pairs + pf[2], dec_tok + pf[3]) + d \
-                    + (oh_spec if k else oh)
+                pass_s[k] = target(dec_tok + pf[0], sum_c + pf[1], dec_pairs + pf[2], dec_tok + pf[3],
+                                   self._rows(n, pf[0])) + d + (oh_spec if k else oh)
         return pass_s, decode_s, once_s
 
     def _prefill_plan(self, n: int) -> tuple[float, float, float, float] | None:
@@ -605,7 +611,8 @@ class Replica:
         tokens = dec_tokens + pf_tok
         if tokens == 0:
             return None
-        target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits, n + len(sched))
+        target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits,
+                                self._rows(n, pf_tok))
         if k and n:
             draft = self._draft_s(n, k, sum_c, self.pend_sum)
             oh = self._spec_overhead_s               # + the verification step's fixed time

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from calibrate.fit import ATTN, GEMV, PassPredictor, fit_attention_blocks, with_attention_blocks
+from calibrate.fit import ATTN, GEMV, PassPredictor, ape, fit_attention_blocks, params_of, with_attention_blocks
 from simulator.cost_model import CostModel, PassShape, soft_roofline
 from simulator.errors import SpecsightInputError
 from simulator.hardware import HARDWARE_DIR, load_profile
@@ -75,6 +75,26 @@ def test_split_kv_ignores_the_batch_and_full_waves_equal_split_kv():
     assert waves.shape_time_s(t33) == pytest.approx(split.shape_time_s(t33), rel=1e-12)
     t1 = PassShape.uniform(1, 1, 32768)           # one sequence at 32k: most SMs idle, slower
     assert waves.shape_time_s(t1) > 1.5 * split.shape_time_s(t1)
+
+
+def test_prefill_chunks_count_their_query_tiles_and_mla_its_query_heads():
+    cm = CostModel(LLAMA8B, _waves_profile())                      # g = 32 / 8 = 4 query heads per KV head
+    assert cm.attention_rows(8) == 8 and cm.attention_rows(8, 1000) == 8 + math.ceil(4000 / 64)
+    # one decode sequence at 32k and a 2048-token chunk: 1 + 128 rows, 1032 blocks, 8 waves (1056 slots)
+    assert cm.kv_wave_factor(cm.attention_rows(1, 2048)) == pytest.approx(1056 / 1032)
+    mla = CostModel(load_model("deepseek-v3"), _waves_profile(), tp=8, dtype="fp8", kv_dtype="bf16")
+    assert mla.kv_heads_per_gpu == 128 // 8 and mla.kv_wave_factor(1) == pytest.approx(132 / 16)
+
+
+@pytest.mark.parametrize("policy", ["goodput", "adaptive", "static"])
+def test_every_policy_simulates_under_a_waves_profile(policy):
+    """(the goodput policy prices candidate rounds with its own cost-model calls)"""
+    from simulator.run import simulate
+    from simulator.scenario import load_scenario
+    sc = load_scenario("scenarios/llama8b-h100-eagle3-chat.yaml",
+                       ["workload.num_requests=60", "hardware.profile=h200-sxm.calibrated", f"policy.kind={policy}"])
+    res = simulate(sc, baseline=False)
+    assert res.summary["num_requests"] == 60 and res.summary["num_decode_rounds"] > 0
 
 
 def test_a_waves_profile_needs_the_number_of_sequences():
@@ -143,14 +163,21 @@ def test_the_fit_picks_the_structure_that_made_the_times(blocks):
     y = PassPredictor(pts, SPECS, with_attention_blocks(hw, blocks, 132), "bf16")(TRUTH)
     rng = np.random.default_rng(11)
     pts["median_s"] = pts["min_s"] = y * np.exp(0.01 * rng.standard_normal(len(y)))
-    base, fit, report = fit_attention_blocks(pts.to_dict("records"), SPECS, hw, "bf16", 132, "a test",
-                                             holdout_frac=0.3, seed=0)
+    stale = with_attention_blocks(hw, "per_sequence_head", 132, "a test")     # a waves base, its source set
+    stale = dataclasses.replace(stale, sources={**stale.sources, "efficiency.attention_blocks": "an earlier choice"})
+    base, fit, report = fit_attention_blocks(pts.to_dict("records"), SPECS, stale, "bf16", 132, "a test",
+                                             holdout_frac=0.3, seed=0, datasheet=hw)
     assert report["chosen"] == blocks == base.efficiency.attention_blocks and base.sm_count == 132
     other = "split_kv" if blocks == "per_sequence_head" else "per_sequence_head"
     assert report[blocks]["rms_log_residual_train"] < report[other]["rms_log_residual_train"]
     assert fit.summary["heldout_ape_median"] < 0.02
     for k in (ATTN, "efficiency.memory", "efficiency.compute"):
         assert fit.params[k] == pytest.approx(TRUTH[k], rel=0.05), k
+    # the datasheet error is the uncalibrated profile's own (split_kv), whichever structure won
+    sheet = PassPredictor(pts, SPECS, hw, "bf16")(params_of(hw))
+    assert fit.summary["datasheet_ape_median"] == pytest.approx(float(np.median(ape(sheet, pts["median_s"]))), rel=1e-12)
+    # a source for attention_blocks only where the key is written (per_sequence_head)
+    assert ("efficiency.attention_blocks" in base.sources) == (blocks == "per_sequence_head")
 
 
 def test_one_worker_cannot_tell_the_structures_apart_and_keeps_split_kv():
