@@ -418,34 +418,32 @@ def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str
     return DeviceFit(f.params, s, df)
 
 
-def with_attention_blocks(hw: HardwareProfile, blocks: str, sm_count: int | None = None,
-                          sm_source: str | None = None) -> HardwareProfile:
-    """`hw` with efficiency.attention_blocks = blocks, and sm_count (with its source) where given."""
-    eff = dataclasses.replace(hw.efficiency, attention_blocks=blocks)
-    if sm_count is None:
-        return dataclasses.replace(hw, efficiency=eff)
-    return dataclasses.replace(hw, efficiency=eff, sm_count=int(sm_count),
-                               sources={**hw.sources, "sm_count": sm_source or "measured"})
+def with_attention_blocks(hw: HardwareProfile, blocks: str, sm_count: int,
+                          sm_source: str = "measured") -> HardwareProfile:
+    """`hw` with efficiency.attention_blocks = blocks and sm_count (with its source)."""
+    return dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, attention_blocks=blocks),
+                               sm_count=int(sm_count), sources={**hw.sources, "sm_count": sm_source})
 
 
 def fit_attention_blocks(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str, sm_count: int,
-                         sm_source: str, **kw) -> tuple[HardwareProfile, DeviceFit, dict[str, Any]]:
+                         sm_source: str, datasheet: HardwareProfile | None = None,
+                         **kw) -> tuple[HardwareProfile, DeviceFit, dict[str, Any]]:
     """Fit the device once per attention structure (Efficiency.attention_blocks: split_kv, and
     per_sequence_head over `sm_count` multiprocessors) and keep the one whose fit has the lower
     training residual (rms of log residuals; both have the same free parameters, and the held-out
     points play no part in the choice; a tie keeps split_kv). Returns the profile to build on
-    (hw with the chosen structure and sm_count), its fit, and both fits' residuals.
+    (hw with the chosen structure and sm_count), its fit, and both fits' residuals. datasheet:
+    the profile whose own error the fits report (default: hw as given); kw: fit_device's.
 
     Why both: the timed model's attention is torch's scaled_dot_product_attention with a mask.
     On a GPU its memory-efficient kernel runs one block per (sequence, KV head) and does not
     split the keys, so a pass at batch 1 and 32k context leaves most multiprocessors idle (seen on
     an H200: 0.86 ms per layer at 32k context for batch 1, 4 and 16 alike); other builds or
     devices may split. The data decide, by the stated rule."""
-    sheet = kw.pop("datasheet", hw)       # whose datasheet error is reported (default: hw as given)
     fits = {}
     for blocks in ("split_kv", "per_sequence_head"):
         base = with_attention_blocks(hw, blocks, sm_count, sm_source)
-        fits[blocks] = (base, fit_device(points, specs, base, dtype, datasheet=sheet, **kw))
+        fits[blocks] = (base, fit_device(points, specs, base, dtype, datasheet=datasheet or hw, **kw))
     rms = {b: f.summary["rms_log_residual_train"] for b, (_, f) in fits.items()}
     chosen = "per_sequence_head" if rms["per_sequence_head"] < rms["split_kv"] else "split_kv"
     report = {"chosen": chosen, "sm_count": int(sm_count),

@@ -149,6 +149,7 @@ def environment(device: str) -> dict[str, Any]:
     if torch.device(device).type == "cuda":
         env["cuda"] = torch.version.cuda
         env["sm_count"] = torch.cuda.get_device_properties(torch.device(device)).multi_processor_count
+        env["sm_count_source"] = "torch.cuda.get_device_properties().multi_processor_count"
         try:
             import subprocess
             env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -157,6 +158,7 @@ def environment(device: str) -> dict[str, Any]:
             env["driver"] = "unknown (nvidia-smi unavailable)"
     else:
         env["sm_count"] = torch.get_num_threads()     # the workers an attention kernel's blocks run on
+        env["sm_count_source"] = "torch.get_num_threads(), the workers torch's attention kernel runs its blocks on"
         env["driver"] = "n/a (CPU)"
         env["loadavg_1m"] = round(os.getloadavg()[0], 2)
     return env

@@ -39,7 +39,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .errors import SpecsightInputError, require_int
-from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile
+from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
 from .model_spec import ModelSpec
 
 # Named constants of the physics (each is a count, not a tuned fudge factor).
@@ -175,9 +175,7 @@ class CostModel:
         self._waves = eff.attention_blocks == "per_sequence_head"
         self.kv_heads_per_gpu = max(1, m.num_heads // tp) if m.is_mla else max(1, m.num_kv_heads // kv_shards)
         self.query_group = 1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads)   # query heads per KV head
-        if self._waves and hw.sm_count is None:
-            raise SpecsightInputError(f"{hw.name}.sm_count", None,
-                                      "a whole number >= 1: efficiency.attention_blocks per_sequence_head needs it")
+        require_sm_count(hw.name, eff, hw.sm_count)        # (an efficiency override may ask for waves)
         self.sm_count = hw.sm_count
         self.attn_flops_per_pair = L * m.attn_flops_per_pair() / tp
         # LM head (vocabulary-parallel) and sampling (on the gathered logits).
@@ -244,6 +242,15 @@ class CostModel:
         S = self.sm_count
         blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray) else max(num_seqs, 1)) * self.kv_heads_per_gpu
         return -(-blocks // S) * S / blocks
+
+    def kernel_constants(self, num_seqs) -> np.ndarray:
+        """time_s's constants for passes over num_seqs sequences, as simulator/decode_kernel.py
+        takes them (`hot`): _hot with the KV bandwidth divided by kv_wave_factor(num_seqs), the
+        division time_s makes, and 1.0 for the sharp roofline (0.0 soft)."""
+        hot = np.array(self._hot + (1.0 if self._sharp else 0.0,), dtype=np.float64)
+        if self._waves:
+            hot[3] = hot[3] / self.kv_wave_factor(num_seqs)          # hot[3]: the KV bandwidth
+        return hot
 
     def attention_rows(self, decode_seqs, prefill_tokens=0):
         """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,

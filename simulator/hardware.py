@@ -40,6 +40,14 @@ def _optional_number(field: str, value: Any, allowed: str, lo: float, hi: float 
     require_range(field, value, lo, hi, lo_open=lo_open)
 
 
+def require_sm_count(name: str, efficiency: "Efficiency", sm_count: int | None) -> None:
+    """A profile (or a CostModel's efficiency override) whose attention runs per (sequence, KV
+    head) must say how many multiprocessors run the blocks."""
+    if efficiency.attention_blocks == "per_sequence_head" and sm_count is None:
+        raise SpecsightInputError(f"{name}.sm_count", None,
+                                  "a whole number >= 1: efficiency.attention_blocks per_sequence_head needs it")
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """Achieved fractions of the datasheet peaks, and how sharply the roofline turns.
@@ -144,9 +152,7 @@ class HardwareProfile:
         if self.sm_count is not None and (not isinstance(self.sm_count, numbers.Integral) or isinstance(self.sm_count, bool)
                                           or self.sm_count < 1):
             raise SpecsightInputError(f"{self.name}.sm_count", self.sm_count, "a whole number >= 1 (or absent)")
-        if self.efficiency.attention_blocks == "per_sequence_head" and self.sm_count is None:
-            raise SpecsightInputError(f"{self.name}.sm_count", None,
-                                      "a whole number >= 1: efficiency.attention_blocks per_sequence_head needs it")
+        require_sm_count(self.name, self.efficiency, self.sm_count)
 
     # Derived values in SI units.
     @property
@@ -177,11 +183,11 @@ class HardwareProfile:
             c = self.calibration
             e, o = self.efficiency, self.overheads
             held = (c.get("residuals") or {}).get("heldout_ape_median")
-            gemv = "" if e.memory_gemv is None else f", one-token (GEMV) memory {e.memory_gemv:.3g}"
-            gemv += "" if e.memory_attention is None else f", attention KV memory {e.memory_attention:.3g}"
+            rates = "" if e.memory_gemv is None else f", one-token (GEMV) memory {e.memory_gemv:.3g}"
+            rates += "" if e.memory_attention is None else f", attention KV memory {e.memory_attention:.3g}"
             if e.attention_blocks != "split_kv":
-                gemv += f", attention {e.attention_blocks} over {self.sm_count} multiprocessors"
-            fit = (f"fit: memory {e.memory:.3g}{gemv}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
+                rates += f", attention {e.attention_blocks} over {self.sm_count} multiprocessors"
+            fit = (f"fit: memory {e.memory:.3g}{rates}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
                    f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
                    + (f", sampling {o.sampling_row_us:.3g} us per row" if o.sampling_row_us is not None else "")
                    + (f", verify {o.verify_round_us:.3g} us per speculative round" if o.verify_round_us is not None else "")

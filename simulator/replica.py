@@ -94,16 +94,6 @@ class RooflineStepCost:
         return float(t) + (self.spec_overhead_s if k > 0 else self.overhead_s)
 
 
-def _hot_for(cm, hot: np.ndarray, n: int) -> np.ndarray:
-    """decode_kernel's constants of CostModel `cm` for passes over n sequences: `hot` itself,
-    or, where the attention runs in waves (CostModel.kv_wave_factor), a copy with the KV
-    bandwidth divided by the factor, the division time_s makes."""
-    if not cm._waves:
-        return hot
-    h = hot.copy()
-    h[3] = h[3] / cm.kv_wave_factor(n)          # hot[3]: the KV bandwidth (CostModel._hot)
-    return h
-
 
 # ---- the replica -------------------------------------------------------------------------
 BIG = 1 << 62
@@ -280,8 +270,8 @@ class Replica:
         fn = dk.kernel()
         if fn is None:
             return None
-        cost, zeros = self.cost, np.zeros(dk.HOT_SIZE)
-        plan = dict(fn=fn, kind=0, thot=zeros, dhot=zeros, z=np.zeros((1, 4)), no_em=np.zeros(1, dtype=np.int64),
+        cost = self.cost
+        plan = dict(fn=fn, kind=0, no_hot=np.zeros(dk.HOT_SIZE), z=np.zeros((1, 4)), no_em=np.zeros(1, dtype=np.int64),
                     ft=0.0, fd=0.0, first_is_b=False, branches=1, out=np.zeros((dk.MAX_ROUNDS, dk.ROW_COLUMNS)),
                     terms={}, tc=None, dc=None)
         if isinstance(cost, FixedStepCost):
@@ -289,10 +279,7 @@ class Replica:
             return plan
         if not isinstance(cost, RooflineStepCost) or "time_s" in cost.cm.__dict__ or cost.target_s != cost.cm.time_s:
             return None                                              # (instrumented: keep its calls)
-
-        def hot(cm):
-            return np.array(cm._hot + (1.0 if cm._sharp else 0.0,), dtype=np.float64)
-        plan.update(kind=1, thot=hot(cost.cm), tc=cost.cm)
+        plan.update(kind=1, tc=cost.cm)
         if not self.spec_on:
             return plan
         drafter = cost.drafter
@@ -304,7 +291,7 @@ class Replica:
         dc = drafter.draft_cost
         if "time_s" in dc.__dict__ or cost.draft_s != drafter.propose_time_s:
             return None
-        plan.update(dhot=hot(dc), dc=dc, first_is_b=m == "self_spec", branches=int(drafter.branches))
+        plan.update(dc=dc, first_is_b=m == "self_spec", branches=int(drafter.branches))
         return plan
 
     def _kernel_terms(self, n: int, k: int):
@@ -312,21 +299,21 @@ class Replica:
         terms ([1, 4]) and the drafter's ([rows, 4]: row 0 a later step's, n x branches tokens;
         row 1 + f - n a first step ingesting f = n .. n (k + 1) tokens, NaN until a round needs it:
         `_kernel_first_row`), computed by the cost models' own _pass_terms with the Python ints
-        the replica passes them; and the target's and drafter's hot constants for n sequences
-        (their KV bandwidth over CostModel.kv_wave_factor(n), as time_s divides it)."""
+        the replica passes them; and the target's and drafter's constants for passes over n
+        sequences (CostModel.kernel_constants)."""
         kp = self._kern
         if kp["kind"] == 0:
-            return kp["z"], kp["z"], n, kp["thot"], kp["dhot"]
+            return kp["z"], kp["z"], n, kp["no_hot"], kp["no_hot"]
         tc, dc = kp["tc"], kp["dc"]
         T = n * self.widths[k]
         tterms = np.array([[float(x) for x in tc._pass_terms(T, T)]])
-        thot = _hot_for(tc, kp["thot"], n)
+        thot = tc.kernel_constants(n)
         if not k:
-            return tterms, kp["z"], n, thot, kp["dhot"]
+            return tterms, kp["z"], n, thot, kp["no_hot"]
         nb = n * kp["branches"]
         dterms = np.full((2 if kp["first_is_b"] else n * k + 2, 4), np.nan)
         dterms[0] = [float(x) for x in dc._pass_terms(nb, nb)]
-        return tterms, dterms, n, thot, _hot_for(dc, kp["dhot"], n)
+        return tterms, dterms, n, thot, dc.kernel_constants(n)
 
     def _kernel_first_row(self, dterms: np.ndarray, first_lo: int, n: int) -> bool:
         """Build the catch-up row the next round's first draft step needs, if it is in the table
@@ -612,7 +599,7 @@ class Replica:
         if tokens == 0:
             return None
         target = self._target_s(tokens, sum_c + pf_ctx, dec_pairs + pf_pairs, dec_tokens + pf_logits,
-                                self._rows(n, pf_tok))
+                                self._rows(n, pf_tok) if pf_tok else n)
         if k and n:
             draft = self._draft_s(n, k, sum_c, self.pend_sum)
             oh = self._spec_overhead_s               # + the verification step's fixed time

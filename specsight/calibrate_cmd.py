@@ -241,9 +241,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             f"measured by specsight calibrate on {env['device_name']}: fastest pass of the model's structure at "
             f"negligible width ({dispatch['layers']} layers, {1e3 * dispatch['pass_s']:.2f} ms) / "
             f"{dispatch['kernels']} kernels")}
-    sm_source = (f"measured by specsight calibrate on {env['device_name']}: "
-                 + ("torch.cuda.get_device_properties().multi_processor_count" if device == "cuda"
-                    else "torch.get_num_threads(), the workers torch's attention kernel runs its blocks on"))
+    sm_source = f"measured by specsight calibrate on {env['device_name']}: {env['sm_count_source']}"
     base, fit, attention_choice = fit_attention_blocks(points, specs, base, dtype, env["sm_count"], sm_source,
                                                        holdout_frac=args.holdout, seed=args.seed, stat=stat, fixed=fixed)
     s = fit.summary

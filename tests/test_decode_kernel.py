@@ -13,17 +13,13 @@ from simulator import decode_kernel as dk
 from simulator.cost_model import CostModel
 from simulator.hardware import HARDWARE_DIR, load_profile
 from simulator.model_spec import load_model
-from simulator.replica import Replica, _hot_for
+from simulator.replica import Replica
 from simulator.run import simulate
 from simulator.scenario import load_scenario
 
 pytest.importorskip("numba")
 KERNEL = dk.kernel()
 pytestmark = pytest.mark.skipif(KERNEL is None, reason="SPECSIGHT_KERNEL=0: the kernel is switched off")
-
-
-def _hot(cm: CostModel) -> np.ndarray:
-    return np.array(cm._hot + (1.0 if cm._sharp else 0.0,))
 
 
 def _terms(cm: CostModel, shapes) -> np.ndarray:
@@ -52,7 +48,7 @@ def test_pass_and_draft_step_times_are_the_cost_models_bit_for_bit(name, cm):
     rng = np.random.default_rng(7)
     for _ in range(200):
         B = int(rng.integers(1, 129))
-        hot = _hot_for(cm, _hot(cm), B)      # (the replica's constants for B sequences)
+        hot = cm.kernel_constants(B)      # (the replica's constants for B sequences)
         T = B * int(rng.integers(1, 9))
         ctx = int(rng.integers(0, 4096)) * B
         pairs = int(rng.integers(0, 10 ** 9))
