@@ -41,6 +41,8 @@ from simulator.hardware import HardwareProfile, load_profile
 from simulator.model_spec import spec_from_config
 
 STALL_FACTOR = 5.0
+CI_LEVEL = 0.95                 # the measured speedup's interval (speedup_interval)
+BOOTSTRAP_RESAMPLES = 4000
 
 
 def _spec(part: dict, where: str):
@@ -85,8 +87,31 @@ def predict_rounds(run: dict, hw: HardwareProfile, dtype: str | None = None) -> 
     return pd.DataFrame(rows)
 
 
-def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Per (batch, K): totals, mean round, tokens/s, their errors, and speedups over K = 0."""
+def speedup_interval(speedup: float, walls_k: pd.DataFrame, walls_0: pd.DataFrame, *, seed: int = 0,
+                     level: float = CI_LEVEL, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """The measured speedup's percentile-bootstrap interval from its rounds' wall times.
+
+    The emitted tokens stay as recorded (the prediction replays them), so the interval is the
+    timing's: each resample draws rounds with replacement and scales the speedup by
+    (total_0* / total_0) / (total_K* / total_K). When both configurations kept the same round
+    indices (an interleaved run: round r of every K ran side by side) the resample draws the same
+    indices for both, so a drift they shared cancels; otherwise each is resampled on its own.
+    NOTE: this is the uncertainty within one run. It cannot see a machine whose speed moves between
+    runs; docs/calibration.md shows fresh CPU runs whose intervals do not overlap."""
+    wk, w0 = walls_k["wall_s"].to_numpy(), walls_0["wall_s"].to_numpy()
+    rng = np.random.default_rng(seed)
+    ik = rng.integers(0, len(wk), (resamples, len(wk)))
+    i0 = ik if np.array_equal(walls_k["round"].to_numpy(), walls_0["round"].to_numpy()) \
+        else rng.integers(0, len(w0), (resamples, len(w0)))
+    s = speedup * (w0[i0].mean(1) / w0.mean()) / (wk[ik].mean(1) / wk.mean())
+    tail = 50.0 * (1.0 - level)
+    lo, hi = np.percentile(s, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per (batch, K): totals, mean round, tokens/s, their errors, and speedups over K = 0 with the
+    measured one's interval (speedup_interval; seed: its resampling)."""
     df = rounds[~rounds["warmup"]].copy()
     med = df.groupby(["batch", "k"])["wall_s"].transform("median")
     df["stall"] = df["wall_s"] > stall_factor * med
@@ -111,14 +136,21 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR) -> tuple[p
                              for r in t.itertuples()]
     t["predicted_speedup"] = [r.predicted_tok_s / base.loc[r.batch, "predicted_tok_s"] if r.batch in base.index else np.nan
                               for r in t.itertuples()]
+    walls = {bk: g.sort_values("round")[["round", "wall_s"]] for bk, g in kept.groupby(["batch", "k"])}
+    ci = [speedup_interval(r.measured_speedup, walls[(r.batch, r.k)], walls[(r.batch, 0)], seed=seed)
+          if r.k > 0 and r.batch in base.index else (np.nan, np.nan) for r in t.itertuples()]
+    t["measured_speedup_lo"], t["measured_speedup_hi"] = [c[0] for c in ci], [c[1] for c in ci]
     spec = t[t["k"] > 0].dropna(subset=["measured_speedup"])
     agree = ((spec["measured_speedup"] > 1) == (spec["predicted_speedup"] > 1))
+    settled = (spec["measured_speedup_lo"] > 1) | (spec["measured_speedup_hi"] < 1)   # the CI excludes 1
     summary = {
         "tok_s_ape_median": float(np.median(np.abs(t["tok_s_err"]))),
         "tok_s_ape_max": float(np.max(np.abs(t["tok_s_err"]))),
         "total_ape_median": float(np.median(np.abs(t["total_err"]))),
         "speedup_sign_agreement": float(agree.mean()) if len(agree) else float("nan"),
         "speedup_sign_disagreements": [f"B={r.batch} K={r.k}" for r, a in zip(spec.itertuples(), agree) if not a],
+        "speedup_ci_level": CI_LEVEL,
+        "speedup_sign_unsettled": [f"B={r.batch} K={r.k}" for r, c in zip(spec.itertuples(), settled) if not c],
         "rounds_kept": int(len(kept)), "rounds_dropped_as_stalls": int(df["stall"].sum()),
         "stall_rule": f"wall > {stall_factor:g} x median of its (batch, K)",
     }
@@ -139,10 +171,11 @@ def validate(run: dict, profile: str, dtype: str | None = None) -> tuple[pd.Data
 
 def table_markdown(t: pd.DataFrame) -> str:
     lines = ["| batch | K | rounds | tokens/round/seq | round ms (measured) | round ms (predicted) | error | "
-             "tokens/s (measured) | tokens/s (predicted) | error | speedup vs K=0 (measured) | (predicted) |",
+             "tokens/s (measured) | tokens/s (predicted) | error | speedup vs K=0 (measured, 95 % interval) | (predicted) |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in t.itertuples():
-        sp_m = "-" if r.k == 0 or np.isnan(r.measured_speedup) else f"{r.measured_speedup:.2f}x"
+        sp_m = "-" if r.k == 0 or np.isnan(r.measured_speedup) else \
+            f"{r.measured_speedup:.2f}x ({r.measured_speedup_lo:.2f}-{r.measured_speedup_hi:.2f})"
         sp_p = "-" if r.k == 0 or np.isnan(r.predicted_speedup) else f"{r.predicted_speedup:.2f}x"
         lines.append(f"| {r.batch} | {r.k} | {r.rounds} | {r.tokens_per_round_per_seq:.2f} | {r.measured_round_ms:.2f} | "
                      f"{r.predicted_round_ms:.2f} | {100 * r.round_err:+.1f} % | {r.measured_tok_s:.0f} | "
@@ -158,5 +191,7 @@ def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
             f"- tokens/s error: median {100 * s['tok_s_ape_median']:.1f} %, max {100 * s['tok_s_ape_max']:.1f} %",
             f"- speedup sign agreement: {100 * s['speedup_sign_agreement']:.0f} %"
             + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
+            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval (within-run timing bootstrap) "
+            f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}",
             f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})", ""]
     return "\n".join(head) + table_markdown(table) + "\n"

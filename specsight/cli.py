@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from simulator.errors import SpecsightInputError
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("specsight: interrupted (finished results were kept)", file=sys.stderr)
         return 130
+    except BrokenPipeError:         # the reader left (`specsight ... | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())    # (so the exit's flush cannot fail again)
+        return 141
 
 
 if __name__ == "__main__":

@@ -75,10 +75,9 @@ def test_the_temperature_2_run_has_speedups_on_both_sides_of_1():
 @pytest.mark.parametrize("run", ["groundtruth_h200.json", "groundtruth_h200_t2.json"])
 def test_the_shipped_profile_predicts_a_later_session_on_the_same_gpu(run):
     """run3_repeat: the same script 13 minutes later on a fresh machine (its own calibration not
-    used): tokens/s within the GPU goal; a side of 1 may be missed only where the measured speedup
-    is within 2 % of 1 (B=32 K=4 at temperature 2 measured 0.998x there, 1.019x in the first run)."""
+    used): tokens/s within the GPU goal; a side of 1 may be missed only where the measured
+    speedup's 95 % interval contains 1 (B=32 K=4 at temperature 2: 0.998x, interval 0.98-1.01;
+    1.019x in the first run)."""
     table, summary = compare(predict_rounds(load_run(RESULTS / "run3_repeat" / run), load_profile(PROFILE)))
     assert summary["tok_s_ape_median"] <= GPU_TOKENS_S_MEDIAN_MAX
-    spec = table[table["k"] > 0]
-    wrong = spec[(spec["measured_speedup"] > 1) != (spec["predicted_speedup"] > 1)]
-    assert (abs(wrong["measured_speedup"] - 1) < 0.02).all(), wrong
+    assert set(summary["speedup_sign_disagreements"]) <= set(summary["speedup_sign_unsettled"]), summary

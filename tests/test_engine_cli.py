@@ -95,3 +95,13 @@ def test_roofline_prints_the_profile_on_stderr(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "hardware profile h100-sxm" in cap.err
     assert json.loads(cap.out)["hardware_profile"].startswith("hardware profile h100-sxm")
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`specsight ... | head`: the reader closes the pipe (here `true`, which never reads); the
+    command stops quietly with 141 (128 + SIGPIPE), as cat does, instead of a BrokenPipeError."""
+    import subprocess
+    import sys
+    r = subprocess.run(f"'{sys.executable}' -m specsight.cli profiles | true; exit ${{PIPESTATUS[0]}}",
+                       shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 141), (r.returncode, r.stderr)

@@ -11,7 +11,7 @@ import torch
 from calibrate.groundtruth import (GTConfig, commit, draw, host_work_fn, load_run, run_groundtruth, run_interleaved, run_one,
                                    write_run)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
-from calibrate.validate import compare, predict_rounds, validate
+from calibrate.validate import compare, predict_rounds, speedup_interval, validate
 from simulator.hardware import load_profile
 from simulator.model_spec import load_model
 
@@ -161,6 +161,64 @@ def test_compare_drops_stalls_and_keeps_tokens():
     assert sp["measured_speedup"] == pytest.approx((2 / 1.5) / 1.0)
     assert sp["predicted_speedup"] == pytest.approx((2 / 1.5) / (1 / 1.1))
     assert s["speedup_sign_agreement"] == 1.0 and s["rounds_dropped_as_stalls"] == 1
+
+
+def _walls(values, first_round=0):
+    return pd.DataFrame({"round": np.arange(first_round, first_round + len(values)), "wall_s": values})
+
+
+def test_speedup_interval_covers_the_true_speedup_at_its_level():
+    """Rounds with independent lognormal noise (cv 5 %) around 1 s (K = 0) and 2 s (K > 0), 3
+    tokens against 1: the true speedup is 1.5. Over 300 seeded runs of 30 rounds the 95 %
+    interval must cover it at a rate a binomial test does not reject at ALPHA = 1e-3."""
+    from scipy import stats
+    rng = np.random.default_rng(11)
+    n, trials, hits = 30, 300, 0
+    for t in range(trials):
+        w0 = rng.lognormal(0.0, 0.05, n)
+        wk = 2.0 * rng.lognormal(0.0, 0.05, n)
+        point = (3 / wk.sum()) / (1 / w0.sum())
+        lo, hi = speedup_interval(point, _walls(wk), _walls(w0, first_round=n), seed=t, resamples=1000)
+        assert lo <= point <= hi
+        hits += lo <= 1.5 <= hi
+    assert stats.binomtest(hits, trials, 0.95).pvalue > 1e-3, hits / trials
+
+
+def test_speedup_interval_pairs_interleaved_rounds_so_shared_drift_cancels():
+    """A machine drifting +-30 % over the run, the same for both configurations: drawn in pairs
+    (same round indices, as an interleaved run records) the interval stays tight around the
+    true 1.5; drawn independently it widens several-fold. Same seed, same interval."""
+    rng = np.random.default_rng(5)
+    drift = 1.0 + 0.3 * np.sin(np.linspace(0, 3 * np.pi, 24))
+    w0 = drift * rng.lognormal(0.0, 0.01, 24)
+    wk = 2.0 * drift * rng.lognormal(0.0, 0.01, 24)
+    point = (3 / wk.sum()) / (1 / w0.sum())
+    paired = speedup_interval(point, _walls(wk), _walls(w0), seed=3)
+    apart = speedup_interval(point, _walls(wk), _walls(w0, first_round=100), seed=3)
+    assert paired[0] <= 1.5 <= paired[1] and apart[0] <= 1.5 <= apart[1]
+    assert (paired[1] - paired[0]) * 4 < apart[1] - apart[0]
+    assert speedup_interval(point, _walls(wk), _walls(w0), seed=3) == paired
+
+
+def test_compare_reports_which_measured_sides_of_1_are_unsettled():
+    """K = 2 is 1.6x faster than plain decoding, K = 4 exactly as fast on average but noisy (each
+    round 12 % off its mean, the signs shuffled so the mean is exact): only K = 4's interval
+    contains 1."""
+    rng = np.random.default_rng(2)
+    z = rng.permutation(np.repeat([-1.0, 1.0], 10))
+    rows = []
+    for i in range(20):
+        rows.append(dict(batch=4, k=0, round=3 * i, warmup=False, wall_s=1.0 + 0.02 * z[i - 1], draft_s=0.0,
+                         pred_s=1.0, pred_draft_s=0.0, emitted=4))
+        rows.append(dict(batch=4, k=2, round=3 * i + 1, warmup=False, wall_s=1.5 + 0.05 * z[i - 2],
+                         draft_s=0.3, pred_s=1.5, pred_draft_s=0.3, emitted=10))
+        rows.append(dict(batch=4, k=4, round=3 * i + 2, warmup=False, wall_s=2.5 + 0.3 * z[i],
+                         draft_s=0.6, pred_s=2.4, pred_draft_s=0.6, emitted=10))
+    t, s = compare(pd.DataFrame(rows))
+    sp = t[t["k"] > 0].set_index("k")
+    assert (sp["measured_speedup_lo"] <= sp["measured_speedup"]).all() and (sp["measured_speedup"] <= sp["measured_speedup_hi"]).all()
+    assert sp.loc[2, "measured_speedup_lo"] > 1 and s["speedup_sign_unsettled"] == ["B=4 K=4"]
+    assert t.loc[t["k"] == 0, "measured_speedup_lo"].isna().all()
 
 
 def test_cli_groundtruth_and_validate(tmp_path):
