@@ -247,7 +247,7 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
     target_run = PassRunner(target, graphs=graphs)
     draft_run = PassRunner(draft, graphs=graphs) if draft is not None else None
     runs = []
-    bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress)
+    bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress, desc="groundtruth")
     for b in cfg.batches:
         recs = (run_interleaved(target_run, draft_run, b, cfg.ks, cfg) if cfg.interleave
                 else [run_one(target_run, draft_run, b, k, cfg) for k in cfg.ks])

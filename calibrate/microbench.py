@@ -349,14 +349,15 @@ class _NoBar:
         pass
 
 
-def _progress(total: int, initial: int, enabled: bool):
+def _progress(total: int, initial: int, enabled: bool, desc: str = "calibrate"):
+    """A progress bar on stderr when it is a terminal (tqdm's disable=None), else none."""
     if not enabled:
         return _NoBar()
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, initial=initial, desc="calibrate", unit="pt", dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, desc=desc, unit="pt", dynamic_ncols=True, disable=None)
 
 
 # ---- device ceilings (the CPU has no datasheet here: measure them) --------------------------

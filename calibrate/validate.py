@@ -194,4 +194,4 @@ def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
             f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval (within-run timing bootstrap) "
             f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}",
             f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})", ""]
-    return "\n".join(head) + table_markdown(table) + "\n"
+    return "\n".join(head) + "\n" + table_markdown(table) + "\n"     # (a blank line before the table: Markdown needs it)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecsightInputError
+from simulator.errors import SpecsightInputError, require_int
 
 # NVIDIA/AMD device names (torch.cuda.get_device_name) -> datasheet profile, first match wins.
 GPU_NAMES = (("H200", "h200-sxm"), ("H100 PCIe", "h100-pcie"), ("H100", "h100-sxm"), ("B200", "b200"),
@@ -200,6 +201,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from simulator.hardware import load_profile
 
     n_layers, draft_layers = _depths(args, device)
+    require_int("--repeats", args.repeats, lo=1)
+    require_int("--warmup", args.warmup, lo=0)
+    if not 0.0 < args.holdout < 1.0:
+        raise SpecsightInputError("--holdout", args.holdout, "a fraction of the grid's cells, strictly between 0 and 1")
     evict = device == "cpu" if args.evict is None else bool(args.evict)
     target, draft = _specs(args, scale, args.draft)
     grid_name = args.grid or (f"{device}-quick" if args.quick else device)
@@ -425,6 +430,12 @@ def run_groundtruth(args: argparse.Namespace) -> int:
         raise SpecsightInputError("--batch/--k", f"{args.batch}/{args.k}", "batches >= 1, K >= 0")
     if args.prompt_len < 3:
         raise SpecsightInputError("--prompt-len", args.prompt_len, "must be >= 3")
+    require_int("--steps", args.steps, lo=1)
+    require_int("--warmup", args.warmup, lo=0)
+    if not (math.isfinite(args.temperature) and args.temperature > 0):
+        raise SpecsightInputError("--temperature", args.temperature,
+                                  "a finite number > 0 (the rounds sample from softmax(logits / temperature); "
+                                  "greedy decoding is not modelled)")
     target, draft = _specs(args, scale, args.draft if any(k > 0 for k in args.k) else None)
     cfg = GTConfig(batches=tuple(args.batch), ks=tuple(args.k), steps=args.steps, warmup=args.warmup,
                    prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from simulator.cpus import usable_cpus
-from simulator.errors import SpecsightInputError
+from simulator.errors import SpecsightInputError, require_int
 from simulator.jsonl import open_append, read_records, write_record
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
 
@@ -243,7 +243,7 @@ def open_executor(workers: int | None = None, dask_address: str | None = None) -
         finally:
             client.close()
         return
-    n = usable_cpus() if workers is None else int(workers)
+    n = usable_cpus() if workers is None else require_int("--workers", workers, lo=1)
     if n <= 1:
         yield None
         return
@@ -287,8 +287,8 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
         if rec["error"]:
             bar.write(f"point {json.dumps(rec['overrides'])} failed: {rec['error']}", file=sys.stderr)
 
-    with tqdm(total=len(todo), desc=desc, unit="pt", disable=not progress or not todo, file=sys.stderr,
-              dynamic_ncols=True) as bar:
+    with tqdm(total=len(todo), desc=desc, unit="pt", file=sys.stderr, dynamic_ncols=True,
+              disable=True if not progress or not todo else None) as bar:     # None: only on a terminal
         if executor is None:
             for k, (p, b) in todo.items():
                 finish(k, _task(source, p, b))

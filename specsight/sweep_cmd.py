@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
              "cached": r["cached"]} for r in recs],
             "computed": n_new, "from_store": len(recs) - n_new, "errors": n_err, "store": str(store), "csv": str(csv),
             "elapsed_s": round(elapsed, 2)}))
-        return 0
+        return 1 if n_err else 0
     keys = list(points[0])
     show = [c for c in ("output_tokens_per_s", "speedup_output_tokens_per_s", "tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p99")
             if df[c].notna().any()]
@@ -115,4 +115,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(recs)} points: {n_new} simulated, {len(recs) - n_new} from the store, {n_err} failed; "
           f"{elapsed:.1f} s", file=sys.stderr)
     print(f"wrote {csv} (store: {store})", file=sys.stderr)
-    return 0
+    return 1 if n_err else 0        # (the finished points are kept either way)

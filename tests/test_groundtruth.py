@@ -252,3 +252,26 @@ def test_cli_groundtruth_and_validate(tmp_path):
     with contextlib.redirect_stderr(err):
         assert main(["validate", str(out)]) == 2
     assert "--profile" in err.getvalue()
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["groundtruth", "--steps", "0"], "--steps"),
+    (["groundtruth", "--warmup", "-1"], "--warmup"),
+    (["groundtruth", "--temperature", "0"], "--temperature"),
+    (["groundtruth", "--temperature=-1"], "--temperature"),
+    (["groundtruth", "--temperature", "nan"], "--temperature"),
+    (["calibrate", "--quick", "--holdout", "1.5"], "--holdout"),
+    (["calibrate", "--quick", "--holdout", "0"], "--holdout"),
+    (["calibrate", "--quick", "--holdout=-0.5"], "--holdout"),
+    (["calibrate", "--quick", "--repeats", "0"], "--repeats"),
+    (["calibrate", "--quick", "--warmup=-1"], "--warmup"),
+])
+def test_bad_calibrate_and_groundtruth_arguments_are_refused_before_any_work(argv, flag, tmp_path):
+    """One line naming the flag, exit 2, nothing written (each is checked before a pass is timed)."""
+    from specsight.calibrate_cmd import main
+    out = tmp_path / ("run.json" if argv[0] == "groundtruth" else "p.yaml")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--device", "cpu", "--scale", "32", "--out", str(out)]) == 2
+    assert err.getvalue().startswith(f"specsight: error: {flag}") and err.getvalue().count("\n") == 1, err.getvalue()
+    assert not list(tmp_path.iterdir())

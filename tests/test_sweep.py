@@ -122,10 +122,15 @@ def test_sweep_cli_json_and_resume(tiny_path, tmp_path, capsys):
 
 
 def test_sweep_cli_table_and_bad_grid(tiny_path, tmp_path, capsys):
+    # one point fails (alpha 7): the other is kept, the failure shown, and the exit status is 1
     assert main(["sweep", str(tiny_path), "--grid", "acceptance.alpha=0.5,7", "--workers", "1",
-                 "--out", str(tmp_path / "s"), "--no-progress"]) == 0
+                 "--out", str(tmp_path / "s"), "--no-progress"]) == 1
     out = capsys.readouterr().out
     assert "error: SpecsightInputError: acceptance.alpha=7" in out
+    assert len((tmp_path / "s" / "points.jsonl").read_text().splitlines()) == 2
+    assert main(["sweep", str(tiny_path), "--grid", "acceptance.alpha=0.5", "--workers", "0",
+                 "--out", str(tmp_path / "s")]) == 2
+    assert "--workers" in capsys.readouterr().err
     assert main(["sweep", str(tiny_path), "--grid", "acceptance.alpha", "--out", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("specsight: error: --grid") and err.count("\n") == 1
