@@ -28,6 +28,7 @@ dropped is reported, and predicted totals are taken over the same rounds.
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from simulator.model_spec import spec_from_config
 STALL_FACTOR = 5.0
 CI_LEVEL = 0.95                 # the measured speedup's interval (speedup_interval)
 BOOTSTRAP_RESAMPLES = 4000
+MIN_ROUNDS = 5                  # fewer rounds to draw from: no interval (nan, counted as unsettled)
 
 
 def _spec(part: dict, where: str):
@@ -87,35 +89,49 @@ def predict_rounds(run: dict, hw: HardwareProfile, dtype: str | None = None) -> 
     return pd.DataFrame(rows)
 
 
-def speedup_interval(speedup: float, walls_k: pd.DataFrame, walls_0: pd.DataFrame, *, seed: int = 0,
+def speedup_interval(speedup: float, walls_k: pd.DataFrame, walls_0: pd.DataFrame, *, paired: bool, seed: int = 0,
                      level: float = CI_LEVEL, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
-    """The measured speedup's percentile-bootstrap interval from its rounds' wall times.
+    """The measured speedup's percentile-bootstrap interval from its rounds' wall times
+    (walls_*: columns round, wall_s); (nan, nan) with fewer than MIN_ROUNDS rounds to draw from.
 
-    The emitted tokens stay as recorded (the prediction replays them), so the interval is the
-    timing's: each resample draws rounds with replacement and scales the speedup by
-    (total_0* / total_0) / (total_K* / total_K). When both configurations kept the same round
-    indices (an interleaved run: round r of every K ran side by side) the resample draws the same
-    indices for both, so a drift they shared cancels; otherwise each is resampled on its own.
-    NOTE: this is the uncertainty within one run. It cannot see a machine whose speed moves between
-    runs; docs/calibration.md shows fresh CPU runs whose intervals do not overlap."""
-    wk, w0 = walls_k["wall_s"].to_numpy(), walls_0["wall_s"].to_numpy()
+    The emitted tokens stay as recorded (the prediction replays them), so this is the timing's
+    uncertainty given the recorded accept lengths: each resample draws rounds with replacement and
+    scales the speedup by (mean_0* / mean_0) / (mean_K* / mean_K). paired (an interleaved run:
+    round r of every K ran side by side): only the round indices both configurations kept are
+    drawn, the same ones for both, so a drift they shared cancels; else each is drawn on its own.
+    NOTE: rounds are taken as independent draws. The interval cannot see a machine whose speed
+    moves between runs (docs/calibration.md shows fresh CPU runs whose intervals do not overlap),
+    and at 16 rounds a percentile bootstrap covers a little less than its level."""
     rng = np.random.default_rng(seed)
-    ik = rng.integers(0, len(wk), (resamples, len(wk)))
-    i0 = ik if np.array_equal(walls_k["round"].to_numpy(), walls_0["round"].to_numpy()) \
-        else rng.integers(0, len(w0), (resamples, len(w0)))
+    if paired:
+        both = walls_k.merge(walls_0, on="round", suffixes=("_k", "_0"))
+        if len(both) < MIN_ROUNDS:
+            return math.nan, math.nan
+        wk, w0 = both["wall_s_k"].to_numpy(), both["wall_s_0"].to_numpy()
+        ik = i0 = rng.integers(0, len(both), (resamples, len(both)))
+    else:
+        wk, w0 = walls_k["wall_s"].to_numpy(), walls_0["wall_s"].to_numpy()
+        if min(len(wk), len(w0)) < MIN_ROUNDS:
+            return math.nan, math.nan
+        ik = rng.integers(0, len(wk), (resamples, len(wk)))
+        i0 = rng.integers(0, len(w0), (resamples, len(w0)))
     s = speedup * (w0[i0].mean(1) / w0.mean()) / (wk[ik].mean(1) / wk.mean())
     tail = 50.0 * (1.0 - level)
     lo, hi = np.percentile(s, [tail, 100.0 - tail])
     return float(lo), float(hi)
 
 
-def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
+def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int = 0,
+            interleaved: bool = False) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Per (batch, K): totals, mean round, tokens/s, their errors, and speedups over K = 0 with the
-    measured one's interval (speedup_interval; seed: its resampling)."""
+    measured one's interval (speedup_interval; seed: its resampling; interleaved: the run's rounds
+    of every K ran in turn, so they are drawn in pairs)."""
     df = rounds[~rounds["warmup"]].copy()
     med = df.groupby(["batch", "k"])["wall_s"].transform("median")
     df["stall"] = df["wall_s"] > stall_factor * med
     kept = df[~df["stall"]]
+    if kept.empty:
+        raise ValueError("no timed rounds to compare: every round was a warm-up, captured a CUDA graph or stalled")
     rows = []
     for (b, k), g in kept.groupby(["batch", "k"]):
         tm, tp = g["wall_s"].sum(), g["pred_s"].sum()
@@ -137,7 +153,7 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int 
     t["predicted_speedup"] = [r.predicted_tok_s / base.loc[r.batch, "predicted_tok_s"] if r.batch in base.index else np.nan
                               for r in t.itertuples()]
     walls = {bk: g.sort_values("round")[["round", "wall_s"]] for bk, g in kept.groupby(["batch", "k"])}
-    ci = [speedup_interval(r.measured_speedup, walls[(r.batch, r.k)], walls[(r.batch, 0)], seed=seed)
+    ci = [speedup_interval(r.measured_speedup, walls[(r.batch, r.k)], walls[(r.batch, 0)], paired=interleaved, seed=seed)
           if r.k > 0 and r.batch in base.index else (np.nan, np.nan) for r in t.itertuples()]
     t["measured_speedup_lo"], t["measured_speedup_hi"] = [c[0] for c in ci], [c[1] for c in ci]
     spec = t[t["k"] > 0].dropna(subset=["measured_speedup"])
@@ -160,7 +176,7 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int 
 def validate(run: dict, profile: str, dtype: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     hw = load_profile(profile)
     dtype = dtype or run["provenance"]["dtype"]
-    table, summary = compare(predict_rounds(run, hw, dtype))
+    table, summary = compare(predict_rounds(run, hw, dtype), interleaved=bool(run.get("config", {}).get("interleave")))
     summary.update({"profile": hw.describe(), "run_device": run["provenance"].get("device_name"),
                     "run_dtype": run["provenance"]["dtype"], "predicted_dtype": dtype,
                     "target": run["target"]["name"], "target_layers": run["target"]["layers"],
@@ -174,8 +190,9 @@ def table_markdown(t: pd.DataFrame) -> str:
              "tokens/s (measured) | tokens/s (predicted) | error | speedup vs K=0 (measured, 95 % interval) | (predicted) |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in t.itertuples():
-        sp_m = "-" if r.k == 0 or np.isnan(r.measured_speedup) else \
-            f"{r.measured_speedup:.2f}x ({r.measured_speedup_lo:.2f}-{r.measured_speedup_hi:.2f})"
+        ci = "(too few rounds)" if np.isnan(r.measured_speedup_lo) else \
+            f"({r.measured_speedup_lo:.3f}-{r.measured_speedup_hi:.3f})"
+        sp_m = "-" if r.k == 0 or np.isnan(r.measured_speedup) else f"{r.measured_speedup:.2f}x {ci}"
         sp_p = "-" if r.k == 0 or np.isnan(r.predicted_speedup) else f"{r.predicted_speedup:.2f}x"
         lines.append(f"| {r.batch} | {r.k} | {r.rounds} | {r.tokens_per_round_per_seq:.2f} | {r.measured_round_ms:.2f} | "
                      f"{r.predicted_round_ms:.2f} | {100 * r.round_err:+.1f} % | {r.measured_tok_s:.0f} | "
@@ -191,7 +208,7 @@ def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
             f"- tokens/s error: median {100 * s['tok_s_ape_median']:.1f} %, max {100 * s['tok_s_ape_max']:.1f} %",
             f"- speedup sign agreement: {100 * s['speedup_sign_agreement']:.0f} %"
             + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
-            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval (within-run timing bootstrap) "
+            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval (within-run timing bootstrap, accept lengths as recorded) "
             f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}",
             f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})", ""]
     return "\n".join(head) + "\n" + table_markdown(table) + "\n"     # (a blank line before the table: Markdown needs it)

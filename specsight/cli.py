@@ -60,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         print("specsight: interrupted (finished results were kept)", file=sys.stderr)
         return 130
     except BrokenPipeError:         # the reader left (`specsight ... | head`): stop quietly, as cat does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())    # (so the exit's flush cannot fail again)
+        devnull = os.open(os.devnull, os.O_WRONLY)        # stdout -> /dev/null, so the exit's flush cannot fail again
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 141
 
 

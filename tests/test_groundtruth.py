@@ -11,7 +11,7 @@ import torch
 from calibrate.groundtruth import (GTConfig, commit, draw, host_work_fn, load_run, run_groundtruth, run_interleaved, run_one,
                                    write_run)
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
-from calibrate.validate import compare, predict_rounds, speedup_interval, validate
+from calibrate.validate import compare, predict_rounds, speedup_interval, table_markdown
 from simulator.hardware import load_profile
 from simulator.model_spec import load_model
 
@@ -167,7 +167,8 @@ def _walls(values, first_round=0):
     return pd.DataFrame({"round": np.arange(first_round, first_round + len(values)), "wall_s": values})
 
 
-def test_speedup_interval_covers_the_true_speedup_at_its_level():
+@pytest.mark.parametrize("paired", [False, True])
+def test_speedup_interval_covers_the_true_speedup_at_its_level(paired):
     """Rounds with independent lognormal noise (cv 5 %) around 1 s (K = 0) and 2 s (K > 0), 3
     tokens against 1: the true speedup is 1.5. Over 300 seeded runs of 30 rounds the 95 %
     interval must cover it at a rate a binomial test does not reject at ALPHA = 1e-3."""
@@ -178,7 +179,7 @@ def test_speedup_interval_covers_the_true_speedup_at_its_level():
         w0 = rng.lognormal(0.0, 0.05, n)
         wk = 2.0 * rng.lognormal(0.0, 0.05, n)
         point = (3 / wk.sum()) / (1 / w0.sum())
-        lo, hi = speedup_interval(point, _walls(wk), _walls(w0, first_round=n), seed=t, resamples=1000)
+        lo, hi = speedup_interval(point, _walls(wk), _walls(w0), paired=paired, seed=t, resamples=1000)
         assert lo <= point <= hi
         hits += lo <= 1.5 <= hi
     assert stats.binomtest(hits, trials, 0.95).pvalue > 1e-3, hits / trials
@@ -186,39 +187,62 @@ def test_speedup_interval_covers_the_true_speedup_at_its_level():
 
 def test_speedup_interval_pairs_interleaved_rounds_so_shared_drift_cancels():
     """A machine drifting +-30 % over the run, the same for both configurations: drawn in pairs
-    (same round indices, as an interleaved run records) the interval stays tight around the
-    true 1.5; drawn independently it widens several-fold. Same seed, same interval."""
+    the interval stays tight around the true 1.5; drawn independently it widens several-fold.
+    Pairs are the round indices both kept (here K lost rounds 3 and 7). Same seed, same interval."""
     rng = np.random.default_rng(5)
     drift = 1.0 + 0.3 * np.sin(np.linspace(0, 3 * np.pi, 24))
     w0 = drift * rng.lognormal(0.0, 0.01, 24)
     wk = 2.0 * drift * rng.lognormal(0.0, 0.01, 24)
     point = (3 / wk.sum()) / (1 / w0.sum())
-    paired = speedup_interval(point, _walls(wk), _walls(w0), seed=3)
-    apart = speedup_interval(point, _walls(wk), _walls(w0, first_round=100), seed=3)
+    keep = np.setdiff1d(np.arange(24), [3, 7])
+    walls_k = _walls(wk).iloc[keep]
+    paired = speedup_interval(point, walls_k, _walls(w0), paired=True, seed=3)
+    apart = speedup_interval(point, walls_k, _walls(w0), paired=False, seed=3)
     assert paired[0] <= 1.5 <= paired[1] and apart[0] <= 1.5 <= apart[1]
     assert (paired[1] - paired[0]) * 4 < apart[1] - apart[0]
-    assert speedup_interval(point, _walls(wk), _walls(w0), seed=3) == paired
+    assert speedup_interval(point, walls_k, _walls(w0), paired=True, seed=3) == paired
+
+
+def test_speedup_interval_needs_enough_rounds():
+    w = _walls(np.array([1.0, 1.1, 0.9, 1.05]))
+    for paired in (False, True):
+        assert all(np.isnan(speedup_interval(1.2, w, w, paired=paired)))
+    # paired: five rounds each, but only four indices in common
+    assert all(np.isnan(speedup_interval(1.2, _walls(np.ones(5)), _walls(np.ones(5), first_round=1), paired=True)))
+    assert not any(np.isnan(speedup_interval(1.2, _walls(np.ones(5)), _walls(np.ones(5), first_round=1), paired=False)))
 
 
 def test_compare_reports_which_measured_sides_of_1_are_unsettled():
-    """K = 2 is 1.6x faster than plain decoding, K = 4 exactly as fast on average but noisy (each
-    round 12 % off its mean, the signs shuffled so the mean is exact): only K = 4's interval
-    contains 1."""
+    """K = 2 is 1.67x faster than plain decoding; K = 4 2.5 % slower, with each round 12 % off its
+    mean: only K = 4's interval contains 1 (its width, not the point, decides), and a K with
+    two rounds gets no interval and counts as unsettled."""
     rng = np.random.default_rng(2)
-    z = rng.permutation(np.repeat([-1.0, 1.0], 10))
+    z = rng.permutation(np.repeat([-1.0, 1.0], 10))       # mean 0 exactly
     rows = []
     for i in range(20):
-        rows.append(dict(batch=4, k=0, round=3 * i, warmup=False, wall_s=1.0 + 0.02 * z[i - 1], draft_s=0.0,
+        rows.append(dict(batch=4, k=0, round=i, warmup=False, wall_s=1.0 + 0.02 * z[i - 1], draft_s=0.0,
                          pred_s=1.0, pred_draft_s=0.0, emitted=4))
-        rows.append(dict(batch=4, k=2, round=3 * i + 1, warmup=False, wall_s=1.5 + 0.05 * z[i - 2],
+        rows.append(dict(batch=4, k=2, round=i, warmup=False, wall_s=1.5 + 0.05 * z[i - 2],
                          draft_s=0.3, pred_s=1.5, pred_draft_s=0.3, emitted=10))
-        rows.append(dict(batch=4, k=4, round=3 * i + 2, warmup=False, wall_s=2.5 + 0.3 * z[i],
+        rows.append(dict(batch=4, k=4, round=i, warmup=False, wall_s=2.5 / 0.975 + 0.3 * z[i],
                          draft_s=0.6, pred_s=2.4, pred_draft_s=0.6, emitted=10))
-    t, s = compare(pd.DataFrame(rows))
-    sp = t[t["k"] > 0].set_index("k")
-    assert (sp["measured_speedup_lo"] <= sp["measured_speedup"]).all() and (sp["measured_speedup"] <= sp["measured_speedup_hi"]).all()
-    assert sp.loc[2, "measured_speedup_lo"] > 1 and s["speedup_sign_unsettled"] == ["B=4 K=4"]
-    assert t.loc[t["k"] == 0, "measured_speedup_lo"].isna().all()
+    rows += [dict(batch=4, k=3, round=i, warmup=False, wall_s=2.0, draft_s=0.5, pred_s=2.0, pred_draft_s=0.5,
+                  emitted=10) for i in range(2)]
+    for interleaved in (False, True):
+        t, s = compare(pd.DataFrame(rows), interleaved=interleaved)
+        sp = t[t["k"] > 0].set_index("k")
+        ok = sp.loc[[2, 4]]
+        assert (ok["measured_speedup_lo"] <= ok["measured_speedup"]).all() and (ok["measured_speedup"] <= ok["measured_speedup_hi"]).all()
+        assert sp.loc[4, "measured_speedup"] == pytest.approx(0.975) and sp.loc[4, "measured_speedup_hi"] > 1.005
+        assert sp.loc[2, "measured_speedup_lo"] > 1 and s["speedup_sign_unsettled"] == ["B=4 K=3", "B=4 K=4"]
+        assert np.isnan(sp.loc[3, "measured_speedup_lo"]) and t.loc[t["k"] == 0, "measured_speedup_lo"].isna().all()
+    assert "(too few rounds)" in table_markdown(t)
+
+
+def test_compare_refuses_a_run_with_no_timed_rounds():
+    rows = [dict(batch=1, k=0, round=0, warmup=True, wall_s=1.0, draft_s=0.0, pred_s=1.0, pred_draft_s=0.0, emitted=1)]
+    with pytest.raises(ValueError, match="no timed rounds"):
+        compare(pd.DataFrame(rows))
 
 
 def test_cli_groundtruth_and_validate(tmp_path):
