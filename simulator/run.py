@@ -126,10 +126,13 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
         # unbounded KV: report the capacity that holds every request at once
         capacity = int(((reqs.prompt_len + reqs.output_len + k_max + bs - 1) // bs).sum())
     if blocks_for(longest, bs) > capacity:
+        if eng.num_gpu_blocks is not None:
+            field, value = "engine.num_gpu_blocks", capacity
+        else:      # the capacity follows from the memory: the requests are what is too long
+            field, value = "workload (longest prompt_len + output_len + K, tokens)", longest
         raise SpecsightInputError(
-            "engine.num_gpu_blocks" if eng.num_gpu_blocks is not None else "workload",
-            capacity, f"the KV cache ({capacity} blocks of {bs} tokens) cannot hold the longest request "
-                      f"(prompt + output + K = {longest} tokens); shorten requests or add memory")
+            field, value, f"the KV cache ({capacity} blocks of {bs} tokens) cannot hold the longest request "
+                          f"(prompt + output + K = {longest} tokens); shorten requests or add memory")
 
     table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
     d = sc.drafter

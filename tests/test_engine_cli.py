@@ -105,3 +105,14 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     r = subprocess.run(f"'{sys.executable}' -m specsight.cli profiles | true; exit ${{PIPESTATUS[0]}}",
                        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120)
     assert "Traceback" not in r.stderr and r.returncode in (0, 141), (r.returncode, r.stderr)
+
+
+def test_a_request_longer_than_the_kv_cache_names_the_workload_and_its_length(capsys):
+    """With the KV capacity derived from memory, the error's value is the longest request's
+    tokens (what the user can change), not the block count."""
+    from simulator.paths import REPO_ROOT
+    sc = str(REPO_ROOT / "scenarios" / "llama8b-h100-eagle3-chat.yaml")
+    assert main(["simulate", sc, "--set", "workload.prompt_len=3000000", "--set", "workload.num_requests=4"]) == 2
+    err = capsys.readouterr().err
+    line = err.splitlines()[-1]           # (the line before names the hardware profile)
+    assert line.startswith("specsight: error: workload (longest prompt_len + output_len + K, tokens)=300"), err
