@@ -50,6 +50,7 @@ class ModelSpec:
     draft_vocab_size: int = 0         # EAGLE-3's reduced vocabulary (0: the full vocabulary)
     medusa_num_heads: int = 0
     medusa_num_layers: int = 0
+    max_position_embeddings: int = 0  # the context window (prompt + output tokens) a request may fill; 0: not given
     path: str | None = None
 
     def __post_init__(self) -> None:
@@ -277,6 +278,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "Mod
         draft_vocab_size=_int(merged, where, "draft_vocab_size", default=0),
         medusa_num_heads=_int(merged, where, "medusa_num_heads", default=0),
         medusa_num_layers=_int(merged, where, "medusa_num_layers", default=0),
+        max_position_embeddings=_int(cfg, where, "max_position_embeddings", default=0),
         path=where,
     )
 

@@ -47,6 +47,7 @@ class Deployment:
     kv: KVBudget | None
     capacity_blocks: int
     hardware_profile: str
+    context_window_tokens: int = 0   # the target's max_position_embeddings (0: not given, or fixed step costs)
 
 
 class _SpecOnly:
@@ -90,7 +91,8 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
                    drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
                    block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
                    activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
-    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe())
+    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
+                      model.max_position_embeddings)
 
 
 def _as_scenario(s: Scenario | str | Path | Mapping[str, Any]) -> Scenario:
@@ -121,6 +123,12 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     k_max = sc.k_max
     dep = resolve_deployment(sc)
     longest = int((reqs.prompt_len + reqs.output_len).max()) + k_max
+    window = dep.context_window_tokens
+    if window and longest - k_max > window:     # an engine refuses such a request (vLLM: max_model_len)
+        raise SpecsightInputError(
+            "workload (longest prompt_len + output_len, tokens)", longest - k_max,
+            f"exceeds {sc.model}'s context window of {window} tokens (max_position_embeddings in its config.json); "
+            f"cap the length distributions (max:) or pick a model with a longer window")
     capacity = dep.capacity_blocks
     if sc.hardware.is_fixed and eng.num_gpu_blocks is None:
         # unbounded KV: report the capacity that holds every request at once

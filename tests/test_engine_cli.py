@@ -112,7 +112,26 @@ def test_a_request_longer_than_the_kv_cache_names_the_workload_and_its_length(ca
     tokens (what the user can change), not the block count."""
     from simulator.paths import REPO_ROOT
     sc = str(REPO_ROOT / "scenarios" / "llama8b-h100-eagle3-chat.yaml")
-    assert main(["simulate", sc, "--set", "workload.prompt_len=3000000", "--set", "workload.num_requests=4"]) == 2
+    assert main(["simulate", sc, "--set", "hardware.gpu=rtx-4090", "--set", "workload.prompt_len=100000",
+                 "--set", "workload.num_requests=4"]) == 2
     err = capsys.readouterr().err
     line = err.splitlines()[-1]           # (the line before names the hardware profile)
-    assert line.startswith("specsight: error: workload (longest prompt_len + output_len + K, tokens)=300"), err
+    assert line.startswith("specsight: error: workload (longest prompt_len + output_len + K, tokens)=100"), err
+    assert "KV cache" in line
+
+
+def test_a_request_longer_than_the_models_context_window_is_refused(capsys):
+    """Llama-3.1-8B's config.json says max_position_embeddings 131072: a 131,000-token prompt with
+    500 output tokens is refused (an engine would), whatever memory there is; 130,000 + 500 is not."""
+    from simulator.model_spec import load_model
+    from simulator.paths import REPO_ROOT
+    assert load_model("llama-3.1-8b").max_position_embeddings == 131072
+    sc = str(REPO_ROOT / "scenarios" / "llama8b-h100-eagle3-chat.yaml")
+    base = ["simulate", sc, "--set", "hardware.gpu=h200-sxm", "--set", "workload.output_len=500",
+            "--set", "workload.num_requests=2", "--set", "workload.arrival=closed_loop",
+            "--set", "workload.concurrency=1"]
+    assert main([*base, "--set", "workload.prompt_len=131000"]) == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert line.startswith("specsight: error: workload (longest prompt_len + output_len, tokens)=131500: exceeds "
+                           "llama-3.1-8b's context window of 131072 tokens"), line
+    assert main([*base, "--set", "workload.prompt_len=130000", "--json"]) == 0
