@@ -1,6 +1,6 @@
 """Acceptance models: how many of a round's K drafts the target accepts, per sequence.
 
-Terms (DESIGN.md, Leviathan et al. 2022): alpha_k is the conditional acceptance of draft position
+Terms (Leviathan et al. 2022; the README's "Acceptance" section): alpha_k is the conditional acceptance of draft position
 k given positions 1..k-1 were accepted; a round accepts the longest accepted prefix, so
 P(>= k accepted) = prod_{j<=k} alpha_j and E[tokens per round] = 1 + sum_k prod_{j<=k} alpha_j
 (the +1 is the recovered or bonus token).

@@ -9,7 +9,7 @@ class has FLOPs and bytes; its time is the soft roofline
                                            t_memory  = bytes / (bandwidth * eff_memory)
 
 (p = roofline_sharpness; p -> inf is max()), plus the all-reduce (alpha-beta ring model)
-and per-kernel launch overheads. See DESIGN.md for the derivation of every term.
+and per-kernel launch overheads. The README's "One forward pass" section states every term.
 
 Two kernel regimes stream the weights. A pass that holds exactly one token multiplies every
 weight matrix by a vector: BLAS libraries dispatch a matrix-vector kernel (cuBLAS/MKL GEMV) that

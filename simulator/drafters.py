@@ -1,6 +1,6 @@
 """Drafters: what proposing K tokens costs, how wide the verify pass is, what HBM they hold.
 
-Every family in DESIGN.md; names follow vLLM's `method` values where vLLM has one.
+Every family the README's "What it models" lists; names follow vLLM's `method` values where vLLM has one.
 
 | method      | proposing K tokens costs                                          | verify positions / seq |
 |-------------|-------------------------------------------------------------------|------------------------|
