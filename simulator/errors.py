@@ -67,5 +67,5 @@ def require_int(field: str, value: object, lo: int | None = None, hi: int | None
     i = int(f)
     if (lo is not None and i < lo) or (hi is not None and i > hi):
         rng = f">= {lo}" if hi is None else (f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
-        raise SpecsightInputError(field, value, f"must be an integer {rng}")
+        raise SpecsightInputError(field, i, f"must be an integer {rng}")       # (i: 0, not the 0.0 a float flag parsed)
     return i

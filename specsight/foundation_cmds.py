@@ -96,27 +96,33 @@ def cmd_models(args) -> int:
 
 # ---- cost ----------------------------------------------------------------------------------
 def cmd_cost(args) -> int:
-    batch = require_int("batch", args.batch, lo=1)
-    new = require_int("new-tokens", args.new_tokens, lo=1)
-    ctx = require_int("context", args.context, lo=0)
+    batch = require_int("--batch", args.batch, lo=1)
+    new = require_int("--new-tokens", args.new_tokens, lo=1)
+    ctx = require_int("--context", args.context, lo=0)
     hw = load_profile(args.gpu)
     cm = CostModel(load_model(args.model), hw, tp=args.tp, dtype=args.dtype)
     shape = PassShape.uniform(batch, new, ctx)
     cost = cm.breakdown(shape)
     out = cost.to_dict()
+    # what the batch holds per GPU once this pass has run: the weights and every sequence's KV
+    kv_bytes = batch * (ctx + new) * float(cm.kv_bytes_per_token)
+    fits = cm.weight_bytes_per_gpu + kv_bytes <= hw.memory_bytes
     out.update(model=args.model, gpu=hw.name, hardware_profile=hw.describe(), tp=cm.tp, dtype=cm.dtype,
                batch=batch, new_tokens=new, context=ctx, iteration_overhead_s=cm.iteration_overhead_s,
-               weight_bytes_per_gpu=cm.weight_bytes_per_gpu)
+               weight_bytes_per_gpu=cm.weight_bytes_per_gpu, kv_bytes_per_gpu=kv_bytes, fits_in_memory=fits)
     if args.json:
         emit_json(out)
         return 0
     print(f"# {hw.describe()}", file=sys.stderr)
     print(f"{args.model} on {hw.name} x{cm.tp} ({cm.dtype}): batch {batch} x {new} new tokens, context {ctx}")
-    print(f"{'op class':<14}{'GFLOP':>12}{'MB':>12}{'time ms':>10}  bound")
+    print(f"{'op class':<14}{'GFLOP':>14}{'MB':>14}{'time ms':>12}  bound")
     for k, o in cost.ops.items():
-        print(f"{k:<14}{o.flops/1e9:>12.2f}{o.bytes/1e6:>12.2f}{o.time_s*1e3:>10.4f}  {o.bound}")
-    print(f"{'total':<14}{cost.flops/1e9:>12.2f}{cost.bytes/1e6:>12.2f}{cost.time_s*1e3:>10.4f}  {cost.bound}")
+        print(f"{k:<14}{o.flops/1e9:>14.2f}{o.bytes/1e6:>14.2f}{o.time_s*1e3:>12.4f}  {o.bound}")
+    print(f"{'total':<14}{cost.flops/1e9:>14.2f}{cost.bytes/1e6:>14.2f}{cost.time_s*1e3:>12.4f}  {cost.bound}")
     print(f"(+ {cm.iteration_overhead_s*1e3:.3f} ms host overhead per engine iteration)")
+    print(f"memory per GPU: weights {cm.weight_bytes_per_gpu / 1e9:.2f} GB + KV {kv_bytes / 1e9:.2f} GB = "
+          f"{(cm.weight_bytes_per_gpu + kv_bytes) / 1e9:.2f} GB of {hw.memory_capacity_gb:g} GB"
+          + ("" if fits else ": does not fit (no engine holds this batch; the times are the roofline's alone)"))
     return 0
 
 

@@ -339,3 +339,22 @@ def test_attention_reads_the_kv_cache_at_its_own_rate():
     assert same.time_s(64.0, 64 * 4096.0, 64 * 4097.0, 64.0) == base.time_s(64.0, 64 * 4096.0, 64 * 4097.0, 64.0)
     with pytest.raises(SpecsightInputError, match="memory_attention"):
         dataclasses.replace(eff, memory_attention=1.5)
+
+
+def test_cost_cli_says_whether_the_batch_fits_in_memory(capsys):
+    """weights + batch x (context + new) x KV bytes per token against the GPU's memory: Llama-3.1-8B
+    bf16 holds 131072 B of KV per token, so 512 sequences of 1024 tokens (68.7 GB) beside 16.06 GB of
+    weights exceed an 80 GB H100 and 256 of them (34.4 GB) do not."""
+    import json as _json
+    from specsight.cli import main as cli
+    args = ["cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--new-tokens", "1", "--context", "1023", "--json"]
+    assert cli([*args, "--batch", "256"]) == 0
+    small = _json.loads(capsys.readouterr().out)
+    assert small["fits_in_memory"] is True and small["kv_bytes_per_gpu"] == 256 * 1024 * 131072
+    assert cli([*args, "--batch", "512"]) == 0
+    big = _json.loads(capsys.readouterr().out)
+    assert big["fits_in_memory"] is False and big["kv_bytes_per_gpu"] == 2 * small["kv_bytes_per_gpu"]
+    assert cli([*args[:-1], "--batch", "512"]) == 0
+    assert "does not fit" in capsys.readouterr().out
+    assert cli([*args, "--batch", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "specsight: error: --batch=0: must be an integer >= 1"
