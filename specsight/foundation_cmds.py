@@ -54,6 +54,8 @@ def cmd_profiles(args) -> int:
         else:
             print(yaml.safe_dump(prof.to_dict(), sort_keys=False, width=200), end="")
         return 0
+    if args.name:
+        raise SpecsightInputError("profiles list", args.name, "takes no name (profiles show NAME shows one)")
     rows = [load_profile(n) for n in available_profiles()]
     if args.json:
         emit_json([{"name": p.name, "memory_capacity_gb": p.memory_capacity_gb, "memory_bandwidth_tb_s": p.memory_bandwidth_tb_s,
@@ -81,6 +83,8 @@ def cmd_models(args) -> int:
                 if v not in (0, None, False) or k in ("params_total", "params_active"):
                     print(f"{k:<28}{v}")
         return 0
+    if args.name:
+        raise SpecsightInputError("models list", args.name, "takes no name (models show M shows one)")
     rows = [load_model(n) for n in available_models()]
     if args.json:
         emit_json([{"name": m.name, "params_total": m.params_total, "params_active": m.params_active,

@@ -116,3 +116,12 @@ def test_malformed_config_names_file_and_key(tmp_path):
 def test_unknown_model_suggests_closest():
     with pytest.raises(SpecsightInputError, match="did you mean.*llama-3.1-8b"):
         load_model("llama-3.1-8")
+
+
+@pytest.mark.parametrize("cmd", ["models", "profiles"])
+def test_list_refuses_a_stray_name(cmd, capsys):
+    from specsight.cli import main
+    assert main([cmd, "list", "extra"]) == 2
+    assert capsys.readouterr().err.strip() == f"specsight: error: {cmd} list='extra': takes no name " \
+        f"({cmd} show {'M' if cmd == 'models' else 'NAME'} shows one)"
+    assert main([cmd, "list"]) == 0
