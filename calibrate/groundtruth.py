@@ -86,7 +86,7 @@ def host_work_fn(batch: int, k: int, vocab: int, generator: torch.Generator) -> 
 class GTConfig:
     batches: tuple[int, ...] = (1, 8, 32)
     ks: tuple[int, ...] = (0, 2, 4)
-    steps: int = 16              # timed rounds per (batch, K)
+    steps: int | None = None     # timed rounds per (batch, K); None: steps_for's rule
     warmup: int = 3              # extra rounds first, recorded with warmup: true
     prompt_len: int = 256
     temperature: float = 1.0
@@ -94,6 +94,23 @@ class GTConfig:
     # True: at each batch, the K values' rounds run in turn (run_interleaved), so the speedups of
     # K > 0 over K = 0 compare the same stretch of machine time; False: each (batch, K) back to back.
     interleave: bool = True
+    seq_rounds: int = 256        # steps=None: at least this many sequence-rounds per (batch, K) ...
+    min_steps: int = 16          # ... and at least this many rounds
+
+    def steps_for(self, batch: int) -> int:
+        """Timed rounds at `batch`: `steps` if given, else max(min_steps, ceil(seq_rounds / batch)).
+
+        NOTE: why enough sequence-rounds. Each sequence-round draws an accept length, and the run's
+        speedup of K over K = 0 is tokens per round over round time. With 16 rounds at batch 1 that
+        is 16 draws: at K = 4 and acceptance ~0.7 (sd ~1.4 tokens a round) the mean is known to
+        ~11 % (1 s.e.), and a seeded run replays the same draw every time. The CPU runs AH-AL
+        recorded 2.31 tokens a round at B=1 K=4 where the same models' 256-round run gives 3.11,
+        which put that point at 0.94-0.98x instead of ~1.28x. 256 sequence-rounds know the mean
+        to ~3 %. The prediction replays the recorded accept lengths either way; what the rule
+        changes is that the measured point stands where the configuration really stands."""
+        if self.steps is not None:
+            return self.steps
+        return max(self.min_steps, -(-self.seq_rounds // batch))
 
 
 class _Decoding:
@@ -108,7 +125,7 @@ class _Decoding:
         self.target_run, self.draft_run, self.batch, self.k, self.cfg = target_run, draft_run, batch, k, cfg
         target = target_run.model
         dev = self.dev = target.device
-        P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps
+        P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps_for(batch)
         self.gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000003 + batch * 101 + k)
         V = target.spec.vocab_size
         cap = P + rounds * (k + 1) + k + 2
@@ -191,7 +208,8 @@ class _Decoding:
 
     def record(self) -> dict:
         graphs = self.target_run.graphs and (self.draft_run is None or self.draft_run.graphs or self.k == 0)
-        return {"batch": self.batch, "k": self.k, "rounds": self.rounds, "graphs": graphs}
+        return {"batch": self.batch, "k": self.k, "steps": self.cfg.steps_for(self.batch), "rounds": self.rounds,
+                "graphs": graphs}
 
 
 def run_one(target_run: PassRunner, draft_run: PassRunner | None, batch: int, k: int, cfg: GTConfig,
@@ -224,7 +242,9 @@ def run_interleaved(target_run: PassRunner, draft_run: PassRunner | None, batch:
 def _run_in_turn(runs: list[_Decoding], target_run: PassRunner, draft_run: PassRunner | None, cfg: GTConfig) -> None:
     """Every round of each configuration, round r of all of them before round r + 1; then drop the
     runners' CUDA graphs (they read these configurations' caches)."""
-    for _ in range(cfg.warmup + cfg.steps):
+    batches = {d.batch for d in runs}
+    assert len(batches) == 1, f"runs in turn share one batch, not {sorted(batches)}"
+    for _ in range(cfg.warmup + cfg.steps_for(runs[0].batch)):
         for d in runs:
             d.round()
     target_run.reset()

@@ -107,7 +107,9 @@ def add_parser(subparsers) -> None:
     g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS, help=f"draft layers (default {CPU_DRAFT_LAYERS})")
     g.add_argument("--batch", type=_ints, default=(1, 8, 32), help="comma-separated batch sizes")
     g.add_argument("--k", type=_ints, default=(0, 2, 4), help="comma-separated K values (0 = plain decoding)")
-    g.add_argument("--steps", type=int, default=16, help="timed rounds per (batch, K)")
+    g.add_argument("--steps", type=int, default=None,
+                   help="timed rounds per (batch, K) (default: max(16, ceil(256 / batch)), so every configuration "
+                        "records at least 256 accept lengths; see calibrate.groundtruth.GTConfig.steps_for)")
     g.add_argument("--warmup", type=int, default=3, help="warm-up rounds per (batch, K), recorded but flagged")
     g.add_argument("--prompt-len", type=int, default=256)
     g.add_argument("--temperature", type=float, default=1.0)
@@ -430,7 +432,8 @@ def run_groundtruth(args: argparse.Namespace) -> int:
         raise SpecsightInputError("--batch/--k", f"{args.batch}/{args.k}", "batches >= 1, K >= 0")
     if args.prompt_len < 3:
         raise SpecsightInputError("--prompt-len", args.prompt_len, "must be >= 3")
-    require_int("--steps", args.steps, lo=1)
+    if args.steps is not None:
+        require_int("--steps", args.steps, lo=1)
     require_int("--warmup", args.warmup, lo=0)
     if not (math.isfinite(args.temperature) and args.temperature > 0):
         raise SpecsightInputError("--temperature", args.temperature,

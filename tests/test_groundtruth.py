@@ -103,6 +103,20 @@ def test_groundtruth_interleaves_by_default_and_records_it():
     assert t[0][0] < t[1][0] < t[0][1] < t[1][1]
 
 
+def test_default_rounds_give_every_configuration_enough_accept_lengths():
+    """steps=None: max(min_steps, ceil(seq_rounds / batch)) rounds, the same for every K at a
+    batch, recorded per configuration; an explicit steps wins."""
+    cfg = GTConfig()
+    assert [cfg.steps_for(b) for b in (1, 3, 8, 16, 32, 64)] == [256, 86, 32, 16, 16, 16]
+    assert GTConfig(steps=5).steps_for(1) == 5
+    run = run_groundtruth(TARGET, DRAFT, target_layers=1, draft_layers=1, device="cpu", dtype="fp32",
+                          cfg=GTConfig(batches=(1, 4), ks=(0, 1), warmup=1, prompt_len=8, seq_rounds=8, min_steps=3),
+                          progress=False)
+    got = [(r["batch"], r["k"], r["steps"], len(r["rounds"])) for r in run["runs"]]
+    assert got == [(1, 0, 8, 9), (1, 1, 8, 9), (4, 0, 3, 4), (4, 1, 3, 4)]
+    assert sum(len(r["accepted"]) for rec in run["runs"] if rec["k"] == 1 for r in rec["rounds"][1:]) >= 8
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     run = run_groundtruth(TARGET, DRAFT, target_layers=2, draft_layers=1, device="cpu", dtype="fp32",
