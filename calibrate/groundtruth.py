@@ -102,12 +102,12 @@ class GTConfig:
 
         NOTE: why enough sequence-rounds. Each sequence-round draws an accept length, and the run's
         speedup of K over K = 0 is tokens per round over round time. With 16 rounds at batch 1 that
-        is 16 draws: at K = 4 and acceptance ~0.7 (sd ~1.4 tokens a round) the mean is known to
-        ~11 % (1 s.e.), and a seeded run replays the same draw every time. The CPU runs AH-AL
-        recorded 2.31 tokens a round at B=1 K=4 where the same models' 256-round run gives 3.11,
-        which put that point at 0.94-0.98x instead of ~1.28x. 256 sequence-rounds know the mean
-        to ~3 %. The prediction replays the recorded accept lengths either way; what the rule
-        changes is that the measured point stands where the configuration really stands."""
+        is 16 draws. At K = 4 on the CPU's random-weight models (3.11 tokens a round, sd 1.59, in
+        run AO's 256 rounds) 16 draws know the mean to ~13 % (1 s.e.), 256 to ~3 %, and a seeded
+        run replays the same draw every time: the CPU runs AH-AL recorded 2.31 tokens a round at
+        B=1 K=4, which put that point at 0.94-0.98x instead of ~1.27x. The prediction replays the
+        recorded accept lengths either way; what the rule changes is that the measured point
+        stands where the configuration really stands."""
         if self.steps is not None:
             return self.steps
         return max(self.min_steps, -(-self.seq_rounds // batch))
@@ -243,7 +243,8 @@ def _run_in_turn(runs: list[_Decoding], target_run: PassRunner, draft_run: PassR
     """Every round of each configuration, round r of all of them before round r + 1; then drop the
     runners' CUDA graphs (they read these configurations' caches)."""
     batches = {d.batch for d in runs}
-    assert len(batches) == 1, f"runs in turn share one batch, not {sorted(batches)}"
+    if len(batches) != 1:
+        raise ValueError(f"configurations run in turn share one batch, not {sorted(batches)}")
     for _ in range(cfg.warmup + cfg.steps_for(runs[0].batch)):
         for d in runs:
             d.round()

@@ -278,7 +278,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "Mod
         draft_vocab_size=_int(merged, where, "draft_vocab_size", default=0),
         medusa_num_heads=_int(merged, where, "medusa_num_heads", default=0),
         medusa_num_layers=_int(merged, where, "medusa_num_layers", default=0),
-        max_position_embeddings=_int(cfg, where, "max_position_embeddings", default=0),
+        max_position_embeddings=_int(cfg, where, "max_position_embeddings", "n_positions", "seq_length",
+                                     "max_sequence_length", default=0),
         path=where,
     )
 

@@ -128,7 +128,8 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
         raise SpecsightInputError(
             "workload (longest prompt_len + output_len, tokens)", longest - k_max,
             f"exceeds {sc.model}'s context window of {window} tokens (max_position_embeddings in its config.json); "
-            f"cap the length distributions (max:) or pick a model with a longer window")
+            f"shorten the requests (a length distribution's max:, or the trace's longest) or pick a model "
+            f"with a longer window")
     capacity = dep.capacity_blocks
     if sc.hardware.is_fixed and eng.num_gpu_blocks is None:
         # unbounded KV: report the capacity that holds every request at once

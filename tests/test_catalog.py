@@ -125,3 +125,11 @@ def test_list_refuses_a_stray_name(cmd, capsys):
     assert capsys.readouterr().err.strip() == f"specsight: error: {cmd} list='extra': takes no name " \
         f"({cmd} show {'M' if cmd == 'models' else 'NAME'} shows one)"
     assert main([cmd, "list"]) == 0
+
+
+def test_context_window_is_read_from_the_config_or_absent():
+    from simulator.model_spec import spec_from_config
+    base = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100}
+    assert spec_from_config(base, "m", "t").max_position_embeddings == 0
+    assert spec_from_config({**base, "n_positions": 1024}, "m", "t").max_position_embeddings == 1024
+    assert spec_from_config({**base, "max_position_embeddings": 4096, "seq_length": 8}, "m", "t").max_position_embeddings == 4096

@@ -350,11 +350,15 @@ def test_cost_cli_says_whether_the_batch_fits_in_memory(capsys):
     args = ["cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--new-tokens", "1", "--context", "1023", "--json"]
     assert cli([*args, "--batch", "256"]) == 0
     small = _json.loads(capsys.readouterr().out)
-    assert small["fits_in_memory"] is True and small["kv_bytes_per_gpu"] == 256 * 1024 * 131072
+    assert small["fits_in_hbm"] is True and small["kv_bytes_per_gpu"] == 256 * 1024 * 131072
     assert cli([*args, "--batch", "512"]) == 0
     big = _json.loads(capsys.readouterr().out)
-    assert big["fits_in_memory"] is False and big["kv_bytes_per_gpu"] == 2 * small["kv_bytes_per_gpu"]
+    assert big["fits_in_hbm"] is False and big["kv_bytes_per_gpu"] == 2 * small["kv_bytes_per_gpu"]
     assert cli([*args[:-1], "--batch", "512"]) == 0
     assert "does not fit" in capsys.readouterr().out
+    assert small["context_window_tokens"] == 131072 and small["within_context_window"] is True
+    assert cli(["cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--new-tokens", "1", "--context", "131072",
+                "--batch", "1"]) == 0
+    assert "exceeds llama-3.1-8b's context window of 131072 tokens" in capsys.readouterr().out
     assert cli([*args, "--batch", "0"]) == 2
     assert capsys.readouterr().err.strip() == "specsight: error: --batch=0: must be an integer >= 1"

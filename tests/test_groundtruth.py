@@ -114,7 +114,8 @@ def test_default_rounds_give_every_configuration_enough_accept_lengths():
                           progress=False)
     got = [(r["batch"], r["k"], r["steps"], len(r["rounds"])) for r in run["runs"]]
     assert got == [(1, 0, 8, 9), (1, 1, 8, 9), (4, 0, 3, 4), (4, 1, 3, 4)]
-    assert sum(len(r["accepted"]) for rec in run["runs"] if rec["k"] == 1 for r in rec["rounds"][1:]) >= 8
+    for rec in run["runs"]:          # every configuration records at least seq_rounds accept lengths
+        assert sum(len(r["accepted"]) for r in rec["rounds"] if not r["warmup"]) >= 8
 
 
 @pytest.fixture(scope="module")
