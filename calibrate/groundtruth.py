@@ -255,16 +255,9 @@ def _run_in_turn(runs: list[_Decoding], target_run: PassRunner, draft_run: PassR
 
 def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, target_layers: int,
                     draft_layers: int, device: str, dtype: str, cfg: GTConfig, graphs: bool = False,
-                    progress: bool = True, on_config: Callable[[dict], None] | None = None,
-                    probe: Callable[[], dict] | None = None) -> dict:
+                    progress: bool = True, on_config: Callable[[dict], None] | None = None) -> dict:
     """Every (batch, K) of cfg; returns the run record (JSON-ready). graphs: CUDA graphs for the
-    passes (calibrate.layers.PassRunner), as in the calibration that predicts this run.
-
-    probe: measures the device's ceilings (`microbench.measure_peaks`, the measurement a CPU
-    calibration takes its ceilings from); run before and after each batch's rounds, and kept in
-    each of that batch's records as `ceilings` {"before", "after"}: {"read_bytes_s",
-    "matmul_flops_s"}, so `specsight validate --ceilings run` can cost the batch with the
-    ceilings the machine had while it ran (calibrate.validate.run_ceilings)."""
+    passes (calibrate.layers.PassRunner), as in the calibration that predicts this run."""
     from .microbench import _progress, environment
     target = DecoderModel(target_spec, target_layers, dtype=dtype, device=device, seed=cfg.seed)
     draft = None
@@ -276,19 +269,9 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
     draft_run = PassRunner(draft, graphs=graphs) if draft is not None else None
     runs = []
     bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress, desc="groundtruth")
-
-    def ceilings() -> dict:
-        pk = probe()                                   # type: ignore[misc]
-        return {"read_bytes_s": pk["read_bytes_s"], "matmul_flops_s": pk["matmul_flops_s"]}
-
     for b in cfg.batches:
-        before = ceilings() if probe else None
         recs = (run_interleaved(target_run, draft_run, b, cfg.ks, cfg) if cfg.interleave
                 else [run_one(target_run, draft_run, b, k, cfg) for k in cfg.ks])
-        if probe:
-            measured = {"before": before, "after": ceilings()}
-            for rec in recs:
-                rec["ceilings"] = measured
         for rec in recs:
             runs.append(rec)
             if on_config:

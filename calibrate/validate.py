@@ -27,7 +27,6 @@ dropped is reported, and predicted totals are taken over the same rounds.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import tempfile
@@ -39,7 +38,6 @@ import pandas as pd
 
 from simulator.cost_model import CostModel, PassShape
 from simulator.drafters import Drafter, DrafterSpec
-from simulator.errors import SpecsightInputError
 from simulator.hardware import HardwareProfile, load_profile
 from simulator.model_spec import spec_from_config
 
@@ -53,71 +51,24 @@ def _spec(part: dict, where: str):
     return spec_from_config(part["config"], part["name"], where)
 
 
-def run_ceilings(run: dict, hw: HardwareProfile, dtype: str) -> dict[int, dict[str, float]]:
-    """Per batch: the factors on the profile's read bandwidth and peak FLOP/s that give the
-    ceilings the machine had while the batch ran (the mean of the probes `groundtruth` took
-    before and after it), {"memory": .., "compute": ..}.
-
-    Only for a profile whose ceilings were measured the same way (a CPU calibration:
-    `microbench.measure_peaks` over the same buffer, repeats and eviction); a datasheet
-    profile's peaks are not a measurement to compare with. The fitted efficiencies and the
-    host overheads are kept: what moves is the machine, not the model."""
-    srcs = (hw.sources.get("memory_bandwidth_tb_s", ""), hw.sources.get(f"peak_tflops.{dtype}", ""))
-    if not all(src.startswith("measured by specsight calibrate") for src in srcs):
-        raise SpecsightInputError("--ceilings", "run", f"needs a profile whose ceilings specsight calibrate measured "
-                                  f"(a CPU calibration); {hw.name}'s are not")
-    out: dict[int, dict[str, float]] = {}
-    for rec in run["runs"]:
-        c = rec.get("ceilings")
-        if not c:
-            raise SpecsightInputError("--ceilings", "run", f"the run has no ceilings probed at batch {rec['batch']} "
-                                      f"(record it with groundtruth --probe-ceilings)")
-        mean = {k: 0.5 * (c["before"][k] + c["after"][k]) for k in ("read_bytes_s", "matmul_flops_s")}
-        out[rec["batch"]] = {"memory": mean["read_bytes_s"] / hw.memory_bandwidth_bytes_s,
-                             "compute": mean["matmul_flops_s"] / hw.peak_flops(dtype)}
-    return out
-
-
-def with_ceilings(hw: HardwareProfile, dtype: str, factors: dict[str, float]) -> HardwareProfile:
-    """`hw` with its read bandwidth and `dtype` peak scaled by `factors` (run_ceilings)."""
-    return dataclasses.replace(hw, memory_bandwidth_tb_s=hw.memory_bandwidth_tb_s * factors["memory"],
-                               peak_tflops={**hw.peak_tflops, dtype: hw.peak_tflops[dtype] * factors["compute"]})
-
-
-def predict_rounds(run: dict, hw: HardwareProfile, dtype: str | None = None, ceilings: str = "profile") -> pd.DataFrame:
+def predict_rounds(run: dict, hw: HardwareProfile, dtype: str | None = None) -> pd.DataFrame:
     """One row per recorded round: measured and predicted seconds, tokens emitted; costed at
-    `dtype` (default: the dtype the run was measured in). ceilings: "profile" (the profile's),
-    or "run" (each batch with the ceilings probed while it ran: run_ceilings)."""
+    `dtype` (default: the dtype the run was measured in)."""
     dtype = dtype or run["provenance"]["dtype"]
-    if ceilings not in ("profile", "run"):
-        raise SpecsightInputError("--ceilings", ceilings, "profile or run")
     target = _spec(run["target"], "groundtruth run: target")
-    factors = run_ceilings(run, hw, dtype) if ceilings == "run" else {}
+    cm = CostModel(target, hw, tp=1, dtype=dtype)
+    drafter = None
     tmp = None
-    draft_cfg = None
     if run.get("draft"):
         tmp = tempfile.TemporaryDirectory()
-        draft_cfg = Path(tmp.name) / f"{run['draft']['name'].replace('/', '_')}.json"
-        draft_cfg.write_text(json.dumps(run["draft"]["config"]))
-    kmax = max([r["k"] for r in run["runs"]] + [1])
-    models: dict[int, tuple] = {}
-
-    def models_for(batch: int) -> tuple:
-        """(CostModel, Drafter | None) with the ceilings batch `batch` is costed at."""
-        key = batch if factors else 0
-        if key not in models:
-            hw_b = with_ceilings(hw, dtype, factors[batch]) if factors else hw
-            cm_b = CostModel(target, hw_b, tp=1, dtype=dtype)
-            d_b = None if draft_cfg is None else Drafter(
-                DrafterSpec(method="draft_model", num_speculative_tokens=kmax, model=str(draft_cfg)), target, cm_b)
-            models[key] = (cm_b, d_b)
-        return models[key]
-
+        cfg = Path(tmp.name) / f"{run['draft']['name'].replace('/', '_')}.json"
+        cfg.write_text(json.dumps(run["draft"]["config"]))
+        kmax = max([r["k"] for r in run["runs"]] + [1])
+        drafter = Drafter(DrafterSpec(method="draft_model", num_speculative_tokens=kmax, model=str(cfg)), target, cm)
     rows = []
     try:
         for rec in run["runs"]:
             B, K = rec["batch"], rec["k"]
-            cm, drafter = models_for(B)
             for r in rec["rounds"]:
                 ctx = np.asarray(r["committed_before"], float)          # committed tokens per sequence
                 if K == 0:
@@ -222,14 +173,10 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int 
     return t, summary
 
 
-def validate(run: dict, profile: str, dtype: str | None = None, ceilings: str = "profile") -> tuple[pd.DataFrame, dict[str, Any]]:
+def validate(run: dict, profile: str, dtype: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     hw = load_profile(profile)
     dtype = dtype or run["provenance"]["dtype"]
-    table, summary = compare(predict_rounds(run, hw, dtype, ceilings=ceilings),
-                             interleaved=bool(run.get("config", {}).get("interleave")))
-    summary["ceilings"] = ceilings
-    if ceilings == "run":
-        summary["ceiling_factors_by_batch"] = {str(b): f for b, f in run_ceilings(run, hw, dtype).items()}
+    table, summary = compare(predict_rounds(run, hw, dtype), interleaved=bool(run.get("config", {}).get("interleave")))
     summary.update({"profile": hw.describe(), "run_device": run["provenance"].get("device_name"),
                     "run_dtype": run["provenance"]["dtype"], "predicted_dtype": dtype,
                     "target": run["target"]["name"], "target_layers": run["target"]["layers"],
@@ -263,10 +210,5 @@ def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
             + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
             f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval (within-run timing bootstrap, accept lengths as recorded) "
             f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}",
-            f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})"]
-    if s.get("ceilings") == "run":
-        head.append("- ceilings measured while each batch ran (read bandwidth, FLOP/s against the profile's): "
-                    + ", ".join(f"B={b} x{f['memory']:.3f} / x{f['compute']:.3f}"
-                                for b, f in s["ceiling_factors_by_batch"].items()))
-    head.append("")
+            f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})", ""]
     return "\n".join(head) + "\n" + table_markdown(table) + "\n"     # (a blank line before the table: Markdown needs it)

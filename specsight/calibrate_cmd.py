@@ -113,9 +113,6 @@ def add_parser(subparsers) -> None:
     g.add_argument("--warmup", type=int, default=3, help="warm-up rounds per (batch, K), recorded but flagged")
     g.add_argument("--prompt-len", type=int, default=256)
     g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--probe-ceilings", action=argparse.BooleanOptionalAction, default=None,
-                   help="before and after each batch's rounds, re-measure the read bandwidth and matmul FLOP/s "
-                        "that a CPU calibration takes as its ceilings (default: on a CPU), for validate --ceilings run")
     g.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
                    help="at each batch, run the K values' rounds in turn, each with its own caches, so their "
                         "speedups compare the same stretch of machine time (default: on)")
@@ -129,9 +126,6 @@ def add_parser(subparsers) -> None:
     v.add_argument("--profile", default=None, help="hardware profile (name or YAML; default: datasheet profile of the run's GPU)")
     v.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16", "fp8"],
                    help="cost the rounds at this dtype (default: the run's own)")
-    v.add_argument("--ceilings", default="profile", choices=["profile", "run"],
-                   help="the profile's ceilings (default), or for a CPU profile the read bandwidth and FLOP/s "
-                        "re-measured while each batch ran (groundtruth --probe-ceilings)")
     v.add_argument("--out", default=None, help="also write the Markdown report here")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=run_validate)
@@ -450,16 +444,8 @@ def run_groundtruth(args: argparse.Namespace) -> int:
                    prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed,
                    interleave=args.interleave)
     n_layers, draft_layers = _depths(args, device)
-    probe = None
-    if args.probe_ceilings if args.probe_ceilings is not None else device == "cpu":
-        from calibrate import microbench as mb
-        # the calibration's measurement: its buffer (the timed target's weight bytes), repeats and eviction
-        nbytes = _weight_bytes(target, n_layers, dtype)
-        evictor = mb.Evictor(mb.last_level_cache_bytes(), device) if device == "cpu" else None
-        probe = lambda: mb.measure_peaks(device, dtype, nbytes, repeats=5, evict=evictor)   # noqa: E731
     run = gt_run(target, draft, target_layers=n_layers, draft_layers=draft_layers, device=device,
-                 dtype=dtype, cfg=cfg, graphs=_graphs(args, device), progress=not (args.no_progress or args.json),
-                 probe=probe)
+                 dtype=dtype, cfg=cfg, graphs=_graphs(args, device), progress=not (args.no_progress or args.json))
     run["provenance"]["arguments"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()
                                       if k not in ("func",) and not callable(v)}
     run["provenance"]["scale"] = scale
@@ -498,7 +484,7 @@ def run_validate(args: argparse.Namespace) -> int:
         if run["provenance"].get("device") != "cuda":
             raise SpecsightInputError("--profile", None, "a CPU run needs its calibrated profile (--profile PATH.yaml)")
         profile = guess_gpu_profile(run["provenance"]["device_name"])
-    table, summary = validate(run, profile, dtype=args.dtype, ceilings=args.ceilings)
+    table, summary = validate(run, profile, dtype=args.dtype)
     md = report_markdown(table, summary)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
