@@ -1,8 +1,8 @@
 """The CPU calibrations and ground truths committed in benchmarks/results/calibration_cpu/, checked
 against this code.
 
-Runs AH-AL and AM-AQ (`bash benchmarks/results/calibration_cpu/run3.sh X` on the 2-core
-development Xeon, 2026-11-30; AH-AL with 16 ground-truth rounds per configuration, AM-AQ with the
+Runs AH-AL and AM-AV (`bash benchmarks/results/calibration_cpu/run3.sh X` on the 2-core
+development Xeon, 2026-11-30; AH-AL with 16 ground-truth rounds per configuration, AM-AV with the
 default rounds of GTConfig.steps_for): each is a `calibrate --device cpu --quick` (its points and
 profile) and a ground truth at batch 1, 8, 32 and K 0, 2, 4, validated with that profile. docs/calibration.md reports
 them against issue #5's CPU goals; these tests keep those reports reproducible: the fit gives the
@@ -22,7 +22,7 @@ from simulator.model_spec import load_model
 from simulator.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "calibration_cpu"
-RUNS = ["AH", "AI", "AJ", "AK", "AL", "AM", "AN", "AO", "AP", "AQ"]
+RUNS = ["AH", "AI", "AJ", "AK", "AL", "AM", "AN", "AO", "AP", "AQ", "AR", "AS", "AT", "AU", "AV"]
 CPU_HELDOUT_MEDIAN_MAX = 0.15       # issue #5: held-out forward-pass error, CPU
 
 
