@@ -86,10 +86,12 @@ def theta_to_params(theta: Sequence[float], tied: Sequence[str] = ()) -> dict[st
             **{k: None if k in tied else float(theta[4 + i]) for i, k in enumerate(RATES)}}
 
 
-def efficiency_of(params: Mapping[str, Any]) -> Efficiency:
-    return Efficiency(memory=params["efficiency.memory"], compute=params["efficiency.compute"],
-                      roofline_sharpness=params["efficiency.roofline_sharpness"], memory_gemv=params.get(GEMV),
-                      memory_attention=params.get(ATTN))
+def efficiency_of(params: Mapping[str, Any], base: Efficiency | None = None) -> Efficiency:
+    """The fitted fields of `params` over `base`'s others (attention_blocks; default split_kv)."""
+    fitted = dict(memory=params["efficiency.memory"], compute=params["efficiency.compute"],
+                  roofline_sharpness=params["efficiency.roofline_sharpness"], memory_gemv=params.get(GEMV),
+                  memory_attention=params.get(ATTN))
+    return Efficiency(**fitted) if base is None else dataclasses.replace(base, **fitted)
 
 
 def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: float | None = None) -> HardwareProfile:
@@ -97,8 +99,7 @@ def with_params(hw: HardwareProfile, params: Mapping[str, float], iteration_us: 
     No host sampling term (overheads.sampling_row_us): the timed passes end at the softmax."""
     ov = Overheads(kernel_launch_us=params["overheads.kernel_launch_us"],
                    iteration_us=hw.overheads.iteration_us if iteration_us is None else iteration_us)
-    eff = dataclasses.replace(efficiency_of(params), attention_blocks=hw.efficiency.attention_blocks)
-    return dataclasses.replace(hw, efficiency=eff, overheads=ov)
+    return dataclasses.replace(hw, efficiency=efficiency_of(params, hw.efficiency), overheads=ov)
 
 
 def params_of(hw: HardwareProfile) -> dict[str, float]:
@@ -280,13 +281,7 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
         if isinstance(v, Mapping):   # drop sources of dtypes no longer present
             for s in [s for s in sources if s.startswith(f"{k}.") and s.split(".", 1)[1] not in v]:
                 del sources[s]
-    d["efficiency"] = {"memory": params["efficiency.memory"], "compute": params["efficiency.compute"],
-                       "roofline_sharpness": params["efficiency.roofline_sharpness"]}
-    for k in RATES:                       # absent: the rate of efficiency.memory
-        if params.get(k) is not None:
-            d["efficiency"][k.split(".", 1)[1]] = params[k]
-    if base.efficiency.attention_blocks != "split_kv":     # absent: split_kv
-        d["efficiency"]["attention_blocks"] = base.efficiency.attention_blocks
+    d["efficiency"] = with_params(base, params).to_dict()["efficiency"]     # (to_dict drops the absent fields)
     d["overheads"] = {"kernel_launch_us": params["overheads.kernel_launch_us"],
                       "iteration_us": d["overheads"]["iteration_us"] if iteration_us is None else iteration_us}
     for key, value, source in (("sampling_row_us", sampling_row_us, sampling_row_source),
@@ -515,7 +510,7 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
     B = np.array([p["batch"] for p in h], float)
     K = np.array([p["new_tokens"] for p in h], float)
     t_us = 1e6 * np.array([p[f"{stat}_s"] for p in h], float)
-    X = np.column_stack([np.ones_like(B), B * (2 * K + 1), (K > 0).astype(float)])
+    X = host_design(B, K)
     if not (K > 0).any() or (K > 0).all():
         X = X[:, :2]                      # no K = 0 point or no K > 0 point: c is not identified
     coef, _ = nnls(X, t_us)
@@ -530,11 +525,18 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
             "per_row_us": float(c_rows[1]), "per_row_ape_median": float(np.median(ape(x_rows @ c_rows, t_us)))}
 
 
+def host_design(batch, k) -> np.ndarray:
+    """The host model's rows [1, B (2K + 1), K > 0] (iteration, sampling rows, verify round),
+    one per (batch, k); arrays or numbers."""
+    B, K = np.atleast_1d(np.asarray(batch, float)), np.atleast_1d(np.asarray(k, float))
+    return np.column_stack([np.ones_like(B), B * (2 * K + 1), (K > 0).astype(float)])
+
+
 def host_round_us(host: Mapping[str, Any], batch: int, k: int) -> float:
-    """The host fit's time of one round (host_overhead): a + b B (2K + 1) + c [K > 0], absent
-    terms 0, as the cost model charges it (iteration, sampling rows, verify round)."""
-    a, b, c = (host.get(key) or 0.0 for key in ("iteration_us", "sampling_row_us", "verify_round_us"))
-    return a + b * batch * (2 * k + 1) + (c if k > 0 else 0.0)
+    """The host fit's time of one round (host_overhead) on host_design's row, absent terms 0, as
+    the cost model charges it."""
+    coef = [host.get(key) or 0.0 for key in ("iteration_us", "sampling_row_us", "verify_round_us")]
+    return float(host_design(batch, k)[0] @ coef)
 
 
 def speculation_rounds(df, points, host: Mapping[str, Any], stat: str = "median") -> dict[str, Any]:

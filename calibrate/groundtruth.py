@@ -125,7 +125,8 @@ class _Decoding:
         self.target_run, self.draft_run, self.batch, self.k, self.cfg = target_run, draft_run, batch, k, cfg
         target = target_run.model
         dev = self.dev = target.device
-        P, rounds = cfg.prompt_len, cfg.warmup + cfg.steps_for(batch)
+        self.steps = cfg.steps_for(batch)                                              # timed rounds
+        P, rounds = cfg.prompt_len, cfg.warmup + self.steps
         self.gen = torch.Generator(device=dev).manual_seed(cfg.seed * 1000003 + batch * 101 + k)
         V = target.spec.vocab_size
         cap = P + rounds * (k + 1) + k + 2
@@ -208,7 +209,7 @@ class _Decoding:
 
     def record(self) -> dict:
         graphs = self.target_run.graphs and (self.draft_run is None or self.draft_run.graphs or self.k == 0)
-        return {"batch": self.batch, "k": self.k, "steps": self.cfg.steps_for(self.batch), "rounds": self.rounds,
+        return {"batch": self.batch, "k": self.k, "steps": self.steps, "rounds": self.rounds,
                 "graphs": graphs}
 
 
@@ -242,10 +243,7 @@ def run_interleaved(target_run: PassRunner, draft_run: PassRunner | None, batch:
 def _run_in_turn(runs: list[_Decoding], target_run: PassRunner, draft_run: PassRunner | None, cfg: GTConfig) -> None:
     """Every round of each configuration, round r of all of them before round r + 1; then drop the
     runners' CUDA graphs (they read these configurations' caches)."""
-    batches = {d.batch for d in runs}
-    if len(batches) != 1:
-        raise ValueError(f"configurations run in turn share one batch, not {sorted(batches)}")
-    for _ in range(cfg.warmup + cfg.steps_for(runs[0].batch)):
+    for _ in range(cfg.warmup + runs[0].steps):          # (one batch: run_one, run_interleaved)
         for d in runs:
             d.round()
     target_run.reset()

@@ -239,8 +239,23 @@ def read_points(path: Path, key: str) -> dict[str, dict]:
     return {rec["id"]: rec for rec in read_records(path) if rec.get("key") == key and "sweep" not in rec}
 
 
+def calibration_inputs(calibration: dict, points_path: str | Path) -> tuple[list[dict], dict[str, ModelSpec]]:
+    """What a calibrated profile was fitted on, from its `calibration` record and the points file
+    `specsight calibrate` wrote: the measured points of its grid (read_points under the record's
+    key) and the specs it timed (the catalog models at the record's scale), as fit_device and
+    fit_attention_blocks take them."""
+    from simulator.model_spec import load_model
+    from .layers import scaled_spec
+    scale = calibration.get("scale", 1)
+    specs = {"target": scaled_spec(load_model(calibration["model"]), scale)}
+    if calibration.get("draft"):
+        specs["draft"] = scaled_spec(load_model(calibration["draft"]), scale)
+    return list(read_points(Path(points_path), calibration["key"]).values()), specs
+
+
 def read_sweeps(path: Path, key: str) -> dict[tuple[str, int], dict]:
-    """The per-sweep records of points not yet complete: (id, sweep) -> record."""
+    """The per-sweep records under `key`: (id, sweep) -> record (measure keeps those of the
+    points not yet complete)."""
     return {(rec["id"], rec["sweep"]): rec for rec in read_records(path) if rec.get("key") == key and "sweep" in rec}
 
 

@@ -132,8 +132,9 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int 
     kept = df[~df["stall"]]
     if kept.empty:
         raise ValueError("no timed rounds to compare: every round was a warm-up, captured a CUDA graph or stalled")
-    rows = []
+    rows, walls = [], {}
     for (b, k), g in kept.groupby(["batch", "k"]):
+        walls[(b, k)] = g.sort_values("round")[["round", "wall_s"]]        # for speedup_interval
         tm, tp = g["wall_s"].sum(), g["pred_s"].sum()
         tok = g["emitted"].sum()
         rows.append({"batch": int(b), "k": int(k), "rounds": len(g),
@@ -152,7 +153,6 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int 
                              for r in t.itertuples()]
     t["predicted_speedup"] = [r.predicted_tok_s / base.loc[r.batch, "predicted_tok_s"] if r.batch in base.index else np.nan
                               for r in t.itertuples()]
-    walls = {bk: g.sort_values("round")[["round", "wall_s"]] for bk, g in kept.groupby(["batch", "k"])}
     ci = [speedup_interval(r.measured_speedup, walls[(r.batch, r.k)], walls[(r.batch, 0)], paired=interleaved, seed=seed)
           if r.k > 0 and r.batch in base.index else (np.nan, np.nan) for r in t.itertuples()]
     t["measured_speedup_lo"], t["measured_speedup_hi"] = [c[0] for c in ci], [c[1] for c in ci]
@@ -187,7 +187,8 @@ def validate(run: dict, profile: str, dtype: str | None = None) -> tuple[pd.Data
 
 def table_markdown(t: pd.DataFrame) -> str:
     lines = ["| batch | K | rounds | tokens/round/seq | round ms (measured) | round ms (predicted) | error | "
-             "tokens/s (measured) | tokens/s (predicted) | error | speedup vs K=0 (measured, 95 % interval) | (predicted) |",
+             f"tokens/s (measured) | tokens/s (predicted) | error | speedup vs K=0 (measured, {100 * CI_LEVEL:.0f} % "
+             "interval) | (predicted) |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in t.itertuples():
         ci = "(too few rounds)" if np.isnan(r.measured_speedup_lo) else \

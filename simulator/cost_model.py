@@ -252,6 +252,11 @@ class CostModel:
             hot[3] = hot[3] / self.kv_wave_factor(num_seqs)          # hot[3]: the KV bandwidth
         return hot
 
+    def terms_row(self, num_tokens, num_logits) -> np.ndarray:
+        """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),
+        as a float64 row: how simulator/decode_kernel.py takes them (`terms`)."""
+        return np.array([float(x) for x in self._pass_terms(num_tokens, num_logits)])
+
     def attention_rows(self, decode_seqs, prefill_tokens=0):
         """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,
         the blocks per KV head their queries fill (a chunk of L tokens runs ceil(L g / 64) query
@@ -274,8 +279,7 @@ class CostModel:
         (sequence, KV head) (kv_wave_factor), which requires it. This is the
         simulator's hot path: the terms are written out (same physics as `breakdown`). The terms
         that depend only on (tokens, logits) are cached for Python numbers (`_pass_terms`)."""
-        if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS and \
-                (not self._gemv or num_tokens.__class__ is num_logits.__class__ is float):
+        if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS:
             terms = self._terms.get((num_tokens, num_logits))
             if terms is None:
                 terms = self._cache_terms(num_tokens, num_logits)
@@ -329,12 +333,12 @@ class CostModel:
         p, F, W = self.p, self.peak_flops_s, self.bw_bytes_s
         lin, head, Wx = self._lin_term, self._head_term, W
         if self._gemv:      # one token: matrix-vector kernels (see the module docstring)
-            if T.__class__ is float and num_logits.__class__ is float:     # the simulator's scalars
+            if T.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS:   # the simulator's scalars
                 if T == 1.0:
                     lin, Wx = self._lin_term_gemv, self.bw_gemv_bytes_s
                 if num_logits == 1.0:
                     head = self._head_term_gemv
-            else:                                                         # arrays (and other numbers)
+            else:                                                         # arrays (and numpy scalars)
                 one = np.equal(T, 1)
                 lin, Wx = np.where(one, self._lin_term_gemv, lin), np.where(one, self.bw_gemv_bytes_s, W)
                 head = np.where(np.equal(num_logits, 1), self._head_term_gemv, head)

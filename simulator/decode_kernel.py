@@ -13,7 +13,7 @@ round in which a sequence reaches its output length (the replica retires it and 
 
 Costs: a pass's time is time_s's sum, t = weights + roof(attention) + head + rest [+ all-reduce]
 + launch, where (weights, head, rest, all-reduce) depend only on the pass's tokens and logits.
-The replica computes those four with the cost model's own `_pass_terms` (`terms`: one row per
+The replica computes those four with the cost model's own `CostModel.terms_row` (`terms`: one row per
 pass shape a stretch can meet) and the kernel adds the attention roof, the only term that moves
 with the context. NOTE: `pass_time_s` is therefore time_s's last lines again, compiled; the test
 holds the two equal bit for bit on random shapes (soft and sharp roofline, one-token rates, TP,
@@ -26,6 +26,7 @@ environment), and the replica runs every round in Python. The compiled code is c
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -37,7 +38,7 @@ ROW_COLUMNS = 15
 MAX_ROUNDS = 512
 # hot[]: CostModel._hot (p, 1/p, peak FLOP/s, KV-read bandwidth B/s, attention FLOPs per pair, KV bytes per
 # token, launch s, all-reduce count, all-reduce fixed s), then 1.0 for a sharp (max) roofline
-# (Replica._kernel_plan builds it)
+# (CostModel.kernel_constants builds it)
 HOT_SIZE = 10
 
 
@@ -73,7 +74,7 @@ def draft_steps_s(hot, terms, first_row: int, first, ctx, B, k, nb) -> float:
 
 def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, first_x,
                   n, k, w, bs, cap, shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows,
-                  now, start, peek_s, any_iteration, track_pend, draft_kind, first_lo, first_is_b,
+                  now, start, peek_s, any_iteration, track_pend, draft_kind, first_is_b,
                   branches, fixed_target_s, fixed_draft_s, overhead_s, index):
     """Run uneventful rounds of n decode sequences at K = k (verify width w) from clock `now`.
 
@@ -81,7 +82,7 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
     tokens emitted per row, rows pos.. unused; out: [MAX_ROUNDS, ROW_COLUMNS] log rows; pend: [n]
     scratch for the last round's tokens emitted, capped at what each sequence had left.
     draft_kind: 0 fixed costs (k x fixed_draft_s, target fixed_target_s), 1 chained draft steps
-    (dterms[0]: later steps' terms, n x branches tokens; dterms[1 + f - first_lo]: step 0
+    (dterms[0]: later steps' terms, n x branches tokens; dterms[1 + f - n]: step 0
     ingesting f tokens, NaN where not built yet; xterms[1]: step 0 ingesting first_x tokens, where
     first_x lies outside that table (-1: none); first_is_b: step 0 takes one token per sequence,
     self_spec).
@@ -113,7 +114,7 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
             if first == first_x:
                 draft = draft_steps_s(dhot, xterms, 1, first, sum_c, n, k, n * branches)
             else:
-                row = 1 + first - first_lo
+                row = 1 + first - n
                 if row < 1 or row >= nb_rows or dterms[row, 0] != dterms[row, 0]:   # (NaN: not built)
                     break
                 draft = draft_steps_s(dhot, dterms, row, first, sum_c, n, k, n * branches)
@@ -157,18 +158,13 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
     return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, False
 
 
-
-_KERNEL: list = []        # [the compiled decode_rounds, or None], once resolved
-
-
+@functools.cache
 def kernel():
     """decode_rounds compiled with numba and loaded (the first call in a process imports numba
     and loads the on-disk cache, about 0.5 s, or compiles, a few seconds after an install), or
     None without numba, with SPECSIGHT_KERNEL=0 in the environment, or when numba fails (a
     warning says why; every round then runs in Python, with the same results)."""
-    if not _KERNEL:
-        _KERNEL.append(_compile())
-    return _KERNEL[0]
+    return _compile()
 
 
 def _compile():
@@ -196,5 +192,5 @@ def _jit(numba):
     i64, f64 = np.zeros(1, dtype=np.int64), np.zeros((1, ROW_COLUMNS))
     hot, terms = np.zeros(HOT_SIZE), np.zeros((1, 4))
     fn(i64, i64, i64, f64, i64, hot, terms, hot, terms, terms, -1, 1, 1, 2, 16, 0, 16, 1, 1, 1, 1,  # load it now:
-       0, 0, 0.0, 0.0, 0.0, True, True, 0, 1, False, 1, 0.0, 0.0, 0.0, 0)                       # runs no round
+       0, 0, 0.0, 0.0, 0.0, True, True, 0, False, 1, 0.0, 0.0, 0.0, 0)                          # runs no round
     return fn

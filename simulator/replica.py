@@ -94,7 +94,6 @@ class RooflineStepCost:
         return float(t) + (self.spec_overhead_s if k > 0 else self.overhead_s)
 
 
-
 # ---- the replica -------------------------------------------------------------------------
 BIG = 1 << 62
 SMALL_BATCH = 16       # up to this many decode sequences, per-sequence sums run in Python lists
@@ -298,31 +297,36 @@ class Replica:
         """For n decode sequences at K = k: the target pass's (weights, head, rest, all-reduce)
         terms ([1, 4]) and the drafter's ([rows, 4]: row 0 a later step's, n x branches tokens;
         row 1 + f - n a first step ingesting f = n .. n (k + 1) tokens, NaN until a round needs it:
-        `_kernel_first_row`), computed by the cost models' own _pass_terms with the Python ints
+        `_kernel_first_row`), computed by the cost models' own terms_row with the Python ints
         the replica passes them; and the target's and drafter's constants for passes over n
         sequences (CostModel.kernel_constants)."""
         kp = self._kern
         if kp["kind"] == 0:
-            return kp["z"], kp["z"], n, kp["no_hot"], kp["no_hot"]
+            return kp["z"], kp["z"], kp["no_hot"], kp["no_hot"]
         tc, dc = kp["tc"], kp["dc"]
         T = n * self.widths[k]
-        tterms = np.array([[float(x) for x in tc._pass_terms(T, T)]])
+        tterms = tc.terms_row(T, T)[None, :]
         thot = tc.kernel_constants(n)
         if not k:
-            return tterms, kp["z"], n, thot, kp["no_hot"]
+            return tterms, kp["z"], thot, kp["no_hot"]
         nb = n * kp["branches"]
         dterms = np.full((2 if kp["first_is_b"] else n * k + 2, 4), np.nan)
-        dterms[0] = [float(x) for x in dc._pass_terms(nb, nb)]
-        return tterms, dterms, n, thot, dc.kernel_constants(n)
+        dterms[0] = dc.terms_row(nb, nb)
+        return tterms, dterms, thot, dc.kernel_constants(n)
 
-    def _kernel_first_row(self, dterms: np.ndarray, first_lo: int, n: int) -> bool:
+    def _kernel_first_index(self, dterms: np.ndarray, n: int) -> int:
+        """The row of dterms the next round's first draft step reads (1 + f - n, f the tokens it
+        ingests), or 0 where f lies outside the table."""
+        r = 1 + (n if self._kern["first_is_b"] else self.pend_sum) - n
+        return r if 1 <= r < len(dterms) else 0
+
+    def _kernel_first_row(self, dterms: np.ndarray, n: int) -> bool:
         """Build the catch-up row the next round's first draft step needs, if it is in the table
         and not built yet; True if it built one."""
-        first = n if self._kern["first_is_b"] else self.pend_sum
-        r = 1 + first - first_lo
-        if not 1 <= r < len(dterms) or dterms[r, 0] == dterms[r, 0]:
+        r = self._kernel_first_index(dterms, n)
+        if not r or dterms[r, 0] == dterms[r, 0]:
             return False
-        dterms[r] = [float(x) for x in self._kern["dc"]._pass_terms(first, n)]
+        dterms[r] = self._kern["dc"].terms_row(r - 1 + n, n)
         return True
 
     def _kernel_rounds(self, start: float, peek_s: float) -> int:
@@ -341,27 +345,26 @@ class Replica:
                 blocks = self._blocks = self._count_blocks(n)
             if self.waiting and n < self.max_seqs and self.max_tokens > n * self.widths[k]:
                 # the queue's head stays out only if it does not fit now: the rounds only take KV away
-                rid = self.waiting[0]
-                need_t = int(self.table.prompt[rid] + self.table.generated[rid])
-                if -(-min(need_t, self.max_tokens - n * self.widths[k]) // self.bs) <= self.capacity - blocks - self.pf_blocks:
+                if self._first_chunk(self.waiting[0], self.max_tokens - n * self.widths[k])[2] \
+                        <= self.capacity - blocks - self.pf_blocks:
                     break
             ent = kp["terms"].get(n)
             if ent is None:
                 ent = kp["terms"][n] = self._kernel_terms(n, k)
-            tterms, dterms, first_lo, thot, dhot = ent
+            tterms, dterms, thot, dhot = ent
             first_x, xterms = -1, dterms
             if k and kp["kind"]:
-                if not (kp["first_is_b"] or first_lo <= self.pend_sum < first_lo + len(dterms) - 1):
+                if not self._kernel_first_index(dterms, n):
                     first_x = self.pend_sum      # a first step outside the table (catching up on a prompt)
-                    xterms = np.array([dterms[0], [float(x) for x in kp["dc"]._pass_terms(first_x, n)]])
+                    xterms = np.array([dterms[0], kp["dc"].terms_row(first_x, n)])
                 else:
-                    self._kernel_first_row(dterms, first_lo, n)
+                    self._kernel_first_row(dterms, n)
             m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp["fn"](
                 self.d_kvc, self.d_lim, blk.em if k else kp["no_em"], kp["out"], self._scratch, thot, tterms,
                 dhot, dterms, xterms, first_x, n, k, self.widths[k], self.bs, self.capacity, self._ctx_shift,
                 self.sum_ctx, self.pend_sum, self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0,
                 float(self.now), float(start), float(peek_s), self.silent_finish, self.track_catchup, kp["kind"],
-                first_lo, kp["first_is_b"], kp["branches"], kp["ft"], kp["fd"],
+                kp["first_is_b"], kp["branches"], kp["ft"], kp["fd"],
                 self._spec_overhead_s if k else self._overhead_s, self.index)
             if not m:
                 break
@@ -381,7 +384,7 @@ class Replica:
                 self.d_pend[:n] += m
                 self.pend_sum += n * m
             if not finished:
-                if k and kp["kind"] and self._kernel_first_row(dterms, first_lo, n):
+                if k and kp["kind"] and self._kernel_first_row(dterms, n):
                     continue                     # it stopped for a catch-up row not built yet
                 break
             self._retire(n, now)
@@ -455,6 +458,13 @@ class Replica:
                                    self._rows(n, pf[0])) + d + (oh_spec if k else oh)
         return pass_s, decode_s, once_s
 
+    def _first_chunk(self, rid: int, budget: int) -> tuple[int, int, int]:
+        """A waiting request's tokens in all (prompt + what it generated before a preemption), the
+        first chunk a budget of `budget` tokens admits of them, and the KV blocks that chunk takes."""
+        need_t = int(self.table.prompt[rid] + self.table.generated[rid])
+        c = min(need_t, budget)
+        return need_t, c, -(-c // self.bs)
+
     def _prefill_plan(self, n: int) -> tuple[float, float, float, float] | None:
         """The prefill part of the pass `_schedule_prefills` would build at K = 0 (token budget
         max_num_batched_tokens - n), read without touching the queues: partial prefills first, then
@@ -475,13 +485,10 @@ class Replica:
             pairs += c * done + c * (c + 1) // 2
             logits += done + c == need_t
         seqs = n + len(self.prefills)
-        prompt, generated = self.table.prompt, self.table.generated
         for rid in self.waiting:
             if budget <= 0 or seqs >= self.max_seqs:
                 break
-            need_t = int(prompt[rid] + generated[rid])
-            c = min(need_t, budget)
-            b = -(-c // bs)
+            need_t, c, b = self._first_chunk(rid, budget)
             if b > free:
                 break
             free -= b
@@ -663,13 +670,10 @@ class Replica:
             i += 1
 
         if not self._preempted:          # vLLM admits nothing in an iteration that preempted
-            t = self.table
             waiting = self.waiting
             while waiting and budget > 0 and n + len(prefills) < self.max_seqs:
                 rid = waiting[0]
-                need_t = int(t.prompt[rid] + t.generated[rid])
-                c = min(need_t, budget)
-                b = -(-c // bs)
+                need_t, c, b = self._first_chunk(rid, budget)
                 if b > free:
                     break
                 waiting.popleft()

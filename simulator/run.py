@@ -122,11 +122,12 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     bs = int(eng.block_size)
     k_max = sc.k_max
     dep = resolve_deployment(sc)
-    longest = int((reqs.prompt_len + reqs.output_len).max()) + k_max
+    longest_request = int((reqs.prompt_len + reqs.output_len).max())
+    longest = longest_request + k_max                    # its KV slots, the K drafts included
     window = dep.context_window_tokens
-    if window and longest - k_max > window:     # an engine refuses such a request (vLLM: max_model_len)
+    if window and longest_request > window:     # an engine refuses such a request (vLLM: max_model_len)
         raise SpecsightInputError(
-            "workload (longest prompt_len + output_len, tokens)", longest - k_max,
+            "workload (longest prompt_len + output_len, tokens)", longest_request,
             f"exceeds {sc.model}'s context window of {window} tokens (max_position_embeddings in its config.json); "
             f"shorten the requests (a length distribution's max:, or the trace's longest) or pick a model "
             f"with a longer window")

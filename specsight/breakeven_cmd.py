@@ -123,12 +123,18 @@ def trace_qps(source: Mapping[str, Any]) -> float:
     return (n - 1) / float(t[-1] - t[0]) * wl.time_scale
 
 
+def _arrival(source: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The scenario's workload.arrival block ({} when it is absent or a flat string form)."""
+    arr = (source.get("workload") or {}).get("arrival")
+    return arr if isinstance(arr, Mapping) else {}
+
+
 def default_values(axis: str, source: Mapping[str, Any]) -> str:
     if axis != "qps":
         return DEFAULT_VALUES[axis]
-    arr = source.get("workload", {}).get("arrival", {})
-    q = arr.get("qps") if isinstance(arr, Mapping) else None
-    if isinstance(arr, Mapping) and arr.get("process") == "trace":
+    arr = _arrival(source)
+    q = arr.get("qps")
+    if arr.get("process") == "trace":
         t = arr.get("time_scale", 1.0)
         q = trace_qps(source) / float(t if t is not None else 1.0)
     if not q:
@@ -141,8 +147,7 @@ def axis_overrides(axis: str, value: float, source: Mapping[str, Any], requests_
                    trace_rate: float | None = None) -> dict[str, Any]:
     """The key-path overrides that put the scenario at `value` on `axis`. trace_rate: the
     scenario's trace_qps where the caller has it (a sweep computes it once)."""
-    wl = source.get("workload", {})
-    arr = wl.get("arrival", {}) if isinstance(wl.get("arrival"), Mapping) else {}
+    arr = _arrival(source)
     if axis == "batch":
         b = int(value)
         out: dict[str, Any] = {"workload.arrival": {"process": "closed_loop", "concurrency": b,
@@ -357,8 +362,7 @@ def breakeven_table(scenario: Any, axis: str, values: Sequence[float], ks: Seque
             raise SpecsightInputError("--axis2", axis2, "with --axis2 k, pass --policies with at least one curve")
     grid2: list[float | None] = list(values2) if axis2 else [None]
 
-    arr = (source.get("workload") or {}).get("arrival")
-    trace = "qps" in (axis, axis2) and isinstance(arr, Mapping) and arr.get("process") == "trace"
+    trace = "qps" in (axis, axis2) and _arrival(source).get("process") == "trace"
     rate = trace_qps(source) if trace else None          # the scenario's, the same at every cell
     cells = []          # (v, v2, axis overrides)
     for v2 in grid2:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecsightInputError, require_int
+from simulator.errors import SpecsightInputError, require_int, require_range
 
 # NVIDIA/AMD device names (torch.cuda.get_device_name) -> datasheet profile, first match wins.
 GPU_NAMES = (("H200", "h200-sxm"), ("H100 PCIe", "h100-pcie"), ("H100", "h100-sxm"), ("B200", "b200"),
@@ -205,8 +204,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     n_layers, draft_layers = _depths(args, device)
     require_int("--repeats", args.repeats, lo=1)
     require_int("--warmup", args.warmup, lo=0)
-    if not 0.0 < args.holdout < 1.0:
-        raise SpecsightInputError("--holdout", args.holdout, "a fraction of the grid's cells, strictly between 0 and 1")
+    require_range("--holdout", args.holdout, 0.0, 1.0, lo_open=True, hi_open=True)    # a fraction of the grid's cells
     evict = device == "cpu" if args.evict is None else bool(args.evict)
     target, draft = _specs(args, scale, args.draft)
     grid_name = args.grid or (f"{device}-quick" if args.quick else device)
@@ -435,10 +433,7 @@ def run_groundtruth(args: argparse.Namespace) -> int:
     if args.steps is not None:
         require_int("--steps", args.steps, lo=1)
     require_int("--warmup", args.warmup, lo=0)
-    if not (math.isfinite(args.temperature) and args.temperature > 0):
-        raise SpecsightInputError("--temperature", args.temperature,
-                                  "a finite number > 0 (the rounds sample from softmax(logits / temperature); "
-                                  "greedy decoding is not modelled)")
+    require_range("--temperature", args.temperature, 0.0, lo_open=True)   # sampling from softmax(logits / T)
     target, draft = _specs(args, scale, args.draft if any(k > 0 for k in args.k) else None)
     cfg = GTConfig(batches=tuple(args.batch), ks=tuple(args.k), steps=args.steps, warmup=args.warmup,
                    prompt_len=args.prompt_len, temperature=args.temperature, seed=args.seed,

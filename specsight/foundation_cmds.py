@@ -111,12 +111,14 @@ def cmd_cost(args) -> int:
     # what the batch holds per GPU once this pass has run, against the GPU's whole memory (a serving
     # engine keeps part of it back: `simulate` sizes its KV cache with simulator.kv_cache.kv_budget)
     kv_bytes = batch * (ctx + new) * float(cm.kv_bytes_per_token)
-    fits = cm.weight_bytes_per_gpu + kv_bytes <= hw.memory_bytes
+    held_bytes = cm.weight_bytes_per_gpu + kv_bytes
+    fits = held_bytes <= hw.memory_bytes
     window = cm.model.max_position_embeddings
+    within = ctx + new <= window if window else None
     out.update(model=args.model, gpu=hw.name, hardware_profile=hw.describe(), tp=cm.tp, dtype=cm.dtype,
                batch=batch, new_tokens=new, context=ctx, iteration_overhead_s=cm.iteration_overhead_s,
                weight_bytes_per_gpu=cm.weight_bytes_per_gpu, kv_bytes_per_gpu=kv_bytes, fits_in_hbm=fits,
-               context_window_tokens=window or None, within_context_window=(ctx + new <= window) if window else None)
+               context_window_tokens=window or None, within_context_window=within)
     if args.json:
         emit_json(out)
         return 0
@@ -128,9 +130,9 @@ def cmd_cost(args) -> int:
     print(f"{'total':<14}{cost.flops/1e9:>14.2f}{cost.bytes/1e6:>14.2f}{cost.time_s*1e3:>12.4f}  {cost.bound}")
     print(f"(+ {cm.iteration_overhead_s*1e3:.3f} ms host overhead per engine iteration)")
     print(f"memory per GPU: weights {cm.weight_bytes_per_gpu / 1e9:.2f} GB + KV {kv_bytes / 1e9:.2f} GB = "
-          f"{(cm.weight_bytes_per_gpu + kv_bytes) / 1e9:.2f} GB of {hw.memory_capacity_gb:g} GB HBM"
+          f"{held_bytes / 1e9:.2f} GB of {hw.memory_capacity_gb:g} GB HBM"
           + ("" if fits else ": does not fit (no engine holds this batch; the times are the roofline's alone)"))
-    if window and ctx + new > window:
+    if within is False:
         print(f"context {ctx} + {new} tokens exceeds {args.model}'s context window of {window} tokens "
               f"(max_position_embeddings): an engine refuses such a sequence")
     return 0

@@ -9,16 +9,13 @@ them against issue #5's CPU goals; these tests keep those reports reproducible: 
 committed profile back from the committed points, every run meets the held-out goal, and
 `specsight validate` reprints each committed table to the digit (the speedup intervals too: their
 bootstrap is seeded)."""
-import json
-
 import pytest
 
 from calibrate.fit import fit_device
 from calibrate.groundtruth import load_run
-from calibrate.layers import scaled_spec
+from calibrate.microbench import calibration_inputs
 from calibrate.validate import report_markdown, validate
 from simulator.hardware import load_profile
-from simulator.model_spec import load_model
 from simulator.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "calibration_cpu"
@@ -30,11 +27,8 @@ CPU_HELDOUT_MEDIAN_MAX = 0.15       # issue #5: held-out forward-pass error, CPU
 def test_refitting_the_committed_points_gives_the_committed_profile(run):
     prof = load_profile(str(RESULTS / f"cpu{run}.yaml"))
     cal = prof.calibration
-    points = [json.loads(line) for line in (RESULTS / f"cpu{run}.points.jsonl").read_text().splitlines()]
-    points = [p for p in points if "sweep" not in p and p.get("key") == cal["key"]]
+    points, specs = calibration_inputs(cal, RESULTS / f"cpu{run}.points.jsonl")
     assert len(points) >= cal["n_points"]           # the grid's passes (+ the host-work points)
-    specs = {"target": scaled_spec(load_model(cal["model"]), cal["scale"]),
-             "draft": scaled_spec(load_model(cal["draft"]), cal["scale"])}
     fit = fit_device(points, specs, prof, cal["dtype"], holdout_frac=0.3, seed=0, stat="min",
                      fixed={"overheads.kernel_launch_us": prof.overheads.kernel_launch_us})
     for k, v in fit.params.items():

@@ -8,15 +8,14 @@ layers) dimensions in bf16, and two ground-truth runs of real speculative decodi
 These tests need no GPU: they refit the measured passes with this code and predict the measured
 runs with the shipped profile, against issue #5's GPU goals (held-out pass error <= 5 % median,
 tokens/s error <= 5 % median, the speedup's side of 1 right at every point)."""
-import json
 
 import pytest
 
 from calibrate.fit import fit_attention_blocks, host_overhead
 from calibrate.groundtruth import load_run
+from calibrate.microbench import calibration_inputs
 from calibrate.validate import validate
 from simulator.hardware import load_profile
-from simulator.model_spec import load_model
 from simulator.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "calibration_h200"
@@ -26,15 +25,14 @@ GPU_TOKENS_S_MEDIAN_MAX = 0.05      # issue #5: validation tokens/s error, GPU
 
 
 def _points() -> list[dict]:
-    lines = (RESULTS / "h200-sxm.calibrated.points.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if "sweep" not in r]
+    return calibration_inputs(load_profile(PROFILE).calibration, RESULTS / "h200-sxm.calibrated.points.jsonl")[0]
 
 
 @pytest.fixture(scope="module")
 def refit():
     cal = load_profile(PROFILE).calibration
-    specs = {"target": load_model(cal["model"]), "draft": load_model(cal["draft"])}
-    return fit_attention_blocks(_points(), specs, load_profile(cal["base_profile"]), cal["dtype"],
+    points, specs = calibration_inputs(cal, RESULTS / "h200-sxm.calibrated.points.jsonl")
+    return fit_attention_blocks(points, specs, load_profile(cal["base_profile"]), cal["dtype"],
                                 cal["attention_blocks"]["sm_count"], "test", holdout_frac=0.3, seed=0, stat="median")
 
 

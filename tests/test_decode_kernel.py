@@ -3,6 +3,7 @@ cost model's bit for bit, and every trajectory is the Python path's (`Replica.KE
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -19,11 +20,18 @@ from simulator.scenario import load_scenario
 
 pytest.importorskip("numba")
 KERNEL = dk.kernel()
-pytestmark = pytest.mark.skipif(KERNEL is None, reason="SPECSIGHT_KERNEL=0: the kernel is switched off")
+# Skipped only when switched off on purpose: with numba installed a kernel that fails to compile
+# (kernel() warns and returns None) fails these tests instead of skipping them.
+pytestmark = pytest.mark.skipif(os.environ.get("SPECSIGHT_KERNEL", "1") == "0",
+                                reason="SPECSIGHT_KERNEL=0: the kernel is switched off")
+
+
+def test_the_kernel_compiles():
+    assert KERNEL is not None, "simulator/decode_kernel.py did not compile (see the warning)"
 
 
 def _terms(cm: CostModel, shapes) -> np.ndarray:
-    return np.array([[float(x) for x in cm._pass_terms(t, lg)] for t, lg in shapes])
+    return np.array([cm.terms_row(t, lg) for t, lg in shapes])
 
 
 def _cost_models():

@@ -1,6 +1,6 @@
 """Trial (not adopted): a separate weight-streaming rate for passes of 6-11 rows on this CPU.
 
-MKL's x @ W on one thread reads W at 6-7 GB/s from 6 to 10 rows and at 9-10 GB/s from 2 to 5
+MKL's x @ W on one thread reads W at 5.1-8.4 GB/s from 6 to 10 rows and at 8.1-11.8 GB/s from 2 to 5
 (gemm_small_m.txt), a band the roofline's one multi-row memory rate does not have. This refits
 each committed CPU run (AH-AL) with the memory rate of passes and LM heads of 6 <= rows < 12
 scaled by MULT (1.0: the shipped model), everything else fitted as `specsight calibrate` does,
@@ -8,7 +8,6 @@ and validates that run's ground truth with the refitted profile.
 
     .venv/bin/python benchmarks/results/calibration_cpu/trial_row_band.py > benchmarks/results/calibration_cpu/trial_row_band.txt
 """
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -18,11 +17,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from calibrate.fit import fit_device, host_overhead, write_profile            # noqa: E402
 from calibrate.groundtruth import load_run                                    # noqa: E402
-from calibrate.layers import scaled_spec                                      # noqa: E402
+from calibrate.microbench import calibration_inputs                          # noqa: E402
 from calibrate.validate import compare, predict_rounds                       # noqa: E402
 from simulator.cost_model import CostModel                                   # noqa: E402
 from simulator.hardware import load_profile                                  # noqa: E402
-from simulator.model_spec import load_model                                  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LO, HI = 6, 12
@@ -54,10 +52,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for run in ["AH", "AI", "AJ", "AK", "AL"]:
         prof = load_profile(str(HERE / f"cpu{run}.yaml"))
         cal = prof.calibration
-        recs = [json.loads(line) for line in (HERE / f"cpu{run}.points.jsonl").read_text().splitlines()]
-        recs = [r for r in recs if "sweep" not in r and r.get("key") == cal["key"]]
-        specs = {"target": scaled_spec(load_model(cal["model"]), cal["scale"]),
-                 "draft": scaled_spec(load_model(cal["draft"]), cal["scale"])}
+        recs, specs = calibration_inputs(cal, HERE / f"cpu{run}.points.jsonl")
         host = host_overhead(recs, "min")
         for MULT in (1.0, 0.8, 0.7, 0.6, 0.5):
             f = fit_device(recs, specs, prof, cal["dtype"], holdout_frac=0.3, seed=0, stat="min",
@@ -68,7 +63,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                param_sources={"overheads.kernel_launch_us": "trial_row_band.py"})
             t, s = compare(predict_rounds(load_run(HERE / f"groundtruth_{run}.json"), hw))
             sp = t[t["k"] > 0]
-            right = int(((sp["measured_speedup"] > 1) == (sp["predicted_speedup"] > 1)).sum())
+            right = len(sp) - len(s["speedup_sign_disagreements"])
             print(f"{run} x{MULT:.1f}: held-out {100 * f.summary['heldout_ape_median']:.1f} %, "
                   f"rms {f.summary['rms_log_residual_train']:.4f}; tokens/s {100 * s['tok_s_ape_median']:.1f} %, "
                   f"sides {right}/{len(sp)}; "

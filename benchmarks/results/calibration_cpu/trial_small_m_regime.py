@@ -13,7 +13,6 @@ measured dispatch time fixed), and validates the run's ground truth.
         > benchmarks/results/calibration_cpu/trial_small_m_regime.txt
     (a third argument, e.g. `AK 12 show`, also prints the log residuals of the passes at batch <= 8)
 """
-import json
 import math
 import sys
 import tempfile
@@ -25,10 +24,9 @@ from scipy.optimize import least_squares  # noqa: E402
 from simulator.cost_model import CostModel  # noqa: E402
 from calibrate.fit import fit_device, host_overhead, write_profile, PassPredictor, ape  # noqa: E402
 from calibrate.groundtruth import load_run  # noqa: E402
-from calibrate.layers import scaled_spec  # noqa: E402
+from calibrate.microbench import calibration_inputs  # noqa: E402
 from calibrate.validate import compare, predict_rounds  # noqa: E402
 from simulator.hardware import load_profile  # noqa: E402
-from simulator.model_spec import load_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 M_PACK = int(sys.argv[2]) if len(sys.argv) > 2 else 12
@@ -55,9 +53,7 @@ CostModel._cache_terms = lambda self, T, L: _pass_terms(self, T, L)
 
 def run(X, structure):
     prof = load_profile(str(HERE / f"cpu{X}.yaml")); cal = prof.calibration
-    recs = [json.loads(l) for l in (HERE / f"cpu{X}.points.jsonl").read_text().splitlines()]
-    recs = [r for r in recs if "sweep" not in r and r.get("key") == cal["key"]]
-    specs = {"target": scaled_spec(load_model(cal["model"]), cal["scale"]), "draft": scaled_spec(load_model(cal["draft"]), cal["scale"])}
+    recs, specs = calibration_inputs(cal, HERE / f"cpu{X}.points.jsonl")
     launch = prof.overheads.kernel_launch_us
     EXTRA["f_s"] = None
     base = fit_device(recs, specs, prof, cal["dtype"], holdout_frac=0.3, seed=0, stat="min",
@@ -100,7 +96,7 @@ def run(X, structure):
     if len(sys.argv) > 3:
         print(df[(df["batch"] <= 8)].groupby(["role", "batch", "new_tokens", "context"])["r"].mean().round(3).unstack().to_string())
     sp = t[t["k"] > 0]
-    right = int(((sp["measured_speedup"] > 1) == (sp["predicted_speedup"] > 1)).sum())
+    right = len(sp) - len(s["speedup_sign_disagreements"])
     extra = f" f_s {th[5]:.3f} c_s {th[6]:.3f}" if structure == "small" else ""
     print(f"{X} {structure:8s} held-out {100*np.median(a[held]):.1f} % rms {rms:.4f} p {math.exp(th[2]):.2f} m {th[0]:.3f} c {th[1]:.3f}{extra}; "
           f"tok/s {100*s['tok_s_ape_median']:.1f} % sides {right}/{len(sp)}; "

@@ -1,15 +1,14 @@
 # Usage: .venv/bin/python benchmarks/results/calibration_h200/gpu_keylat.py benchmarks/results/calibration_h200 A_NS benchmarks/results/calibration_h200/groundtruth_h200.json benchmarks/results/calibration_h200/groundtruth_h200_t2.json benchmarks/results/calibration_h200/run3_repeat/groundtruth_h200.json benchmarks/results/calibration_h200/run3_repeat/groundtruth_h200_t2.json
 """Experiment: a fixed per-key time per block (a_ns) in the per_sequence_head attention:
 1/W_eff = 1/(BW eff_attn) + a / (S bytes_per_key_per_head). Grid over a, refit the rest."""
-import json, sys, dataclasses
+import json, sys
 sys.path.insert(0, '.')
-import numpy as np
 import simulator.cost_model as cmod
 from simulator.cost_model import CostModel
 from calibrate.fit import fit_attention_blocks, host_overhead, write_profile
 from calibrate.validate import predict_rounds, compare
 from simulator.hardware import load_profile
-from simulator.model_spec import load_model
+from calibrate.microbench import calibration_inputs
 A_NS = float(sys.argv[2])
 orig = CostModel.__init__
 def init(self, model, hw, *a, **k):
@@ -20,9 +19,7 @@ def init(self, model, hw, *a, **k):
         h = list(self._hot); h[3] = self.bw_kv_bytes_s; self._hot = tuple(h)
 CostModel.__init__ = init
 RUN = sys.argv[1]
-recs = [json.loads(l) for l in open(f'{RUN}/h200-sxm.calibrated.points.jsonl')]
-recs = [r for r in recs if 'sweep' not in r]
-specs = {'target': load_model('llama-3.1-8b'), 'draft': load_model('llama-3.2-1b')}
+recs, specs = calibration_inputs(load_profile('h200-sxm.calibrated').calibration, f'{RUN}/h200-sxm.calibrated.points.jsonl')
 base, f, rep = fit_attention_blocks(recs, specs, load_profile('h200-sxm'), 'bf16', 132, 'x', holdout_frac=0.3, seed=0, stat='median')
 s = f.summary
 print('a_ns', A_NS, 'heldout %.4f max %.3f rms %.4f' % (s['heldout_ape_median'], s['heldout_ape_max'], s['rms_log_residual_train']), 'by role', {k: round(v, 3) for k, v in s['heldout_by_role'].items()})
