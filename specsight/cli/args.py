@@ -19,9 +19,20 @@ from typing import Any
 HARDWARE_FLAGS = ("--hardware", "--gpu", "--profile")
 
 
-def add_hardware(p: argparse.ArgumentParser, required: bool = False) -> None:
+SCENARIO_HARDWARE_HELP = ("hardware profile for the scenario's deployment: sets hardware.profile, which replaces "
+                          "its hardware.gpu (roofline scenarios)")
+
+
+def add_hardware(p: argparse.ArgumentParser, required: bool = False, help: str = "hardware profile") -> None:
     p.add_argument(*HARDWARE_FLAGS, dest="hardware", metavar="NAME|YAML", required=required,
-                   help="hardware profile: a hardware_profiles/ name or a profile YAML (aliases --gpu, --profile)")
+                   help=f"{help}: a hardware_profiles/ name or a profile YAML (aliases --gpu, --profile)")
+
+
+def scenario_overrides(args: argparse.Namespace) -> list[str]:
+    """The scenario overrides a command's flags give: --hardware (as hardware.profile), then each --set."""
+    import json
+    hw = getattr(args, "hardware", None)
+    return ([f"hardware.profile={json.dumps(hw)}"] if hw else []) + list(args.overrides)
 
 
 def add_k(p: argparse.ArgumentParser, default: str | None, help: str, required: bool = False) -> None:
@@ -56,12 +67,13 @@ GRID_HELP = ("run the whole study at each point of a grid of scenario overrides 
 
 
 def grid_cases(args: argparse.Namespace) -> list[tuple[dict[str, Any] | None, list[str], Path]]:
-    """(grid point or None, --set overrides then the point's, output folder) per study to run:
+    """(grid point or None, scenario_overrides then the point's, output folder) per study to run:
     one without --grid, one per point of the grids' product with it."""
+    base = scenario_overrides(args)
     if not args.grid:
-        return [(None, list(args.overrides), Path(args.out))]
+        return [(None, base, Path(args.out))]
     from ..studies.overrides import grid_points, override_strings
-    return [(pt, list(args.overrides) + override_strings(pt), Path(args.out) / point_folder(pt))
+    return [(pt, base + override_strings(pt), Path(args.out) / point_folder(pt))
             for pt in grid_points(args.grid)]
 
 

@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     add_json(p)
     p.add_argument("--analytic", action="store_true", help="closed-form cost-model sweep over batch size (no simulation)")
     p.add_argument("--model")
-    add_hardware(p)
+    add_hardware(p, help="hardware profile: with --analytic, the GPU costed; with a scenario, sets its hardware.profile")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--drafter", help="method (eagle3), method:model (draft_model:llama-3.2-1b) or a catalog name")

@@ -12,7 +12,8 @@ import argparse
 import sys
 import time
 
-from .args import GRID_HELP, add_executor, add_grid, add_json, add_k, add_out, add_set, grid_cases
+from .args import (GRID_HELP, SCENARIO_HARDWARE_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out,
+                   add_set, grid_cases)
 from .emit import emit_json
 
 HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"
@@ -33,6 +34,7 @@ def add_parser(sub) -> None:
     add_k(p, None, "static K values to plan (default: the scenario's num_speculative_tokens)")
     p.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"relative bracket width to stop at (default {TOLERANCE})")
     add_set(p, "override a scenario value first; repeatable")
+    add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     add_grid(p, GRID_HELP)
     add_out(p, "out/plan", "folder for plan.csv, plan.md, plan.png and points.jsonl")
     add_executor(p)

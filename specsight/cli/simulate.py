@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from simulator.errors import SpecsightInputError
 
-from .args import add_json, add_set
+from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, scenario_overrides
 from .emit import dumps, emit_json
 
 HELP = "simulate a deployment (continuous batching + speculative decoding) from a scenario YAML"
@@ -27,6 +27,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("simulate", help=HELP, description=HELP)
     p.add_argument("scenario", help="scenario YAML file (see docs/simulator.md)")
     add_set(p)
+    add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     p.add_argument("--baseline", action="store_true",
                    help="also run with speculation off on the same requests and report speedup_* keys")
     p.add_argument("--out", metavar="DIR", help="write requests/iterations tables and summary.json here")
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.run import simulate
     from simulator.scenario import load_scenario
     try:
-        sc = load_scenario(args.scenario, args.overrides)
+        sc = load_scenario(args.scenario, scenario_overrides(args))
         if not sc.hardware.is_fixed:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)

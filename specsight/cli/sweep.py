@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .args import add_executor, add_grid, add_json, add_out, add_set
+from .args import SCENARIO_HARDWARE_HELP, add_executor, add_grid, add_hardware, add_json, add_out, add_set, scenario_overrides
 from .emit import emit_json
 
 HELP = "simulate a grid of scenario overrides (local processes or a dask cluster); resumable"
@@ -29,6 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("scenario", help="scenario YAML")
     add_grid(p, "values of one key (parsed as YAML; commas inside {} or [] do not split); repeatable: the product is swept")
     add_set(p, "override a scenario value for every point; repeatable")
+    add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     p.add_argument("--baseline", action="store_true", help="also run each point with speculation off (speedup_* keys)")
     add_out(p, "out/sweep", "folder for points.jsonl (the resumable store) and sweep.csv")
     add_executor(p)
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = Path(args.out)
     store = out / "points.jsonl"
-    res = sweep(args.scenario, args.grid, overrides=args.overrides, baseline=args.baseline, store=store,
+    res = sweep(args.scenario, args.grid, overrides=scenario_overrides(args), baseline=args.baseline, store=store,
                 workers=args.workers, dask=args.dask, retry_errors=args.retry_errors, progress=not args.no_progress)
     df = res.frame
     out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
     if hw.get("kind", "roofline") == "fixed":
         where = f"fixed step costs ({hw.get('target_step_s')} s per pass)"
     else:
-        where = f"{source.get('model')} on {hw.get('gpu') or hw.get('profile')} x{hw.get('tp', 1)}"
+        where = f"{source.get('model')} on {hw.get('profile') or hw.get('gpu')} x{hw.get('tp', 1)}"
     drafter = d.get("method", "?") + (f" ({d['model']})" if d.get("model") else "")
     return {"scenario": source.get("name"), "deployment": where, "drafter": drafter}
 
