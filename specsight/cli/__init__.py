@@ -1,5 +1,7 @@
-"""The `specsight` command line: one thin module per command over the library (specsight.studies,
-simulator); defaults live in the dataclasses and the studies.
+"""The `specsight` command line: a thin layer over the library; defaults live in the dataclasses.
+
+One module per command, each parsing its flags and calling the library (specsight.studies,
+simulator).
 
 Every subcommand with --json prints one JSON object on stdout (cli/emit.py). Bad input prints one
 line `specsight: error: <field>=<value>: <what is allowed>` and exits with code 2. Flags shared by

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from simulator.errors import SpecsightInputError
 

@@ -12,8 +12,18 @@ import argparse
 import sys
 import time
 
-from .args import (GRID_HELP, SCENARIO_HARDWARE_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out,
-                   add_set, grid_cases)
+from .args import (
+    GRID_HELP,
+    SCENARIO_HARDWARE_HELP,
+    add_executor,
+    add_grid,
+    add_hardware,
+    add_json,
+    add_k,
+    add_out,
+    add_set,
+    grid_cases,
+)
 from .emit import emit_json
 
 HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"

@@ -23,8 +23,17 @@ from typing import Any, Iterable, Mapping, Sequence
 from simulator.errors import SpecsightInputError
 
 from .analytic import Analytic
-from .breakeven_axes import (ANALYTIC_AXES, AXES, DEFAULT_VALUES, REQUESTS_PER_USER, arrival_block, axis_overrides,
-                             default_values, parse_values, trace_qps)
+from .breakeven_axes import (
+    ANALYTIC_AXES,
+    AXES,
+    DEFAULT_VALUES,
+    REQUESTS_PER_USER,
+    arrival_block,
+    axis_overrides,
+    default_values,
+    parse_values,
+    trace_qps,
+)
 from .crossings import METRICS, BreakevenVerdict, as_number, ratio, summary_value, verdict
 from .inputs import int_list
 from .jsonable import json_safe
@@ -212,7 +221,6 @@ def _run(source: Mapping[str, Any], axis: str, values: Sequence[float], ks: Sequ
     i = 0
     for v, v2, ov in cells:
         base = by_key[_freeze(baseline_overrides(ov))]
-        bsum = base["summary"]
         closed = ov.get("workload.arrival", source["workload"].get("arrival", {})).get("process") == "closed_loop"
         m = metric or ("throughput" if closed else "tpot_p50")
         for c in curves:
