@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from calibrate.fit import fit_device, host_overhead, write_profile            # noqa: E402
+from calibrate.fit import fit_device                                          # noqa: E402
+from calibrate.fit_host import host_overhead                                 # noqa: E402
 from calibrate.groundtruth import load_run                                    # noqa: E402
 from calibrate.microbench import calibration_inputs                          # noqa: E402
+from calibrate.profile_writer import write_profile                           # noqa: E402
 from calibrate.validate import compare, predict_rounds                       # noqa: E402
 from simulator.cost_model import CostModel                                   # noqa: E402
 from simulator.hardware import load_profile                                  # noqa: E402

@@ -5,7 +5,9 @@ import json, sys
 sys.path.insert(0, '.')
 import simulator.cost_model as cmod
 from simulator.cost_model import CostModel
-from calibrate.fit import fit_attention_blocks, host_overhead, write_profile
+from calibrate.fit import fit_attention_blocks
+from calibrate.fit_host import host_overhead
+from calibrate.profile_writer import write_profile
 from calibrate.validate import predict_rounds, compare
 from simulator.hardware import load_profile
 from calibrate.microbench import calibration_inputs
