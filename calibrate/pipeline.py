@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
@@ -31,6 +31,10 @@ from simulator.hardware import HardwareProfile, load_profile
 
 from .grids import GRIDS
 from .machine import MachineConfig, depths, guess_gpu_profile, model_specs, prepare_machine
+
+if TYPE_CHECKING:
+    from .fit import DeviceFit
+    from .vidur import VidurFit
 
 STATS = ("median", "min")
 
@@ -61,7 +65,7 @@ class CalibrationResult:
     profile: HardwareProfile                 # as written, loaded back
     path: Path
     summary: dict[str, Any]                  # the JSON record of `specsight calibrate --json`
-    fit: Any                                 # calibrate.fit.DeviceFit: params, summary, points (DataFrame)
+    fit: DeviceFit                           # params, summary, points (DataFrame: every pass, pred_s, heldout)
     points: list[dict]                       # every measured point (passes and host work)
 
 
@@ -193,9 +197,9 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
                          peaks=peaks, peak_sources=peak_sources,
                          description=f"{base.description} (calibrated by specsight on {env['device_name']})",
                          header=f"# Calibrated by: specsight calibrate --device {device} --model {cfg.model}"
-                                f"{' --draft ' + cfg.draft if cfg.draft else ''} --layers {n_layers} --draft-layers {draft_layers} "
-                                f"--passes {grid_name} --scale {scale} --dtype {dtype} --repeats {cfg.repeats} --sweeps {bench.n_sweeps}"
-                                f"{'' if evict else ' --no-evict'}")
+                                f"{' --draft ' + cfg.draft if cfg.draft else ''} --layers {n_layers} "
+                                f"--draft-layers {draft_layers} --passes {grid_name} --scale {scale} --dtype {dtype} "
+                                f"--repeats {cfg.repeats} --sweeps {bench.n_sweeps}{'' if evict else ' --no-evict'}")
     result = {"profile": str(out), "profile_name": prof.name, "device_name": env["device_name"], "dtype": dtype,
               "heldout_ape_median": s["heldout_ape_median"], "heldout_ape_max": s["heldout_ape_max"],
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],
@@ -220,7 +224,7 @@ class VidurCalibration:
     profile: HardwareProfile                 # as written, loaded back
     path: Path
     summary: dict[str, Any]                  # the JSON record of `specsight calibrate --from-vidur --json`
-    fit: Any                                 # calibrate.vidur.VidurFit: params, table, held-out errors
+    fit: VidurFit                            # params, table, held-out errors
 
 
 def calibrate_from_vidur(data_dir: str | Path, out: str | Path, sku: str = "a100",
@@ -271,6 +275,8 @@ def record_groundtruth(cfg: GroundTruthConfig, progress: bool = False) -> Ground
     from .groundtruth import GTConfig, run_groundtruth, write_run
     if any(b < 1 for b in cfg.batches) or any(k < 0 for k in cfg.ks) or not cfg.batches or not cfg.ks:
         raise SpecsightInputError("--batch/--k", f"{cfg.batches}/{cfg.ks}", "batches >= 1, K >= 0")
+    if any(k > 0 for k in cfg.ks) and not cfg.draft:
+        raise SpecsightInputError("--draft", cfg.draft, "K > 0 needs a draft model")
     if cfg.prompt_len < 3:
         raise SpecsightInputError("--prompt-len", cfg.prompt_len, "must be >= 3")
     if cfg.steps is not None:

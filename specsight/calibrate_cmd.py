@@ -229,11 +229,16 @@ def run_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (python -m specsight.calibrate_cmd ...), the same commands as `specsight`."""
+def build_parser() -> argparse.ArgumentParser:
+    """A `specsight` parser with these three commands only."""
     parser = argparse.ArgumentParser(prog="specsight")
     add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (python -m specsight.calibrate_cmd ...), the same commands as `specsight`."""
+    args = build_parser().parse_args(argv)
     try:
         return run(args)
     except SpecsightInputError as e:
