@@ -1,19 +1,25 @@
-"""Calibrate a hardware profile: time passes on this machine (or read Vidur's tables), fit, write.
+"""The calibration jobs as library calls: each returns data and prints nothing.
 
-    from calibrate.pipeline import CalibrationConfig, calibrate_profile
     from calibrate.machine import MachineConfig
-    result = calibrate_profile(CalibrationConfig(out="cpu.yaml", passes="cpu-quick",
-                                                 machine=MachineConfig(device="cpu")))
-    result.profile          # the HardwareProfile written to cpu.yaml (loaded back)
-    result.fit.points       # DataFrame: every timed pass, measured and fitted, held out or not
-    result.summary          # what `specsight calibrate --json` prints
+    from calibrate.pipeline import (CalibrationConfig, GroundTruthConfig, calibrate_profile,
+                                    record_groundtruth, validate_run)
+    cpu = MachineConfig(device="cpu")
+    cal = calibrate_profile(CalibrationConfig(out="cpu.yaml", draft="llama-3.2-1b", quick=True, machine=cpu))
+    cal.profile           # the HardwareProfile written to cpu.yaml (loaded back)
+    cal.fit.points        # DataFrame: every timed pass, measured and fitted, held out or not
+    gt = record_groundtruth(GroundTruthConfig(batches=(1, 8), ks=(0, 2), out="gt.json", machine=cpu))
+    gt.configs            # DataFrame per (batch, K): rounds, median round, mean accepted
+    v = validate_run(gt.run, hardware="cpu.yaml")
+    v.table, v.summary    # predicted against measured per (batch, K); v.markdown is the report
 
-The steps (docs/calibration.md): time the grid's passes and the round's host work
-(`microbench.measure`, resumable from the points file), fit the host overheads (`fit_host`), take
-the base profile (a GPU's datasheet; a CPU's measured ceilings, `ceilings`), fit the passes once
-per attention structure (`fit.fit_attention_blocks`), compose the rounds check
-(`rounds_check`), and write the profile with every source (`profile_writer`). Nothing is printed;
-`progress` shows a bar on stderr where it is a terminal.
+`calibrate_from_vidur` fits Vidur's operator tables instead of timing. Each result's `summary`
+(or `run`) is what the matching `specsight ... --json` prints. The calibration's steps
+(docs/calibration.md): time the grid's passes and the round's host work (`microbench.measure`,
+resumable from the points file), fit the host overheads (`fit_host`), take the base profile (a
+GPU's datasheet; a CPU's measured ceilings, `ceilings`), fit the passes once per attention
+structure (`fit.fit_attention_blocks`), compose the rounds check (`rounds_check`), and write the
+profile with every source (`profile_writer`). `progress=True` shows a bar on stderr where it is
+a terminal.
 """
 from __future__ import annotations
 
