@@ -138,7 +138,7 @@ def fit_attention_blocks(points, specs: Mapping[str, Any], hw: HardwareProfile, 
     On a GPU its memory-efficient kernel runs one block per (sequence, KV head) and does not
     split the keys, so a pass at batch 1 and 32k context leaves most multiprocessors idle (on an
     H200, 0.86 ms per layer at 32k context for batch 1, 4 and 16 alike: the 4- and 8-layer target
-    passes of benchmarks/results/calibration_h200/h200-sxm.calibrated.points.jsonl); other builds or
+    passes of tests/data/calibration_h200/h200-sxm.calibrated.points.jsonl); other builds or
     devices may split. The data decide, by the stated rule."""
     fits = {}
     for blocks in ("split_kv", "per_sequence_head"):

@@ -32,7 +32,7 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
 
     Why c is a term of its own: with one intercept, the intercept takes the verify kernel's fixed
     time into every iteration, and a K = 0 round, which runs no verify kernel, is charged for it
-    (in the CPU calibrations of benchmarks/results/calibration_cpu/, cpu*.yaml and their points:
+    (in the CPU calibrations of tests/data/calibration_cpu/, cpu*.yaml and their points:
     0.22-0.33 ms of host work at batch 1 and K = 0, a fitted verify kernel of 0.36-0.61 ms, so one
     intercept more than doubles a plain round's host time). per_row_us and per_row_ape_median:
     the one-intercept fit against rows = B (K + 1), reported for comparison."""

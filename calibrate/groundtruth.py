@@ -60,7 +60,7 @@ class GTConfig:
         Why enough sequence-rounds: each sequence-round draws one accept length, and the run's
         speedup of K over K = 0 is tokens per round over round time. At K = 4 on the CPU's
         random-weight models a round emits 3.11 tokens with sd 1.59 (256 rounds at batch 1 in
-        benchmarks/results/calibration_cpu/groundtruth_AO.json), so 16 draws know the mean to ~13 %
+        tests/data/calibration_cpu/groundtruth_AO.json), so 16 draws know the mean to ~13 %
         (1 s.e.) and 256 to ~3 %; and a seeded run replays the same draws every time, so a short
         run's off mean is repeated, not averaged away. The prediction replays the recorded accept
         lengths either way; enough of them puts the measured point where the configuration stands."""

@@ -1,4 +1,4 @@
-"""Acceptance presets from published figures (/work/shared/reference/acceptance.md).
+"""Acceptance presets from published figures (the table in docs/reference/acceptance.md).
 
 Each preset names its source and conditions. Figures come in three kinds, converted as stated:
   alpha   a per-token acceptance rate: used as i.i.d. alpha directly.

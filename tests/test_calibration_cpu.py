@@ -1,10 +1,10 @@
-"""The CPU calibrations and ground truths committed in benchmarks/results/calibration_cpu/, checked
+"""The CPU calibrations and ground truths committed in tests/data/calibration_cpu/, checked
 against this code.
 
-Runs AH-AL and AM-AV (`bash benchmarks/results/calibration_cpu/run3.sh X` on the 2-core
+Runs AH-AL and AM-AV (`bash benchmarks/run_cpu_calibration.sh X` on the 2-core
 development Xeon, 2026-11-30; AH-AL with 16 ground-truth rounds per configuration, AM-AV with the
 default rounds of GTConfig.steps_for): each is a `calibrate --device cpu --quick` (its points and
-profile) and a ground truth at batch 1, 8, 32 and K 0, 2, 4, validated with that profile. docs/calibration.md reports
+profile) and a ground truth at batch 1, 8, 32 and K 0, 2, 4, validated with that profile. benchmarks/results/README.md reports
 them against issue #5's CPU goals; these tests keep those reports reproducible: the fit gives the
 committed profile back from the committed points, every run meets the held-out goal, and
 `specsight validate` reprints each committed table to the digit (the speedup intervals too: their
@@ -18,7 +18,7 @@ from calibrate.validate import report_markdown, validate
 from simulator.hardware import load_profile
 from simulator.paths import REPO_ROOT
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "calibration_cpu"
+RESULTS = REPO_ROOT / "tests" / "data" / "calibration_cpu"
 RUNS = ["AH", "AI", "AJ", "AK", "AL", "AM", "AN", "AO", "AP", "AQ", "AR", "AS", "AT", "AU", "AV"]
 CPU_HELDOUT_MEDIAN_MAX = 0.15       # issue #5: held-out forward-pass error, CPU
 

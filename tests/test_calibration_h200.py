@@ -1,6 +1,6 @@
 """The H200 calibration shipped in the repository, checked against its own measurements.
 
-benchmarks/results/calibration_h200/ holds what scripts/gpu_check.sh measured on one NVIDIA H200
+tests/data/calibration_h200/ holds what scripts/gpu_check.sh measured on one NVIDIA H200
 (2026-11-30): 516 timed forward passes of Llama-3.1-8B (4 and 8 layers) and Llama-3.2-1B (16
 layers) dimensions in bf16, and two ground-truth runs of real speculative decoding at full depth
 (temperature 1 and 2). hardware_profiles/h200-sxm.calibrated.yaml is the profile fitted there.
@@ -19,7 +19,7 @@ from calibrate.validate import validate
 from simulator.hardware import load_profile
 from simulator.paths import REPO_ROOT
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "calibration_h200"
+RESULTS = REPO_ROOT / "tests" / "data" / "calibration_h200"
 PROFILE = "h200-sxm.calibrated"
 GPU_HELDOUT_MEDIAN_MAX = 0.05       # issue #5: held-out forward-pass error, GPU
 GPU_TOKENS_S_MEDIAN_MAX = 0.05      # issue #5: validation tokens/s error, GPU
