@@ -85,18 +85,16 @@ def bench_analytic(repeats: int = 5) -> None:
 def bench_simulated(workers: int, requests: int, points: int) -> None:
     import numpy as np
 
-    from specsight.breakeven_cmd import breakeven_table, summarize_curves
-    from specsight.sweep import open_executor, scenario_source
+    from specsight.studies.breakeven import breakeven
 
-    source = scenario_source(SIM_SCENARIO, [f"workload.num_requests={requests}"])
     values = [float(f"{q:.4g}") for q in np.geomspace(1.0, 40.0, points)]
     t0 = time.perf_counter()
-    with open_executor(workers) as ex:
-        res = breakeven_table(source, "qps", values, [3], ["static"], store_path=None, executor=ex, progress=False)
+    res = breakeven(SIM_SCENARIO, "qps", values, [3], ["static"], overrides=[f"workload.num_requests={requests}"],
+                    workers=workers, progress=False)
     wall = time.perf_counter() - t0
-    df = res["rows"]
-    summ = summarize_curves(df, "qps", None)
-    sims = res["points_total"]
+    df = res.frame
+    summ = res.verdict.to_dict()
+    sims = res.points_total
     print(f"(b) simulated break-even sweep: {SIM_SCENARIO.name}, qps axis, {points} rates x {requests} requests, "
           f"K=3 + baseline = {sims} simulations, {workers} worker(s)")
     print(f"    wall {wall:.1f} s; {sims / wall:.2f} simulations/s; {points * requests * 2 / wall:,.0f} simulated requests/s; "

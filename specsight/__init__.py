@@ -1,2 +1,47 @@
-"""specsight: predict whether speculative decoding speeds up an LLM deployment, and by how much."""
+"""specsight: predict whether speculative decoding speeds up an LLM deployment, and by how much.
+
+The Python API (docs/api.md), imported on first use so `import specsight` stays fast:
+
+    import specsight
+    r = specsight.simulate("scenarios/llama8b-h100-eagle3-chat.yaml", baseline=True)   # SimResult
+    be = specsight.breakeven("scenarios/....yaml", axis="batch", ks=[1, 2, 3])        # .frame, .verdict
+    an = specsight.analytic_breakeven("llama-3.1-8b", "h100-sxm", "eagle3", alpha=0.7)
+    plan = specsight.capacity_plan("scenarios/....yaml", target_qps=20)               # .rows, .frame
+    sw = specsight.sweep("scenarios/....yaml", {"acceptance.alpha": [0.5, 0.7]})      # .frame
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "simulate": "simulator.run",
+    "SimResult": "simulator.run",
+    "load_scenario": "simulator.scenario",
+    "breakeven": "specsight.studies.breakeven",
+    "BreakevenResult": "specsight.studies.breakeven",
+    "BreakevenVerdict": "specsight.studies.crossings",
+    "analytic_breakeven": "specsight.studies.analytic",
+    "AnalyticBreakeven": "specsight.studies.analytic",
+    "capacity_plan": "specsight.studies.capacity_plan",
+    "CapacityPlan": "specsight.studies.capacity_plan",
+    "SLO": "specsight.studies.capacity_plan",
+    "sweep": "specsight.studies.sweep",
+    "SweepResult": "specsight.studies.sweep",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'specsight' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

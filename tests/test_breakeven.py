@@ -13,7 +13,7 @@ import yaml
 from scipy.optimize import brentq
 
 from scenario_files import write_scenario
-from specsight.breakeven_cmd import crossings, status
+from specsight.studies.crossings import crossings, status
 from specsight.cli import main
 
 TARGET_S, DRAFT_S = 0.02, 0.004          # s per target pass / per draft step
@@ -117,8 +117,8 @@ def test_scenario_without_drafter_is_rejected(tmp_path, capsys):
 def test_qps_axis_on_a_trace_rescales_its_clock(tmp_path):
     """A trace keeps its lengths and its burstiness; the qps axis rescales its arrival times:
     ten arrivals 1 s apart replay at 1 request/s, so 4 requests/s is time_scale 1/4."""
-    from specsight.breakeven_cmd import axis_overrides, default_values, trace_qps
-    from specsight.sweep import scenario_source
+    from specsight.studies.breakeven_axes import axis_overrides, default_values, trace_qps
+    from specsight.studies.overrides import scenario_source
     trace = tmp_path / "trace.csv"
     trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" +
                      "".join(f"{t}.0,{8 + t},{4 + t}\n" for t in range(10)))
@@ -141,7 +141,7 @@ def test_analytic_overlay_does_not_apply_the_tree_rule_to_a_tree_preset():
     is: the overlay's expected tokens per round must equal the preset's own, not exceed it."""
     from simulator.acceptance import expected_tokens as model_tokens
     from simulator.analytic import expected_tokens
-    from specsight.breakeven_cmd import Analytic
+    from specsight.studies.analytic import Analytic
 
     src = {"name": "tree-preset", "seed": 0, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",
            "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 5, "tree": True, "tree_nodes": 20,

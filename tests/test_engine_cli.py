@@ -7,7 +7,7 @@ import textwrap
 import pandas as pd
 import pytest
 
-from specsight.simulate_cmd import main
+from specsight.cli import main
 
 SCENARIO = textwrap.dedent("""\
     # What speedup does K = 3 give a single user on fixed step costs?

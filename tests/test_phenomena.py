@@ -21,7 +21,7 @@ from simulator.model_spec import load_model
 from simulator.paths import SCENARIOS_DIR
 from simulator.run import simulate
 from simulator.scenario import load_scenario
-from specsight.breakeven_cmd import crossings
+from specsight.studies.crossings import crossings
 
 H100 = load_profile("h100-sxm")
 L8B = load_model("llama-3.1-8b")
@@ -163,8 +163,8 @@ def test_deepseek_v3_mtp_speedup_dips_at_mid_batch():
     """Analytic model on the shipped DeepSeek-V3 + MTP scenario (256 experts, top-8): batch 1
     touches 8 experts per layer plain and ~31 verifying 4 tokens; by batch 128 plain decode
     touches nearly all, so the extra verify positions cost little again. The gain dips in between."""
-    from specsight.breakeven_cmd import Analytic
-    from specsight.sweep import scenario_source
+    from specsight.studies.analytic import Analytic
+    from specsight.studies.overrides import scenario_source
     an = Analytic(scenario_source(SCENARIOS_DIR / "deepseek-v3-h200-mtp.yaml"))
     s1, s8, s128 = (float(an.speedup(b, an.mean_context, 3, an.alpha(3))) for b in (1, 8, 128))
     assert s8 < s1 and s8 < s128, (s1, s8, s128)

@@ -8,7 +8,8 @@ import pytest
 from scenario_files import write_scenario
 from simulator.errors import SpecsightInputError
 from specsight.cli import main
-from specsight.sweep import PointStore, parse_grid, point_key, run_points, scenario_source
+from specsight.studies.overrides import parse_grid, scenario_source
+from specsight.studies.points import PointStore, point_key, run_points
 
 # Fixed step costs keep every point to a few milliseconds of simulation.
 TINY = {

@@ -1,15 +1,15 @@
 """`specsight simulate SCENARIO.yaml [--set key.path=value ...] [--baseline] [--out DIR] [--json]`
 
-Runs a scenario through the SimPy serving simulator. stdout gets the summary (a table, or one
-JSON object with --json); stderr gets which hardware profile the numbers come from. --out DIR
-writes requests.parquet, iterations.parquet (CSV when pyarrow is missing), summary.json and the
-resolved scenario.yaml (with --baseline, the baseline's tables go to DIR/baseline/).
-Bad input prints one line `specsight: error: ...` and exits with code 2.
+Runs a scenario through the SimPy serving simulator (simulator.run.simulate). stdout gets the
+summary (a table, or one JSON object on one line with --json); stderr gets which hardware
+profile the numbers come from. --out DIR writes requests.parquet, iterations.parquet (CSV when
+pyarrow is missing), summary.json and the resolved scenario.yaml (with --baseline, the
+baseline's tables go to DIR/baseline/). Bad input prints one line `specsight: error: ...` and
+exits with code 2.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -17,32 +17,23 @@ from typing import Any, Mapping
 
 from simulator.errors import SpecsightInputError
 
+from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, scenario_overrides
+from .emit import dumps, emit_json
+
 HELP = "simulate a deployment (continuous batching + speculative decoding) from a scenario YAML"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("simulate", help=HELP, description=HELP)
     p.add_argument("scenario", help="scenario YAML file (see docs/simulator.md)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a scenario value (parsed as YAML), e.g. --set engine.max_num_seqs=64; repeatable")
+    add_set(p)
+    add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     p.add_argument("--baseline", action="store_true",
                    help="also run with speculation off on the same requests and report speedup_* keys")
     p.add_argument("--out", metavar="DIR", help="write requests/iterations tables and summary.json here")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    add_json(p, "print the summary as one JSON object")
     p.set_defaults(func=run)
     return p
-
-
-def json_safe(d: Mapping[str, Any]) -> dict[str, Any]:
-    """NaN and infinities become null (strict JSON); numpy scalars become Python numbers."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-            v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            v = None
-        out[k] = v
-    return out
 
 
 def _fmt(v: Any) -> str:
@@ -104,7 +95,7 @@ def write_outputs(result, out_dir: Path) -> list[Path]:
     written = [_write_table(result.requests, out_dir / "requests"),
                _write_table(result.iterations, out_dir / "iterations")]
     p = out_dir / "summary.json"
-    p.write_text(json.dumps(json_safe(result.summary), indent=2) + "\n")
+    p.write_text(dumps(result.summary) + "\n")
     written.append(p)
     p = out_dir / "scenario.yaml"
     p.write_text(yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))
@@ -115,7 +106,7 @@ def write_outputs(result, out_dir: Path) -> list[Path]:
         written += [_write_table(result.baseline.requests, b / "requests"),
                     _write_table(result.baseline.iterations, b / "iterations")]
         p = b / "summary.json"
-        p.write_text(json.dumps(json_safe(result.baseline.summary), indent=2) + "\n")
+        p.write_text(dumps(result.baseline.summary) + "\n")
         written.append(p)
     return written
 
@@ -124,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.run import simulate
     from simulator.scenario import load_scenario
     try:
-        sc = load_scenario(args.scenario, args.overrides)
+        sc = load_scenario(args.scenario, scenario_overrides(args))
         if not sc.hardware.is_fixed:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
@@ -136,14 +127,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"specsight: error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(json_safe(result.summary), allow_nan=False))
+        emit_json(result.summary, indent=None)
     else:
         print(format_table(result.summary))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (tests, `python -m specsight.simulate_cmd`); the CLI wires add_parser/run."""
+    """Stand-alone entry (`python -m specsight.cli.simulate simulate ...`); the CLI wires add_parser/run."""
     parser = argparse.ArgumentParser(prog="specsight")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

@@ -1,64 +1,37 @@
-"""`specsight plan SCENARIO.yaml --target-qps X [--slo-tpot-ms-p99 MS] [--slo-ttft-ms-p99 MS] [--price-per-gpu-hour USD]`
+"""Capacity plan: the replicas, GPUs and cost that serve a target request rate within an SLO,
+for each speculation setting (off, static K, and policies).
 
-Capacity plan: for each speculation setting (off, static K, and policies), the largest Poisson
-request rate one replica sustains within the SLO, then the replicas and GPUs that serve the
-target rate, and what they cost.
-
-A rate *passes* when the simulated TPOT p99 and TTFT p99 are within the SLO and the queue is not
-growing: the mean TTFT of the last quarter of requests (by arrival) is at most
-2 x that of the first quarter + a quarter of the median E2E latency (past capacity the backlog,
-and with it the wait, grows through the run). Search: start at the scenario's rate (or 1/s),
-double or halve until a passing and a failing rate bracket the limit, then bisect geometrically
-until they are within --tolerance (relative). Every probe is a sweep point (DIR/points.jsonl), so
-a rerun resumes. replicas = ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price;
+For each setting, the largest Poisson request rate one replica sustains within the SLO. A rate
+*passes* when the simulated TPOT p99 and TTFT p99 are within the SLO and the queue is not
+growing: the mean TTFT of the last quarter of requests (by arrival) is at most 2 x that of the
+first quarter + a quarter of the median E2E latency (past capacity the backlog, and with it the
+wait, grows through the run). Search: start at the scenario's rate (or 1/s), double or halve
+until a passing and a failing rate bracket the limit, then bisect geometrically until they are
+within `tolerance` (relative). Every probe is a point of the point store, so a rerun resumes.
+replicas = ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price;
 $/M output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6.
 """
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from simulator.errors import SpecsightInputError, require_range
 
-from .sweep import default_workers, describe_scenario, open_executor, own_policy, run_points, scenario_source
+from .inputs import int_list
+from .jsonable import json_safe
+from .overrides import describe_scenario, own_policy, scenario_source
+from .points import run_points, study_executor
 
-HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"
 DEFAULT_PRICE = 2.0          # USD per GPU-hour: a placeholder; pass your own
-DEFAULT_POLICIES = "off,static,goodput"
+DEFAULT_POLICIES = ("off", "static", "goodput")
 TOLERANCE = 0.05             # bisection stops when hi / lo - 1 <= this
 MAX_PROBES = 16              # per configuration
 MIN_QPS = 1e-3               # below this a configuration is declared unable to meet the SLO
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("plan", help=HELP, description=HELP)
-    p.add_argument("scenario", help="scenario YAML (its slo: block gives the default SLO)")
-    p.add_argument("--target-qps", type=float, required=True, help="requests/s the fleet must serve")
-    p.add_argument("--slo-tpot-ms-p99", type=float, help="TPOT p99 limit, ms (default: the scenario's slo)")
-    p.add_argument("--slo-ttft-ms-p99", type=float, help="TTFT p99 limit, ms (default: the scenario's slo)")
-    p.add_argument("--price-per-gpu-hour", type=float, default=DEFAULT_PRICE,
-                   help=f"USD per GPU-hour (default {DEFAULT_PRICE}, a placeholder)")
-    p.add_argument("--policies", default=DEFAULT_POLICIES,
-                   help="settings to plan: off (no speculation), static (the scenario's K), goodput, adaptive, batch_schedule")
-    p.add_argument("--k", help="static K values to plan (default: the scenario's num_speculative_tokens)")
-    p.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"relative bracket width to stop at (default {TOLERANCE})")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a scenario value first; repeatable")
-    p.add_argument("--out", default="out/plan", help="folder for plan.csv, plan.md, plan.png and points.jsonl")
-    p.add_argument("--workers", type=int, help="local processes (default: CPU count; 1 = in this process)")
-    p.add_argument("--dask", metavar="ADDRESS", help="dask.distributed scheduler address")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
-    return p
-
-
-# ---- what passes --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SLO:
     tpot_ms_p99: float | None
@@ -83,7 +56,6 @@ def verdict(summary: Mapping[str, Any] | None, slo: SLO) -> tuple[bool, str]:
     return True, "ok"
 
 
-# ---- the search ---------------------------------------------------------------------------------
 @dataclass
 class Search:
     """Bracket-and-bisect on the Poisson rate for one configuration."""
@@ -190,83 +162,58 @@ def plan(source: Mapping[str, Any], target_qps: float, slo: SLO, price: float, c
     return rows
 
 
-# ---- output -------------------------------------------------------------------------------------
-def _f(v: Any, fmt: str) -> str:
-    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+@dataclass(frozen=True)
+class CapacityPlan:
+    """A capacity plan: `rows`, one per configuration (max QPS per replica, the bracket, what
+    limits it, latencies at the max, replicas, GPUs, costs, capacity against `off`, and the
+    search's probes); `frame`: the rows without their probes."""
+    scenario: str | None
+    meta: dict[str, Any]                    # {scenario, deployment, drafter} in words
+    target_qps: float
+    slo: SLO
+    price_per_gpu_hour: float
+    rows: list[dict[str, Any]]
+    frame: Any                              # pandas.DataFrame
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: what `specsight plan --json` prints, less timing and files."""
+        return json_safe({"scenario": self.scenario, "target_qps": self.target_qps, "slo": vars(self.slo),
+                          "price_per_gpu_hour": self.price_per_gpu_hour, "plans": self.rows})
+
+    def write(self, out_dir: str | Path) -> dict[str, str]:
+        """plan.csv, plan.md and plan.png under out_dir; returns {csv, markdown, plot}."""
+        from .capacity_plan_outputs import write_outputs
+        return write_outputs(self, Path(out_dir))
 
 
-TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_replica", ".2f", ">16"),
-         ("vs off", "capacity_vs_off", ".2f", ">8"), ("TPOT p99 ms", "tpot_ms_p99_at_max", ".1f", ">13"),
-         ("TTFT p99 ms", "ttft_ms_p99_at_max", ".0f", ">13"), ("replicas", "replicas", "d", ">9"),
-         ("GPUs", "gpus", "d", ">6"), ("$/hour", "cost_per_hour_usd", ",.2f", ">10"),
-         ("$/M out tok", "cost_per_million_output_tokens_usd", ".3f", ">13"))
+def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | None = None,
+                  slo_ttft_ms_p99: float | None = None, price_per_gpu_hour: float = DEFAULT_PRICE,
+                  policies: Sequence[str] | str = DEFAULT_POLICIES, ks: Sequence[int] | str = (),
+                  tolerance: float = TOLERANCE, overrides: Iterable[str] = (), store: str | Path | None = None,
+                  workers: int | None = None, dask: str | None = None, executor: Any = None,
+                  progress: bool = True) -> CapacityPlan:
+    """Plan the fleet that serves `target_qps` requests/s. The SLO limits default to the
+    scenario's slo: block; policies: off (no speculation), static (the scenario's K, or each of
+    `ks`), goodput, adaptive, batch_schedule; store: the JSON-lines point store (None: in memory)."""
+    import pandas as pd
 
-
-def format_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["".join(format(h, a) for h, _, _, a in TABLE)]
-    for r in rows:
-        lines.append("".join(format(str(r[k]) if not f else _f(r[k], f), a) for _, k, f, a in TABLE))
-    return "\n".join(lines)
-
-
-def format_markdown(rows: list[dict[str, Any]], head: str) -> str:
-    lines = [head, "", "| " + " | ".join(h for h, _, _, _ in TABLE) + " | limited by |",
-             "|" + "---|" * (len(TABLE) + 1)]
-    for r in rows:
-        lines.append("| " + " | ".join(str(r[k]) if not f else _f(r[k], f) for _, k, f, _ in TABLE)
-                     + f" | {r['limited_by']} |")
-    return "\n".join(lines) + "\n"
-
-
-def run(args: argparse.Namespace) -> int:
-    from .foundation_cmds import emit_json, parse_int_list
-    from .plots import plot_plan_probes
-    from .sweep import json_safe
-
-    t0 = time.perf_counter()
-    target = require_range("--target-qps", args.target_qps, 0.0, lo_open=True)
-    price = require_range("--price-per-gpu-hour", args.price_per_gpu_hour, 0.0)
-    tol = require_range("--tolerance", args.tolerance, 0.001, 1.0)
-    source = scenario_source(args.scenario, args.overrides)
+    target = require_range("--target-qps", target_qps, 0.0, lo_open=True)
+    price = require_range("--price-per-gpu-hour", price_per_gpu_hour, 0.0)
+    tol = require_range("--tolerance", tolerance, 0.001, 1.0)
+    source = scenario_source(scenario, overrides)
     raw_slo = source.get("slo") or {}
-    slo = SLO(args.slo_tpot_ms_p99 if args.slo_tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
-              args.slo_ttft_ms_p99 if args.slo_ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
+    slo = SLO(slo_tpot_ms_p99 if slo_tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
+              slo_ttft_ms_p99 if slo_ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
     for name, v in (("--slo-tpot-ms-p99", slo.tpot_ms_p99), ("--slo-ttft-ms-p99", slo.ttft_ms_p99)):
         if v is not None:
             require_range(name, v, 0.0, lo_open=True)
     if slo.tpot_ms_p99 is None and slo.ttft_ms_p99 is None:
         raise SpecsightInputError("--slo-tpot-ms-p99", None, "give an SLO (flags or the scenario's slo: block)")
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    ks = parse_int_list("k", args.k, lo=1) if args.k else []
-    configs = configurations(source, policies, ks)
-    out = Path(args.out)
-    workers = args.workers if args.workers is not None else default_workers(len(configs))
-    with open_executor(workers, args.dask) as ex:
-        rows = plan(source, target, slo, price, configs, tol=tol, store_path=out / "points.jsonl", executor=ex,
-                    progress=not args.no_progress)
-    out.mkdir(parents=True, exist_ok=True)
-    import pandas as pd
+    text = policies if isinstance(policies, str) else ",".join(policies)
+    pols = [p.strip() for p in text.split(",") if p.strip()]
+    configs = configurations(source, pols, int_list("k", ks, lo=1) if ks else [])
+    with study_executor(executor, workers, dask, len(configs)) as ex:
+        rows = plan(source, target, slo, price, configs, tol=tol, store_path=None if store is None else Path(store),
+                    executor=ex, progress=progress)
     flat = pd.DataFrame([{k: v for k, v in r.items() if k != "probes"} for r in rows])
-    csv = out / "plan.csv"
-    flat.to_csv(csv, index=False)
-    meta = describe_scenario(source)
-    head = (f"# Capacity plan: {source.get('name')}\n\n{meta['deployment']} per replica, drafter {meta['drafter']}; "
-            f"target {target:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
-            f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${price:g} per GPU-hour.")
-    md = out / "plan.md"
-    md.write_text(format_markdown(rows, head))
-    png = plot_plan_probes(rows, slo_tpot_ms=slo.tpot_ms_p99, slo_ttft_ms=slo.ttft_ms_p99, path=out / "plan.png",
-                           title=f"{source.get('name')}: p99 latency vs offered load per replica (search probes)")
-    elapsed = time.perf_counter() - t0
-    files = {"csv": str(csv), "markdown": str(md), "plot": str(png), "store": str(out / "points.jsonl")}
-    if args.json:
-        emit_json(json_safe({"scenario": source.get("name"), "target_qps": target, "slo": vars(slo),
-                             "price_per_gpu_hour": price, "plans": rows, "elapsed_s": round(elapsed, 2), "files": files}))
-        return 0
-    print(head.replace("# ", "").replace("\n\n", "\n"))
-    print(format_table(rows))
-    for r in rows:
-        if r["max_qps_per_replica"] is None:
-            print(f"  {r['config']}: no rate >= {MIN_QPS} requests/s meets the SLO ({r['limited_by']})")
-    print(f"{elapsed:.1f} s; wrote {csv}, {md}, {png}", file=sys.stderr)
-    return 0
+    return CapacityPlan(source.get("name"), describe_scenario(source), target, slo, price, rows, flat)

@@ -1,10 +1,8 @@
-"""Sweeps: simulate one scenario at many points, storing every finished point at once.
+"""Evaluate scenario points, storing every finished point at once (the resumable point store).
 
-A *point* is a mapping of dotted key paths to values, e.g.
-`{"workload.arrival.concurrency": 32, "drafter.num_speculative_tokens": 3}`; values are applied
-with the scenario loader's `key.path=value` overrides (written as JSON, which YAML reads back
-unchanged). `run_points(scenario, points, store_path, executor=...)` evaluates each point with
-`simulator.run.simulate` and appends one JSON line per finished point to the store:
+`run_points(scenario, points, store_path, executor=...)` evaluates each point (a mapping of
+dotted key paths to values, see overrides.py) with `simulator.run.simulate` and appends one JSON
+line per finished point to the store:
 
     {"key": "3f9a...", "overrides": {...}, "baseline": false, "summary": {...} | null,
      "error": null | "SpecsightInputError: ...", "elapsed_s": 1.9, "scenario": "name"}
@@ -12,15 +10,14 @@ unchanged). `run_points(scenario, points, store_path, executor=...)` evaluates e
 The key hashes the scenario content, the overrides, the baseline flag and the simulator's own
 source and data (simulator/*.py, hardware_profiles/, models/), so a rerun skips every point
 already stored (resume after an interruption) and a changed model never reuses stale results.
-A point that raises records its error and the sweep goes on; `retry_errors=True` recomputes them.
+A point that raises records its error and the study goes on; `retry_errors=True` recomputes them.
 
-Executors: None runs in this process; any `concurrent.futures.Executor` (ProcessPoolExecutor by
-default in the CLI); or a `dask.distributed.Client`. `open_executor(workers, dask_address)` makes one.
+Executors: None runs in this process; any `concurrent.futures.Executor` (a ProcessPoolExecutor
+by default); or a `dask.distributed.Client`. `open_executor(workers, dask_address)` makes one.
 """
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import math
@@ -28,94 +25,17 @@ import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from simulator.cpus import usable_cpus
 from simulator.errors import SpecsightInputError, require_int
 from simulator.jsonl import open_append, read_records, write_record
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
 
+from .jsonable import json_safe
+from .overrides import override_strings, scenario_source
+
 _CODE_VERSION: str | None = None
-
-
-# ---- scenarios and overrides -----------------------------------------------------------------
-def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
-    """{scenario, deployment, drafter} in words, for titles and headers."""
-    hw = source.get("hardware") or {}
-    d = source.get("drafter") or {}
-    if hw.get("kind", "roofline") == "fixed":
-        where = f"fixed step costs ({hw.get('target_step_s')} s per pass)"
-    else:
-        where = f"{source.get('model')} on {hw.get('gpu') or hw.get('profile')} x{hw.get('tp', 1)}"
-    drafter = d.get("method", "?") + (f" ({d['model']})" if d.get("model") else "")
-    return {"scenario": source.get("name"), "deployment": where, "drafter": drafter}
-
-
-def own_policy(source: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The scenario's own policy block ({} when it has none or names only a kind)."""
-    p = source.get("policy")
-    return p if isinstance(p, Mapping) else {}
-
-
-def scenario_source(scenario: Any, overrides: Iterable[str] = ()) -> dict[str, Any]:
-    """The scenario as a plain mapping (a path, a mapping or a Scenario), validated, with `--set`
-    style overrides applied and the workload's flat arrival form normalised to the nested form
-    (so `workload.arrival` can be replaced as a whole)."""
-    from simulator.scenario import Scenario, load_scenario
-    from simulator.workload import ARRIVAL_KEYS
-
-    sc = scenario if isinstance(scenario, Scenario) and not overrides else load_scenario(
-        scenario.source if isinstance(scenario, Scenario) else scenario, list(overrides))
-    raw = copy.deepcopy(dict(sc.source))
-    raw.setdefault("name", sc.name)
-    wl = raw.get("workload")
-    if isinstance(wl, Mapping) and isinstance(wl.get("arrival"), str):
-        wl = dict(wl)
-        sub: dict[str, Any] = {"process": wl["arrival"]}
-        for key in ARRIVAL_KEYS.get(wl["arrival"], ()):
-            if key in wl:
-                sub[key] = wl.pop(key)
-        wl["arrival"] = sub
-        raw["workload"] = wl
-    return raw
-
-
-def override_strings(overrides: Mapping[str, Any]) -> list[str]:
-    """{"a.b": value} -> ["a.b=<value as JSON>"] for load_scenario (JSON is valid YAML)."""
-    return [f"{k}={json.dumps(v)}" for k, v in overrides.items()]
-
-
-def parse_grid(spec: str) -> tuple[str, list[Any]]:
-    """`key.path=v1,v2,...` -> (key.path, [values parsed as YAML]). Commas inside [] or {} do not
-    split, so `policy={kind: goodput},{kind: static}` gives two values."""
-    import yaml
-    if "=" not in spec:
-        raise SpecsightInputError("--grid", spec, "must look like key.path=v1,v2,...")
-    key, _, text = spec.partition("=")
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise SpecsightInputError("--grid", spec, "the key path must be dotted names, e.g. drafter.num_speculative_tokens=1,2,3")
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    values = []
-    for p in parts:
-        if not p.strip():
-            raise SpecsightInputError(f"--grid {key}", text, "empty value in the comma-separated list")
-        try:
-            values.append(yaml.safe_load(p))
-        except yaml.YAMLError:
-            raise SpecsightInputError(f"--grid {key}", p, "each value must parse as YAML") from None
-    return key, values
 
 
 # ---- keys ---------------------------------------------------------------------------------------
@@ -142,19 +62,6 @@ def point_key(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline:
 
 
 # ---- one point ----------------------------------------------------------------------------------
-def json_safe(v: Any) -> Any:
-    """NaN/inf -> None, numpy scalars -> Python numbers, recursively."""
-    if isinstance(v, Mapping):
-        return {str(k): json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_safe(x) for x in v]
-    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
 def queue_stats(requests) -> dict[str, float]:
     """Is the queue growing? Mean TTFT (s) of the first and last quarter of requests by arrival
     time: under a stable load they are alike; past capacity the last quarter waits far longer."""
@@ -316,3 +223,14 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
                 finish(k, rec)
     done = set(todo)
     return [{**store.get(k), "cached": k not in done} for k in keys]   # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def study_executor(executor: Any, workers: int | None, dask_address: str | None, n_points: int) -> Iterator[Any]:
+    """`executor` itself when given; else open_executor(workers, dask_address), with workers
+    defaulting to default_workers(n_points)."""
+    if executor is not None:
+        yield executor
+        return
+    with open_executor(workers if workers is not None else default_workers(n_points), dask_address) as ex:
+        yield ex

@@ -1,0 +1,62 @@
+"""specsight from Python: the four studies of the command line, as functions returning data.
+
+Run it as a script (`python examples/python_api.py`, a few seconds) or paste the cells into a
+notebook. Every call returns DataFrames and frozen dataclasses; nothing is printed or written
+unless you ask (the point store, `store=`, is where a long study resumes from). The scenarios are
+the shipped ones, shrunk with `key.path=value` overrides (the CLI's --set) so this runs quickly.
+See docs/api.md for the whole API.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import specsight
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SINGLE_USER = SCENARIOS / "llama8b-rtx4090-single-user.yaml"      # Llama 3.1 8B on an RTX 4090, 1 user
+CAPACITY = SCENARIOS / "llama70b-tp4-h100-capacity.yaml"         # Llama 3.1 70B, TP 4 on H100, Poisson load
+SHORT = ["workload.num_requests=8", "workload.output_len=64"]    # fewer, shorter requests: seconds, not minutes
+
+
+def run() -> dict[str, Any]:
+    """Each study once; returns what each gave (tests/test_python_api.py checks it)."""
+    # %% 1. Simulate a shipped scenario, with the plain-decoding baseline on the same requests.
+    sc = specsight.load_scenario(SINGLE_USER, SHORT)
+    sim = specsight.simulate(sc, baseline=True)
+    # sim.requests, sim.iterations: DataFrames; sim.summary: a dict of headline metrics
+    speedup = sim.summary["speedup_output_tokens_per_s"]
+
+    # %% 2. Break-even: where does the draft model stop paying as the acceptance rate falls?
+    be = specsight.breakeven(SINGLE_USER, axis="alpha", values=[0.2, 0.5, 0.8], ks=[2, 4],
+                             overrides=SHORT, workers=1, progress=False)
+    # be.frame: one row per (alpha, curve): speedup, the analytic model's, both runs' metrics
+    table = be.frame.pivot(index="alpha", columns="curve", values="speedup")
+    # be.verdict: break-even per curve, crossings, status, best K per alpha
+    verdict = be.verdict
+
+    # %% 3. The same question from the cost model alone (no simulation): break-even batch per K.
+    an = specsight.analytic_breakeven("llama-3.1-8b", "h100-sxm", "draft_model:llama-3.2-1b", alpha=0.7, ks=[2, 4])
+
+    # %% 4. A small sweep: two concurrencies x two K, each point with its baseline.
+    sw = specsight.sweep(SINGLE_USER, {"workload.arrival.concurrency": [1, 4], "drafter.num_speculative_tokens": [2, 4]},
+                         overrides=SHORT, baseline=True, workers=1, progress=False)
+
+    # %% 5. A capacity plan: replicas and $/M tokens for 10 requests/s within the scenario's SLO.
+    plan = specsight.capacity_plan(CAPACITY, target_qps=10, policies=["off", "static"], tolerance=0.25,
+                                   overrides=["workload.num_requests=40"], workers=1, progress=False)
+    return {"simulation": sim, "speedup": speedup, "breakeven": be, "table": table, "verdict": verdict,
+            "analytic": an, "sweep": sw, "plan": plan}
+
+
+if __name__ == "__main__":
+    out = run()
+    print(f"simulated speedup on the single-user scenario: {out['speedup']:.2f}x")
+    print("break-even study, speedup by alpha and K:")
+    print(out["table"].round(3).to_string())
+    print("break-even alpha per curve:", out["verdict"].breakeven, "| best K:", out["verdict"].best_k)
+    print("analytic break-even batch per K:", out["analytic"].to_dict()["breakeven_batch"])
+    print(out["sweep"].frame[["workload.arrival.concurrency", "drafter.num_speculative_tokens",
+                              "output_tokens_per_s", "speedup_output_tokens_per_s"]].to_string(index=False))
+    print(out["plan"].frame[["config", "max_qps_per_replica", "replicas", "cost_per_million_output_tokens_usd"]]
+          .to_string(index=False))

@@ -1,0 +1,15 @@
+"""Studies: questions answered by running the simulator (or the analytic model) many times.
+Each returns DataFrames and verdicts (frozen dataclasses), prints nothing and parses no flags;
+the `specsight` command line is a thin layer over them. See docs/api.md.
+
+| module            | entry point                          | returns                      |
+| ----------------- | ------------------------------------ | ---------------------------- |
+| breakeven.py      | breakeven(scenario, axis, ...)       | BreakevenResult (.frame, .verdict) |
+| analytic.py       | analytic_breakeven(model, hw, ...)   | AnalyticBreakeven (.frame)   |
+| capacity_plan.py  | capacity_plan(scenario, target_qps)  | CapacityPlan (.rows, .frame) |
+| sweep.py          | sweep(scenario, grid)                | SweepResult (.frame)         |
+
+Underneath: overrides.py (scenarios as mappings, key-path overrides, grids), points.py (the
+resumable point store and executors), breakeven_axes.py (what an axis value changes),
+crossings.py (break-even and the verdict), *_outputs.py and plots.py (CSV, Markdown, PNG).
+"""

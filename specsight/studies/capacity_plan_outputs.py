@@ -1,0 +1,57 @@
+"""A capacity plan's tables and files: the text table, plan.md, plan.csv and plan.png."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .capacity_plan import CapacityPlan
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_replica", ".2f", ">16"),
+         ("vs off", "capacity_vs_off", ".2f", ">8"), ("TPOT p99 ms", "tpot_ms_p99_at_max", ".1f", ">13"),
+         ("TTFT p99 ms", "ttft_ms_p99_at_max", ".0f", ">13"), ("replicas", "replicas", "d", ">9"),
+         ("GPUs", "gpus", "d", ">6"), ("$/hour", "cost_per_hour_usd", ",.2f", ">10"),
+         ("$/M out tok", "cost_per_million_output_tokens_usd", ".3f", ">13"))
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["".join(format(h, a) for h, _, _, a in TABLE)]
+    for r in rows:
+        lines.append("".join(format(str(r[k]) if not f else _f(r[k], f), a) for _, k, f, a in TABLE))
+    return "\n".join(lines)
+
+
+def format_markdown(rows: list[dict[str, Any]], head: str) -> str:
+    lines = [head, "", "| " + " | ".join(h for h, _, _, _ in TABLE) + " | limited by |",
+             "|" + "---|" * (len(TABLE) + 1)]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r[k]) if not f else _f(r[k], f) for _, k, f, _ in TABLE)
+                     + f" | {r['limited_by']} |")
+    return "\n".join(lines) + "\n"
+
+
+def headline(p: "CapacityPlan") -> str:
+    """The plan's Markdown heading and its one-paragraph setting."""
+    slo = p.slo
+    return (f"# Capacity plan: {p.scenario}\n\n{p.meta['deployment']} per replica, drafter {p.meta['drafter']}; "
+            f"target {p.target_qps:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
+            f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour.")
+
+
+def write_outputs(p: "CapacityPlan", out: Path) -> dict[str, str]:
+    """plan.csv, plan.md and plan.png under `out`."""
+    from .plots import plot_plan_probes
+    out.mkdir(parents=True, exist_ok=True)
+    csv = out / "plan.csv"
+    p.frame.to_csv(csv, index=False)
+    md = out / "plan.md"
+    md.write_text(format_markdown(p.rows, headline(p)))
+    png = plot_plan_probes(p.rows, slo_tpot_ms=p.slo.tpot_ms_p99, slo_ttft_ms=p.slo.ttft_ms_p99, path=out / "plan.png",
+                           title=f"{p.scenario}: p99 latency vs offered load per replica (search probes)")
+    return {"csv": str(csv), "markdown": str(md), "plot": str(png)}

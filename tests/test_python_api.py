@@ -1,0 +1,85 @@
+"""The Python API: examples/python_api.py runs, and each study returns the data it documents."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def example():
+    spec = importlib.util.spec_from_file_location("python_api_example", ROOT / "examples" / "python_api.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.run()
+
+
+def test_simulation_has_its_baseline_and_a_speedup(example):
+    sim = example["simulation"]
+    assert sim.baseline is not None and len(sim.requests) == 8
+    assert example["speedup"] == pytest.approx(sim.summary["output_tokens_per_s"] / sim.baseline.summary["output_tokens_per_s"])
+    assert example["speedup"] > 1.0
+
+
+def test_breakeven_returns_a_frame_and_a_frozen_verdict(example):
+    be = example["breakeven"]
+    assert isinstance(be.frame, pd.DataFrame) and len(be.frame) == 3 * 2
+    assert set(be.frame["curve"]) == {"K=2", "K=4"} and be.metric == "throughput"
+    assert be.frame["error"].eq("").all() and be.frame["analytic_speedup"].notna().all()
+    assert example["table"].shape == (3, 2)
+    v = example["verdict"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.breakeven = {}
+    assert set(v.breakeven) == {"K=2", "K=4"} and set(v.status) == {"K=2", "K=4"}
+    # speedup rises with alpha on every curve: each crossing (if any) is upward, inside the axis
+    for label, crossings in v.crossings.items():
+        assert all(c["direction"] == "up" and 0.2 < c["at"] < 0.8 for c in crossings), label
+    assert set(v.best_k) == {"0.2", "0.5", "0.8"}
+    assert be.to_dict()["points_total"] == be.points_total == 3 * 2 + 1   # alpha does not change the baseline
+
+
+def test_analytic_breakeven_per_k(example):
+    from specsight.studies.analytic import BATCH_GRID
+    an = example["analytic"]
+    assert len(an.frame) == 2 * len(BATCH_GRID) and set(an.frame["k"]) == {2, 4}
+    d = an.to_dict()
+    assert set(d["breakeven_batch"]) == {"2", "4"} and d["gpu"] == "h100-sxm"
+    assert all(s > 1.0 for s in d["speedup_at_batch1"].values())
+
+
+def test_sweep_frame_has_one_row_per_point(example):
+    sw = example["sweep"]
+    assert len(sw.frame) == 4 and sw.errors == 0 and sw.computed == 4
+    assert sorted(zip(sw.frame["workload.arrival.concurrency"], sw.frame["drafter.num_speculative_tokens"])) == \
+        [(1, 2), (1, 4), (4, 2), (4, 4)]
+    assert sw.frame["speedup_output_tokens_per_s"].notna().all()
+
+
+def test_capacity_plan_rows_and_fleet_arithmetic(example):
+    plan = example["plan"]
+    assert [r["config"] for r in plan.rows] == ["off (no speculation)", "static K=3"]
+    for r in plan.rows:
+        assert r["max_qps_per_replica"] > 0
+        assert r["replicas"] == math.ceil(plan.target_qps / r["max_qps_per_replica"])
+        assert r["gpus"] == r["replicas"] * r["tp"]
+    assert list(plan.frame["config"]) == [r["config"] for r in plan.rows] and "probes" not in plan.frame
+    assert plan.to_dict()["slo"] == {"tpot_ms_p99": 50, "ttft_ms_p99": 2000}
+
+
+def test_import_specsight_is_light_and_exports_resolve():
+    code = ("import sys, specsight; heavy = [m for m in ('torch', 'pandas', 'simulator', 'matplotlib') if m in sys.modules];"
+            " assert not heavy, heavy; print(len([getattr(specsight, n) for n in specsight.__all__]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    import specsight
+    assert int(r.stdout) == len(specsight.__all__)
+    with pytest.raises(AttributeError):
+        specsight.no_such_thing
