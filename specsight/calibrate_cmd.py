@@ -6,9 +6,10 @@
                  and record every round's time and accept lengths
     validate     simulate a ground-truth run with a profile and compare, per (batch, K)
 
-Flags follow the names every command uses: --hardware NAME|YAML (aliases --gpu, --profile), --k
-as a comma list of ints, --out, --json. calibrate's pass grid is --passes NAME; --grid NAME is
-its alias (a scenario-override grid, --grid KEY=V1,V2, does not apply to calibrate).
+Flags follow the names every command uses (specsight/cli/args.py): --hardware NAME|YAML (aliases
+--gpu, --profile), --k as a comma list of ints, --out, --json (specsight/cli/emit.py writes it).
+calibrate's pass grid is --passes NAME; --grid NAME is its alias (a scenario-override grid,
+--grid KEY=V1,V2, does not apply to calibrate).
 torch is imported only inside the run functions, so `specsight --help` stays fast.
 """
 from __future__ import annotations
@@ -23,16 +24,15 @@ from calibrate.grids import GRIDS
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, CPU_SCALE, CPU_THREADS, GPU_LAYERS, MachineConfig
 from simulator.errors import SpecsightInputError
 
+from .cli.args import add_hardware, add_json
+from .cli.emit import emit_json
+
 
 def _ints(s: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in str(s).split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-
-
-def _hardware_arg(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("--hardware", "--gpu", "--profile", dest="hardware", metavar="NAME|YAML", default=None, help=help)
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
@@ -74,8 +74,8 @@ def add_parser(subparsers) -> None:
                    help=f"pass grid: {', '.join(GRIDS)} (default: the device's; alias --grid NAME)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
-    _hardware_arg(p, "base profile: datasheet peaks to fit fractions of (default: from the device name); with "
-                     "--from-vidur, the GPU Vidur measured (a100-80gb-sxm)")
+    add_hardware(p, help="base profile whose datasheet peaks the fit takes fractions of (default: the device "
+                         "name's; with --from-vidur, the GPU Vidur measured, a100-80gb-sxm)")
     p.add_argument("--stat", choices=("median", "min"), default=None,
                    help="statistic of the repeats that is fitted (default: median on cuda, min on cpu)")
     p.add_argument("--holdout", type=float, default=0.3, help="fraction of grid cells held out (seeded)")
@@ -83,7 +83,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--from-vidur", metavar="DIR", default=None, help="fit from Vidur profiling data instead of timing")
     p.add_argument("--sku", default="a100", help="with --from-vidur: compute/<sku> folder")
     p.add_argument("--out", required=True, help="profile YAML to write (its name is the file stem)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p)
     _device_args(p)
     p.set_defaults(func=run_calibrate)
 
@@ -94,7 +94,8 @@ def add_parser(subparsers) -> None:
                    help=f"target layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
     g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS, help=f"draft layers (default {CPU_DRAFT_LAYERS})")
     g.add_argument("--batch", type=_ints, default=(1, 8, 32), help="comma-separated batch sizes")
-    g.add_argument("--k", type=_ints, default=(0, 2, 4), help="comma-separated K values (0 = plain decoding)")
+    g.add_argument("--k", type=_ints, default=(0, 2, 4), metavar="K[,K...]",
+                   help="draft tokens per round (comma-separated integers; 0 = plain decoding)")
     g.add_argument("--steps", type=int, default=None,
                    help="timed rounds per (batch, K) (default: max(16, ceil(256 / batch)), so every configuration "
                         "records at least 256 accept lengths; see calibrate.groundtruth.GTConfig.steps_for)")
@@ -105,26 +106,22 @@ def add_parser(subparsers) -> None:
                    help="at each batch, run the K values' rounds in turn, each with its own caches, so their "
                         "speedups compare the same stretch of machine time (default: on)")
     g.add_argument("--out", required=True, help="RUN.json, or a folder (DIR/groundtruth.json)")
-    g.add_argument("--json", action="store_true")
+    add_json(g)
     _device_args(g)
     g.set_defaults(func=run_groundtruth)
 
     v = subparsers.add_parser("validate", help="simulate a ground-truth run and compare with what was measured")
     v.add_argument("run", help="groundtruth RUN.json or its folder")
-    _hardware_arg(v, "hardware profile (name or YAML; default: datasheet profile of the run's GPU)")
+    add_hardware(v, help="profile the rounds are costed with (default: the datasheet profile of the run's GPU)")
     v.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16", "fp8"],
                    help="cost the rounds at this dtype (default: the run's own)")
     v.add_argument("--out", default=None, help="also write the Markdown report here")
-    v.add_argument("--json", action="store_true")
+    add_json(v)
     v.set_defaults(func=run_validate)
 
 
 def run(args: argparse.Namespace) -> int:
     return int(args.func(args) or 0)
-
-
-def _print(obj: dict[str, Any]) -> None:
-    print(json.dumps(obj, indent=None, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
 
 
 def _fitted_text(params: dict[str, Any], stderr: dict[str, float] | None = None,
@@ -153,7 +150,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     res = calibrate_profile(cfg, progress=not (args.no_progress or args.json))
     r = res.summary
     if args.json:
-        _print(r)
+        emit_json(r, indent=None)
         return 0
     host, ls, rounds = r["host_overhead"], r["layer_scaling"], r["speculation_rounds"]
     print(res.profile.describe())
@@ -181,7 +178,7 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
     res = calibrate_from_vidur(args.from_vidur, args.out, sku=args.sku, hardware=args.hardware)
     s, fit = res.summary, res.fit
     if args.json:
-        _print(s)
+        emit_json(s, indent=None)
         return 0
     print(res.profile.describe())
     print(f"fitted: {_fitted_text(fit.params, why_tied={'efficiency.memory_attention': 'linear operators only'})}")
@@ -206,7 +203,8 @@ def run_groundtruth(args: argparse.Namespace) -> int:
     res = record_groundtruth(cfg, progress=not (args.no_progress or args.json))
     rows = res.configs.to_dict("records")
     if args.json:
-        _print({"run": str(res.path), "device_name": res.run["provenance"]["device_name"], "configs": rows})
+        emit_json({"run": str(res.path), "device_name": res.run["provenance"]["device_name"], "configs": rows},
+                  indent=None)
     else:
         print(f"wrote {res.path}")
         for r in rows:
@@ -223,7 +221,7 @@ def run_validate(args: argparse.Namespace) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(res.markdown)
     if args.json:
-        _print({**res.summary, "rows": json.loads(res.table.to_json(orient="records"))})
+        emit_json({**res.summary, "rows": json.loads(res.table.to_json(orient="records"))}, indent=None)
     else:
         print(res.markdown)
     return 0

@@ -48,6 +48,7 @@ def test_the_cli_prints_what_the_library_returns(calibration, monkeypatch):
     """On the same points (resumed, nothing re-timed) and the same measured ceilings, `specsight
     calibrate --json` prints the summary calibrate_profile returns, and writes the same profile."""
     from specsight.calibrate_cmd import main
+    from specsight.cli.emit import dumps
     d, _, _ = calibration
     monkeypatch.setattr(calibrate.ceilings, "measure_peaks", lambda *a, **k: PEAKS)
     monkeypatch.setattr(calibrate.ceilings, "measure_dispatch", lambda *a, **k: DISPATCH)
@@ -59,7 +60,7 @@ def test_the_cli_prints_what_the_library_returns(calibration, monkeypatch):
                      "llama-3.2-1b", "--layers", "2", "--draft-layers", "1", "--grid", "cpu-tiny", "--repeats", "3",
                      "--points", str(d / "cpu-api.points.jsonl"), "--out", str(d / "cli.yaml"), "--json"]) == 0
     cli = json.loads(buf.getvalue())
-    ours = json.loads(json.dumps(lib.summary, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+    ours = json.loads(dumps(lib.summary))
     for k in ("profile", "profile_name", "elapsed_s", "loadavg_1m"):
         cli.pop(k, None), ours.pop(k, None)
     assert cli == ours
