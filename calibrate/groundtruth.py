@@ -28,60 +28,17 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
 from simulator.model_spec import ModelSpec
 
+from .host_work import commit, draw
 from .layers import DecoderModel, PassRunner, spec_to_config, synchronize
-from .sampling import _inverse_cdf, draw_uniforms, verify_chain
+from .sampling import verify_chain
 
 
-# ---- the host-side work of a round (shared with calibration, which times it) -------------------
-def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row from probs [B, V] (float32) -> [B] int64, exactly distributed as probs.
-
-    NOTE: the inverse CDF with one float64 uniform per row, the draw calibrate.sampling uses for
-    its recovered and bonus tokens, not torch.multinomial: on a CPU multinomial draws V random
-    numbers per row (0.5-0.6 ms per row at V = 16k on the development Xeon, 15-20x the inverse
-    CDF), a cost no serving engine pays and the cost model does not describe (it charges the
-    sampler one read of the probabilities)."""
-    return _inverse_cdf(probs, draw_uniforms(probs.shape[0], 1, generator, probs.device)[:, 0])
-
-
-def commit(buf: torch.Tensor, committed: torch.Tensor, new: torch.Tensor, num_new: torch.Tensor) -> torch.Tensor:
-    """Write new [B, W] tokens after each sequence's committed ones in buf [B, S]; entries past
-    num_new (and -1 padding) land beyond the new committed length and are overwritten later.
-    Returns the new committed lengths [B]."""
-    idx = committed[:, None] + torch.arange(new.shape[1], device=buf.device)[None, :]
-    buf.scatter_(1, idx, new.clamp_min(0))
-    return committed + num_new
-
-
-def host_work_fn(batch: int, k: int, vocab: int, generator: torch.Generator) -> Callable[[], Any]:
-    """One round's sampling and bookkeeping on random probabilities (K draws from the draft's q,
-    verify_chain and commit; K = 0: one draw and commit): what a round spends outside the
-    forward passes. `specsight calibrate` times it at several (B, K) to fit overheads.iteration_us,
-    sampling_row_us and verify_round_us (calibrate.fit.host_overhead)."""
-    dev = generator.device
-    p = torch.softmax(torch.randn(batch, k + 1, vocab, device=dev, generator=generator), -1)   # [B, K+1, V]
-    q = torch.softmax(torch.randn(batch, max(k, 1), vocab, device=dev, generator=generator), -1)
-    buf = torch.zeros(batch, 64, dtype=torch.int64, device=dev)
-    committed = torch.full((batch,), 8, dtype=torch.int64, device=dev)
-
-    def run():
-        if k == 0:
-            x = draw(p[:, 0], generator)
-            return commit(buf, committed, x[:, None], torch.ones_like(committed))
-        xs = [draw(q[:, j], generator) for j in range(k)]
-        tokens, n = verify_chain(p, q[:, :k].contiguous(), torch.stack(xs, 1), generator=generator)
-        c = commit(buf, committed, tokens, n)
-        return n.tolist(), c
-    return run
-
-
-# ---- the loop --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GTConfig:
     batches: tuple[int, ...] = (1, 8, 32)
@@ -100,14 +57,13 @@ class GTConfig:
     def steps_for(self, batch: int) -> int:
         """Timed rounds at `batch`: `steps` if given, else max(min_steps, ceil(seq_rounds / batch)).
 
-        NOTE: why enough sequence-rounds. Each sequence-round draws an accept length, and the run's
-        speedup of K over K = 0 is tokens per round over round time. With 16 rounds at batch 1 that
-        is 16 draws. At K = 4 on the CPU's random-weight models (3.11 tokens a round, sd 1.59, in
-        run AO's 256 rounds) 16 draws know the mean to ~13 % (1 s.e.), 256 to ~3 %, and a seeded
-        run replays the same draw every time: the CPU runs AH-AL recorded 2.31 tokens a round at
-        B=1 K=4, which put that point at 0.94-0.98x instead of ~1.27x. The prediction replays the
-        recorded accept lengths either way; what the rule changes is that the measured point
-        stands where the configuration really stands."""
+        Why enough sequence-rounds: each sequence-round draws one accept length, and the run's
+        speedup of K over K = 0 is tokens per round over round time. At K = 4 on the CPU's
+        random-weight models a round emits 3.11 tokens with sd 1.59 (256 rounds at batch 1 in
+        tests/data/calibration_cpu/groundtruth_AO.json), so 16 draws know the mean to ~13 %
+        (1 s.e.) and 256 to ~3 %; and a seeded run replays the same draws every time, so a short
+        run's off mean is repeated, not averaged away. The prediction replays the recorded accept
+        lengths either way; enough of them puts the measured point where the configuration stands."""
         if self.steps is not None:
             return self.steps
         return max(self.min_steps, -(-self.seq_rounds // batch))
@@ -256,7 +212,8 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
                     progress: bool = True, on_config: Callable[[dict], None] | None = None) -> dict:
     """Every (batch, K) of cfg; returns the run record (JSON-ready). graphs: CUDA graphs for the
     passes (calibrate.layers.PassRunner), as in the calibration that predicts this run."""
-    from .microbench import _progress, environment
+    from .machine import environment
+    from .timing import progress_bar
     target = DecoderModel(target_spec, target_layers, dtype=dtype, device=device, seed=cfg.seed)
     draft = None
     if draft_spec is not None and any(k > 0 for k in cfg.ks):
@@ -266,7 +223,7 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
     target_run = PassRunner(target, graphs=graphs)
     draft_run = PassRunner(draft, graphs=graphs) if draft is not None else None
     runs = []
-    bar = _progress(len(cfg.batches) * len(cfg.ks), 0, progress, desc="groundtruth")
+    bar = progress_bar(len(cfg.batches) * len(cfg.ks), 0, progress, desc="groundtruth")
     for b in cfg.batches:
         recs = (run_interleaved(target_run, draft_run, b, cfg.ks, cfg) if cfg.interleave
                 else [run_one(target_run, draft_run, b, k, cfg) for k in cfg.ks])

@@ -1,4 +1,4 @@
-"""Slow scalar references for calibrate/sampling.py, written straight from the papers' algorithms.
+"""Slow scalar references for calibrate/sampling.py and sampling_tree.py, from the papers' algorithms.
 
 Pure Python loops over sequences, positions and tokens; no tensor operations. They consume the
 same pre-drawn uniforms as the kernels' internal cores (`_verify_chain_core`,

@@ -42,7 +42,7 @@ from simulator.hardware import HardwareProfile, Interconnect, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.paths import REPO_ROOT
 
-from .fit import ATTN, GEMV, TIED, ape, ape_summary, efficiency_of, fit_log_time, params_of
+from .least_squares import ATTN, GEMV, TIED, ape, ape_summary, efficiency_of, fit_log_time, params_of
 
 LINEAR_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 BYTES_FP16 = 2
@@ -157,8 +157,8 @@ def predict_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, Any]
 
 
 def jac_ops(df: pd.DataFrame, hw: HardwareProfile, params: Mapping[str, Any], dtype: str = "fp16") -> np.ndarray:
-    """Analytic d log(predict_ops) / d theta (see calibrate.fit.soft_roofline_jac)."""
-    from .fit import soft_roofline_jac
+    """Analytic d log(predict_ops) / d theta (see calibrate.least_squares.soft_roofline_jac)."""
+    from .least_squares import soft_roofline_jac
     em, ec = params["efficiency.memory"], params["efficiency.compute"]
     tc = df["flops"].to_numpy() / (hw.peak_flops(dtype) * ec)
     tm = df["bytes"].to_numpy() / (hw.memory_bandwidth_bytes_s * memory_fraction(df, params))
@@ -300,7 +300,7 @@ def table_markdown(table: pd.DataFrame) -> str:
 
 
 def write_vidur_profile(fit: VidurFit, out: str | Path, data_dir: str | Path) -> HardwareProfile:
-    from .fit import write_profile
+    from .profile_writer import write_profile
     s = fit.summary()
     src = (f"specsight calibrate --from-vidur: least squares (log time) on {fit.n_points} Vidur {fit.sku.upper()} "
            f"linear-operator timings (microsoft/vidur data/profiling/compute/{fit.sku}, fp16, MIT licence); "

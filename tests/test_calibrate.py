@@ -12,12 +12,16 @@ import pandas as pd
 import pytest
 import torch
 
-from calibrate.fit import (ATTN, GEMV, TIED, PassPredictor, fit_device, fit_log_time, holdout_groups, host_overhead,
-                           params_of, params_to_theta, soft_roofline_jac, speculation_rounds, theta_to_params,
-                           write_profile)
+from calibrate.fit import PassPredictor, fit_device
+from calibrate.fit_host import host_overhead
+from calibrate.grids import GRIDS
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
-from calibrate.microbench import (GRIDS, BenchConfig, Evictor, grid_points, last_level_cache_bytes, measure, read_points,
-                                  time_fn)
+from calibrate.least_squares import (ATTN, GEMV, TIED, fit_log_time, holdout_groups, params_of, params_to_theta,
+                                     soft_roofline_jac, theta_to_params)
+from calibrate.microbench import BenchConfig, grid_points, measure, read_points
+from calibrate.profile_writer import write_profile
+from calibrate.rounds_check import speculation_rounds
+from calibrate.timing import Evictor, last_level_cache_bytes, time_fn
 from simulator.hardware import load_profile
 from simulator.model_spec import load_model
 

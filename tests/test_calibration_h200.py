@@ -11,7 +11,8 @@ tokens/s error <= 5 % median, the speedup's side of 1 right at every point)."""
 
 import pytest
 
-from calibrate.fit import fit_attention_blocks, host_overhead
+from calibrate.fit import fit_attention_blocks
+from calibrate.fit_host import host_overhead
 from calibrate.groundtruth import load_run
 from calibrate.microbench import calibration_inputs
 from calibrate.validate import validate

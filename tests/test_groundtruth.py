@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from calibrate.groundtruth import (GTConfig, commit, draw, host_work_fn, load_run, run_groundtruth, run_interleaved, run_one,
-                                   write_run)
+from calibrate.groundtruth import GTConfig, load_run, run_groundtruth, run_interleaved, run_one, write_run
+from calibrate.host_work import commit, draw, host_work_fn
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.validate import compare, predict_rounds, speedup_interval, table_markdown
 from simulator.hardware import load_profile
@@ -41,10 +41,20 @@ def test_draw_is_distributed_as_probs_and_seeded():
     assert torch.equal(x, again)
 
 
-def test_host_work_runs_for_every_k():
-    g = torch.Generator().manual_seed(0)
+def test_host_work_commits_what_a_round_emits_for_every_k():
+    """One round's host work on 2 sequences of 8 committed tokens: K = 0 commits one drawn token
+    each; K > 0 verifies the K drafts and commits accepted + 1 tokens each (1..K+1); the same
+    generator seed gives the same round."""
     for k in (0, 1, 3):
-        host_work_fn(2, k, 100, g)()
+        out = host_work_fn(2, k, 100, torch.Generator().manual_seed(0))()
+        again = host_work_fn(2, k, 100, torch.Generator().manual_seed(0))()
+        if k == 0:
+            assert out.tolist() == again.tolist() == [9, 9]
+            continue
+        emitted, committed = out
+        assert all(1 <= n <= k + 1 for n in emitted), emitted
+        assert committed.tolist() == [8 + n for n in emitted]
+        assert again[0] == emitted
 
 
 def test_rounds_roll_back_the_caches():

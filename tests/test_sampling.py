@@ -14,10 +14,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibrate.sampling import (_verify_chain_core, _verify_tree_core, draw_uniforms, verify_chain,
-                                verify_greedy, verify_tree, verify_typical)
+from calibrate.sampling import _verify_chain_core, draw_uniforms, verify_chain, verify_greedy
 from calibrate.sampling_fast import make_chain_verifier, verify_chain_blocked
 from calibrate.sampling_reference import verify_chain_reference, verify_tree_reference
+from calibrate.sampling_tree import _verify_tree_core, verify_tree
+from calibrate.sampling_typical import verify_typical
 from sampling_stats import ALPHA, Z_ALPHA, chisquare_pvalue
 
 NUM_SAMPLES = 1_000_000  # draws per single-position distribution test
