@@ -74,14 +74,14 @@ fi
 if [[ "$DRY" == 1 ]]; then
   # Same commands, shrunk to seconds on a CPU: dims / 16, 2 target layers, tiny grid.
   DEV=(--device cpu --scale 16)
-  CAL=(--grid cpu-tiny --layers 2 --draft-layers 1 --repeats 3)
+  CAL=(--passes cpu-tiny --layers 2 --draft-layers 1 --repeats 3)
   GT=(--layers 2 --draft-layers 1 --batch 1,4 --k 0,2 --steps 4 --warmup 1 --prompt-len 32)
   TO_CAL=240; TO_GT=120; TO_VAL=60
 else
   DEV=(--device cuda --dtype bf16)
   # cuda grid: batch 1..256, verify widths 1, 2, 3, 5, 8, context 128..32k (543 passes), target at 4
   # and 8 layers, the draft at its real depth (Llama-3.2-1B: 16 layers, as in the ground truth).
-  CAL=(--grid cuda --layers 8 --draft-layers 16)
+  CAL=(--passes cuda --layers 8 --draft-layers 16)
   # Ground truth at the real depths; 32 timed rounds per (batch, K) after 3 warm-up rounds.
   GT=(--layers 32 --draft-layers 16 --batch 1,8,32,64 --k 0,2,4 --steps 32 --warmup 3 --prompt-len 512)
   TO_CAL=230; TO_GT=150; TO_VAL=40
@@ -110,7 +110,7 @@ step() {  # step NAME LIMIT_S CMD...: run under timeout (capped by the time left
   "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 } 2>&1 | tee -a "$LOG"
 
-CLI=("$PY" -m specsight.calibrate_cmd)
+CLI=("$PY" -m specsight.cli.calibrate)
 PROFILE="$OUT/hardware_profiles/h200-sxm.calibrated.yaml"
 
 # 1. calibration: forward passes over the grid -> fitted profile, measured points, summary JSON.
@@ -129,11 +129,11 @@ step groundtruth "$TO_GT" "${CLI[@]}" groundtruth "${DEV[@]}" --model llama-3.1-
 #    then with the datasheet profile for comparison (the dry run has no datasheet CPU profile).
 if [[ $CAL_OK == 1 && $GT_OK == 1 ]]; then
   step validate "$TO_VAL" bash -c 'json=$0 md=$1; shift; "$@" > "$json"; rc=$?; cat "$md"; exit $rc' \
-    "$EXTRA/validation_h200.json" "$OUT/validation_h200.md" "${CLI[@]}" validate "$OUT/groundtruth_h200.json" --profile "$PROFILE" \
+    "$EXTRA/validation_h200.json" "$OUT/validation_h200.md" "${CLI[@]}" validate "$OUT/groundtruth_h200.json" --hardware "$PROFILE" \
     --out "$OUT/validation_h200.md" --json
 fi
 if [[ $GT_OK == 1 && "$DRY" != 1 ]]; then
-  step validate-datasheet "$TO_VAL" "${CLI[@]}" validate "$OUT/groundtruth_h200.json" --profile h200-sxm \
+  step validate-datasheet "$TO_VAL" "${CLI[@]}" validate "$OUT/groundtruth_h200.json" --hardware h200-sxm \
     --out "$OUT/validation_h200_datasheet.md"
 fi
 if [[ $CAL_OK != 1 || $GT_OK != 1 ]]; then
@@ -150,7 +150,7 @@ if [[ $CAL_OK == 1 && $GT_OK == 1 ]] && (( BUDGET_S - ($(date +%s) - T0) > TO_GT
   step groundtruth-t2 "$TO_GT" "${CLI[@]}" groundtruth "${DEV[@]}" --model llama-3.1-8b --draft llama-3.2-1b \
     "${GT[@]}" --temperature 2 --out "$EXTRA/groundtruth_h200_t2.json" --no-progress \
   && step validate-t2 "$TO_VAL" bash -c 'json=$0; "$@" > "$json"; rc=$?; cat "${json%.json}.md"; exit $rc' \
-    "$EXTRA/validation_h200_t2.json" "${CLI[@]}" validate "$EXTRA/groundtruth_h200_t2.json" --profile "$PROFILE" \
+    "$EXTRA/validation_h200_t2.json" "${CLI[@]}" validate "$EXTRA/groundtruth_h200_t2.json" --hardware "$PROFILE" \
     --out "$EXTRA/validation_h200_t2.md" --json
 fi
 tar czf "$OUT/extra.tar.gz" -C "$EXTRA" . 2>&1 | tee -a "$LOG"

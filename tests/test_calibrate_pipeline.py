@@ -47,7 +47,7 @@ def test_calibrate_profile_returns_the_profile_the_fit_and_prints_nothing(calibr
 def test_the_cli_prints_what_the_library_returns(calibration, monkeypatch):
     """On the same points (resumed, nothing re-timed) and the same measured ceilings, `specsight
     calibrate --json` prints the summary calibrate_profile returns, and writes the same profile."""
-    from specsight.calibrate_cmd import main
+    from specsight.cli.calibrate import main
     from specsight.cli.emit import dumps
     d, _, _ = calibration
     monkeypatch.setattr(calibrate.ceilings, "measure_peaks", lambda *a, **k: PEAKS)
@@ -99,7 +99,7 @@ def test_record_and_validate_a_ground_truth_in_memory():
 @pytest.mark.parametrize("flag", ["--hardware", "--gpu", "--profile"])
 def test_hardware_flag_and_its_aliases(flag, tmp_path):
     from calibrate.groundtruth import write_run
-    from specsight.calibrate_cmd import main
+    from specsight.cli.calibrate import main
     run = record_groundtruth(GroundTruthConfig(layers=1, batches=(1,), ks=(0,), steps=1, warmup=0, prompt_len=8,
                                                machine=CPU)).run
     path = write_run(run, tmp_path / "run.json")
@@ -112,10 +112,10 @@ def test_hardware_flag_and_its_aliases(flag, tmp_path):
 def test_grid_is_an_alias_of_passes_only_for_a_name(tmp_path):
     """--grid NAME picks a pass grid; --grid KEY=V1,V2 (the scenario-override grid of other
     commands) is refused with one line, before any work."""
-    from specsight.calibrate_cmd import build_parser
+    from specsight.cli.calibrate import build_parser
     args = build_parser().parse_args(["calibrate", "--grid", "cpu-tiny", "--out", "x.yaml"])
     assert args.passes == "cpu-tiny"
-    from specsight.calibrate_cmd import main
+    from specsight.cli.calibrate import main
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         assert main(["calibrate", "--device", "cpu", "--grid", "workload.rate=1,2", "--out", str(tmp_path / "x.yaml")]) == 2

@@ -16,10 +16,9 @@ import sys
 
 from simulator.errors import SpecsightInputError
 
-from .. import calibrate_cmd
-from . import analytic, breakeven, cost, models, plan, profiles, simulate, sweep
+from . import analytic, breakeven, calibrate, cost, models, plan, profiles, simulate, sweep
 
-COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate_cmd, plan, sweep)
+COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, plan, sweep)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,8 +24,8 @@ from calibrate.grids import GRIDS
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, CPU_SCALE, CPU_THREADS, GPU_LAYERS, MachineConfig
 from simulator.errors import SpecsightInputError
 
-from .cli.args import add_hardware, add_json
-from .cli.emit import emit_json
+from .args import add_hardware, add_json
+from .emit import emit_json
 
 
 def _ints(s: str) -> tuple[int, ...]:
@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (python -m specsight.calibrate_cmd ...), the same commands as `specsight`."""
+    """Standalone entry (python -m specsight.cli.calibrate ...), the same commands as `specsight`."""
     args = build_parser().parse_args(argv)
     try:
         return run(args)
