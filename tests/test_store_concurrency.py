@@ -47,7 +47,7 @@ def lines(path: Path) -> list[dict]:
 
 
 # ---- two runs on one store --------------------------------------------------------------------
-def test_points_a_live_run_claimed_are_waited_for_not_recomputed(tmp_path):
+def test_points_a_live_run_claimed_are_waited_for_not_recomputed(tmp_path, capsys):
     store = tmp_path / "points.jsonl"
     keys = [point_key(TINY, p) for p in POINTS]
     other = StoreClaims(store).__enter__()             # another run, live: it claims points 1 and 3
@@ -68,6 +68,8 @@ def test_points_a_live_run_claimed_are_waited_for_not_recomputed(tmp_path):
     assert [r["cached"] for r in recs] == [True, False, True]      # this run computed point 2 only
     assert sorted(r["key"] for r in lines(store)) == sorted(keys)   # each point stored once
     assert [r["summary"]["mean_k"] for r in recs] == [1.0, 2.0, 3.0]
+    err = capsys.readouterr().err
+    assert err.count("waiting for the points that run pid") == 1 and "stopped without" not in err
     assert os.listdir(tmp_path / ".points.jsonl.claims") == []      # no claim or run file left
 
 
@@ -191,6 +193,19 @@ def test_replacing_writes_whole_files_or_none(tmp_path):
         assert tmp.suffix == ".png" and tmp.parent == tmp_path
         tmp.write_bytes(b"png")
     assert sorted(os.listdir(tmp_path)) == ["a.png", "plan.md"]
+
+
+def test_unusable_store_and_output_paths_are_one_error(tmp_path):
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "d" / "points.jsonl").mkdir(parents=True)
+    for store in (tmp_path / "afile" / "points.jsonl", tmp_path / "d" / "points.jsonl"):
+        with pytest.raises(SpecsightInputError) as e:
+            run_points(TINY, POINTS[:1], store, progress=False)
+        assert e.value.field == "store"
+    (tmp_path / "plan.md").mkdir()
+    with pytest.raises(SpecsightInputError) as e:
+        write_text(tmp_path / "plan.md", "x")
+    assert e.value.field == "output file" and [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
 
 
 # ---- --workers and --dask ---------------------------------------------------------------------

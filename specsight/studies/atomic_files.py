@@ -12,19 +12,25 @@ import secrets
 from pathlib import Path
 from typing import Iterator
 
+from simulator.errors import SpecsightInputError
+
 
 @contextlib.contextmanager
 def replacing(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path` (same suffix, so writers that go by it still do);
-    on success rename it onto `path`, on failure remove it."""
+    on success rename it onto `path`, on failure remove it. An OSError (no such folder, a folder
+    where the file belongs, a full disk) becomes one SpecsightInputError naming the file."""
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(e, OSError):
+            raise SpecsightInputError("output file", str(path), f"a file this run can write "
+                                      f"({type(e).__name__}: {e.strerror or e})") from None
         raise
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from simulator.jsonl import open_append, write_record
 
+from .store_claims import unusable_store
+
 
 class PointStore:
     """Finished points by key, read from `path` (None: in memory only)."""
@@ -47,6 +49,8 @@ class PointStore:
         except FileNotFoundError:
             self._offset = 0
             return
+        except OSError as e:                    # a folder, no permission, ... where the store belongs
+            raise unusable_store(self.path, e) from None
         end = data.rfind(b"\n") + 1             # a torn last line waits for its newline (or its cut)
         for line in data[:end].splitlines():
             try:

@@ -18,10 +18,15 @@ two small files beside the store, `.points.jsonl.lock` and the folder `.points.j
   when the store has no record of it and no live run claims it, computes it, appends its record,
   then deletes the claim. A claim whose run is dead (killed, or its machine lost) is stale: the
   next run reports it on stderr, one line per dead run, and computes those points itself.
-  Points claimed by a live run are waited for (their records appear in the store), never redone.
+  Points claimed by a live run are waited for (their records appear in the store), never redone;
+  the waiting run says once on stderr which run it waits for. A run claims only a window of
+  points at a time (points.py: twice its executor's slots), so two runs split a study's work.
+  A run that exits, or is interrupted, deletes its open claims and its .alive file.
 
 Readers without the mutex (PointStore's first read, a user's `tail`) see whole lines and at most
-a torn last line, which they skip. Locking needs POSIX `fcntl`; without it a store has one user.
+a torn last line, which they skip. Locking needs POSIX `fcntl` and a file system with flock;
+without them every claim looks stale, so runs sharing a store may compute a point twice (each
+record is still whole, the last one wins) but never wait for each other.
 """
 from __future__ import annotations
 
@@ -35,10 +40,18 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from simulator.errors import SpecsightInputError
+
 try:
     import fcntl
 except ImportError:                 # pragma: no cover - not POSIX: no sharing, one run per store
     fcntl = None  # type: ignore[assignment]
+
+
+def unusable_store(path: Path, e: OSError) -> SpecsightInputError:
+    """The error for a store path that cannot be read or written (a file where a folder belongs...)."""
+    return SpecsightInputError("store", str(path), f"a points.jsonl in a folder this run can create, read "
+                               f"and write ({type(e).__name__}: {e.strerror or e})")
 
 
 def _lock(fd: int, blocking: bool) -> bool:
@@ -50,6 +63,8 @@ def _lock(fd: int, blocking: bool) -> bool:
         return True
     except BlockingIOError:
         return False
+    except OSError:                 # a file system without flock (ENOLCK): locks are no-ops there
+        return True
 
 
 class StoreClaims:
@@ -65,18 +80,21 @@ class StoreClaims:
         self._mine: set[str] = set()          # keys claimed and not yet appended
         self._alive_fd: int | None = None
         self._mutex_fd: int | None = None
-        self._reported: set[str] = set()
+        self._reported: set[tuple[str, str]] = set()
 
     # ---- the run's lifetime ----
     def __enter__(self) -> "StoreClaims":
-        self.claims_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.claims_dir / self.me, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o666)
+        try:
+            self.claims_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.claims_dir / self.me, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o666)
+            self._mutex_fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o666)
+        except OSError as e:
+            raise unusable_store(self.path, e) from None
         _lock(fd, blocking=True)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                  "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                                  "command": " ".join(sys.argv)[:500]}).encode())
         self._alive_fd = fd
-        self._mutex_fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o666)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -121,6 +139,7 @@ class StoreClaims:
                     if owner not in alive:
                         alive[owner] = self._alive(owner)
                     if alive[owner]:
+                        self._report_waiting(owner)
                         continue
                     self._report_stale(owner)
                 (self.claims_dir / key).write_text(self.me)
@@ -155,18 +174,27 @@ class StoreClaims:
         finally:
             os.close(fd)                     # (closing releases the lock just taken on a dead run's file)
 
-    def _report_stale(self, owner: str) -> None:
-        """One stderr line per dead run whose claims are taken over; its .alive file is removed."""
-        if owner in self._reported:
-            return
-        self._reported.add(owner)
+    def _describe(self, owner: str) -> str:
         try:
             info = json.loads((self.claims_dir / owner).read_text())
-            who = f"run pid {info['pid']} on {info['host']} (started {info['started']})"
+            return f"run pid {info['pid']} on {info['host']} (started {info['started']})"
         except (OSError, ValueError, KeyError, TypeError):
-            who = f"run {owner.removesuffix('.alive')}"
-        self.report(f"specsight: {self.path}: {who} stopped without finishing its claimed points; "
-                    "its stale claims are taken over and computed here")
+            return f"run {owner.removesuffix('.alive')}"
+
+    def _report_waiting(self, owner: str) -> None:
+        """One stderr line per live run whose claimed points this run waits for."""
+        if ("live", owner) not in self._reported:
+            self._reported.add(("live", owner))
+            self.report(f"specsight: {self.path}: waiting for the points that {self._describe(owner)} "
+                        "is computing (it shares this store)")
+
+    def _report_stale(self, owner: str) -> None:
+        """One stderr line per dead run whose claims are taken over; its .alive file is removed."""
+        if ("dead", owner) in self._reported:
+            return
+        self._reported.add(("dead", owner))
+        self.report(f"specsight: {self.path}: {self._describe(owner)} stopped without finishing its claimed "
+                    "points; its stale claims are taken over and computed here")
         self._unlink(self.claims_dir / owner)
 
     @staticmethod
