@@ -159,7 +159,7 @@ def _running(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
-def test_pool_workers_exit_when_the_sweep_is_killed(tmp_path):
+def test_pool_workers_exit_when_the_sweep_is_killed(tmp_path, capsys):
     scen = write_scenario(tmp_path / "slow.yaml", SLOW, "A sweep killed mid-run (a test scenario)")
     parent = subprocess.Popen(SPECSIGHT + ["sweep", str(scen), "--grid", "acceptance.alpha=0.5,0.6,0.7,0.8",
                                            "--workers", "2", "--out", str(tmp_path / "o"), "--no-progress"],
@@ -179,6 +179,12 @@ def test_pool_workers_exit_when_the_sweep_is_killed(tmp_path):
     for w in survivors:                              # (do not leave them behind if the check fails)
         os.kill(w, signal.SIGKILL)
     assert survivors == []
+    # the rerun resumes: it takes over the killed run's claims (and says so), stores each point once
+    assert main(["sweep", str(scen), "--grid", "acceptance.alpha=0.5,0.6,0.7,0.8", "--workers", "1",
+                 "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert "stopped without finishing" in capsys.readouterr().err
+    keys = [r["key"] for r in lines(tmp_path / "o" / "points.jsonl")]
+    assert len(keys) == 4 == len(set(keys))
 
 
 # ---- whole-file outputs -----------------------------------------------------------------------
