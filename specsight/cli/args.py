@@ -57,7 +57,8 @@ def add_json(p: argparse.ArgumentParser, help: str = "print one JSON object") ->
 
 
 def add_executor(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, help="local processes (default: CPU count; 1 = in this process)")
+    p.add_argument("--workers", metavar="N", help="local processes, 1 to 1024 (default: CPU count; 1 = in this "
+                   "process); checked by the library, so a bad value is one line naming --workers")
     p.add_argument("--dask", metavar="ADDRESS", help="run the points on a dask.distributed scheduler, e.g. tcp://host:8786")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..studies.atomic_files import write_csv
 from .args import SCENARIO_HARDWARE_HELP, add_executor, add_grid, add_hardware, add_json, add_out, add_set, scenario_overrides
 from .emit import emit_json
 
@@ -48,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 workers=args.workers, dask=args.dask, retry_errors=args.retry_errors, progress=not args.no_progress)
     df = res.frame
     out.mkdir(parents=True, exist_ok=True)
-    csv = out / "sweep.csv"
-    df.to_csv(csv, index=False)
+    csv = write_csv(df, out / "sweep.csv")
     n_new, n_err, n = res.computed, res.errors, len(res.records)
     elapsed = time.perf_counter() - t0
     if args.json:

@@ -9,7 +9,8 @@ the `specsight` command line is a thin layer over them. See docs/api.md.
 | capacity_plan.py  | capacity_plan(scenario, target_qps)  | CapacityPlan (.rows, .frame) |
 | sweep.py          | sweep(scenario, grid)                | SweepResult (.frame)         |
 
-Underneath: overrides.py (scenarios as mappings, key-path overrides, grids), points.py (the
-resumable point store and executors), breakeven_axes.py (what an axis value changes),
-crossings.py (break-even and the verdict), *_outputs.py and plots.py (CSV, Markdown, PNG).
+Underneath: overrides.py (scenarios as mappings, key-path overrides, grids), points.py (points
+run through the resumable store, point_store.py, which concurrent runs share via store_claims.py,
+on executors.py's pools and clusters), atomic_files.py (outputs written whole), breakeven_axes.py
+(what an axis value changes), crossings.py (break-even and the verdict), *_outputs.py and plots.py (CSV, Markdown, PNG).
 """

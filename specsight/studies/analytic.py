@@ -15,6 +15,7 @@ import numpy as np
 
 from simulator.errors import SpecsightInputError, require_int
 
+from .atomic_files import write_csv
 from .inputs import int_list
 
 BATCH_GRID = np.unique(np.round(np.geomspace(1, 1024, 61)))
@@ -121,8 +122,7 @@ class AnalyticBreakeven:
         from .plots import plot_speedup_curves
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        csv = out / "breakeven_analytic.csv"
-        self.frame.to_csv(csv, index=False)
+        csv = write_csv(self.frame, out / "breakeven_analytic.csv")
         png = out / "breakeven_analytic.png"
         title = (f"{self.model} on {self.hardware} x{self.tp}, drafter {self.drafter}, alpha={self.alpha:g}, "
                  f"context {self.context}\nanalytic speedup vs batch (break-even where the curve crosses 1)")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from .atomic_files import write_csv
 from .breakeven_axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
 from .crossings import METRIC_LABELS
 
@@ -31,8 +32,7 @@ def write_outputs(res: "BreakevenResult", out_dir: Path, plot: bool = True) -> d
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     stem = f"breakeven_{axis}" + (f"_{axis2}" if axis2 else "")
-    csv = out_dir / f"{stem}.csv"
-    df.to_csv(csv, index=False)
+    csv = write_csv(df, out_dir / f"{stem}.csv")
     files["csv"] = str(csv)
     if not plot:
         return files

@@ -5,6 +5,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .atomic_files import write_csv, write_text
+
 if TYPE_CHECKING:
     from .capacity_plan import CapacityPlan
 
@@ -48,10 +50,8 @@ def write_outputs(p: "CapacityPlan", out: Path) -> dict[str, str]:
     """plan.csv, plan.md and plan.png under `out`."""
     from .plots import plot_plan_probes
     out.mkdir(parents=True, exist_ok=True)
-    csv = out / "plan.csv"
-    p.frame.to_csv(csv, index=False)
-    md = out / "plan.md"
-    md.write_text(format_markdown(p.rows, headline(p)))
+    csv = write_csv(p.frame, out / "plan.csv")
+    md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)))
     png = plot_plan_probes(p.rows, slo_tpot_ms=p.slo.tpot_ms_p99, slo_ttft_ms=p.slo.ttft_ms_p99, path=out / "plan.png",
                            title=f"{p.scenario}: p99 latency vs offered load per replica (search probes)")
     return {"csv": str(csv), "markdown": str(md), "plot": str(png)}

@@ -10,13 +10,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .atomic_files import replacing  # noqa: E402
+
 
 def _save(fig, path: str | Path) -> Path:
     """Lay the figure out, write it to `path` and free it."""
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with replacing(path) as tmp:          # whole or not at all (atomic_files.py)
+            fig.savefig(tmp)
+    finally:
+        plt.close(fig)
     return path
 
 

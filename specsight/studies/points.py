@@ -12,8 +12,10 @@ source and data (simulator/*.py, hardware_profiles/, models/), so a rerun skips 
 already stored (resume after an interruption) and a changed model never reuses stale results.
 A point that raises records its error and the study goes on; `retry_errors=True` recomputes them.
 
-Executors: None runs in this process; any `concurrent.futures.Executor` (a ProcessPoolExecutor
-by default); or a `dask.distributed.Client`. `open_executor(workers, dask_address)` makes one.
+Executors (executors.py): None runs in this process; any `concurrent.futures.Executor` (a
+process pool whose workers die with their parent, by default); or a `dask.distributed.Client`.
+`open_executor(workers, dask_address)` makes one. Points are handed out a window at a time (twice
+the executor's slots) so that another run sharing the store can take the rest (store_claims.py).
 """
 from __future__ import annotations
 
@@ -23,17 +25,20 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future
+from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from simulator.cpus import usable_cpus
-from simulator.errors import SpecsightInputError, require_int
-from simulator.jsonl import open_append, read_records, write_record
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
 
+from .executors import default_workers, is_dask_client, open_executor, parallel_slots, study_executor  # noqa: F401
 from .jsonable import json_safe
 from .overrides import override_strings, scenario_source
+from .point_store import PointStore
+from .store_claims import StoreClaims
+
+POLL_S = 0.2        # how often a run waiting on another run's points (or on its workers) looks again
 
 _CODE_VERSION: str | None = None
 
@@ -96,82 +101,17 @@ def _task(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline: boo
             "error": error, "elapsed_s": round(time.perf_counter() - t0, 3)}
 
 
-# ---- the store ----------------------------------------------------------------------------------
-class PointStore:
-    """An append-only JSON-lines file of finished points, indexed by key (last record wins).
-    A truncated last line (an interrupted write) is ignored."""
-
-    def __init__(self, path: str | Path | None):
-        self.path = None if path is None else Path(path)
-        self.records: dict[str, dict[str, Any]] = {}
-        self._tail_checked = False     # a torn tail can only predate this store: cut once
-        if self.path is not None:
-            for rec in read_records(self.path):
-                if "key" in rec:
-                    self.records[rec["key"]] = rec
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.records
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.records.get(key)
-
-    def put(self, record: dict[str, Any]) -> None:
-        self.records[record["key"]] = record
-        if self.path is not None:
-            with (self.path.open("a") if self._tail_checked else open_append(self.path)) as f:
-                write_record(f, record)
-            self._tail_checked = True
-
-
-# ---- executors ----------------------------------------------------------------------------------
-def _is_dask_client(ex: Any) -> bool:
-    return type(ex).__module__.startswith("distributed") and hasattr(ex, "gather")
-
-
-@contextlib.contextmanager
-def open_executor(workers: int | None = None, dask_address: str | None = None) -> Iterator[Any]:
-    """A dask.distributed Client on `dask_address`, else a ProcessPoolExecutor of `workers`
-    processes (default: the CPU count), else (workers <= 1) None: run in this process."""
-    if dask_address:
-        try:
-            from distributed import Client
-        except ImportError:   # pragma: no cover - dask[distributed] is a dependency
-            raise SpecsightInputError("--dask", dask_address, "needs dask.distributed (pip install 'dask[distributed]')") from None
-        try:
-            client = Client(dask_address, timeout="20s")
-        except OSError as e:
-            raise SpecsightInputError("--dask", dask_address, f"no dask scheduler reachable there ({e})") from None
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    n = usable_cpus() if workers is None else require_int("--workers", workers, lo=1)
-    if n <= 1:
-        yield None
-        return
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        yield pool
-
-
-def default_workers(n_points: int) -> int:
-    """Processes for a local sweep: the usable CPUs, but no more than the points to run."""
-    return max(1, min(usable_cpus(), n_points))
-
-
 def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: str | Path | None = None,
                executor: Executor | Any | None = None, *, baseline: bool | Sequence[bool] = False,
                progress: bool = True, desc: str = "points", retry_errors: bool = False,
                store: PointStore | None = None) -> list[dict[str, Any]]:
     """Evaluate every point (a mapping of key paths to values) of `scenario`; return one record per
     point, in order. Points already in the store are not recomputed; each new one is appended to
-    the store as soon as it finishes. `baseline` (one flag, or one per point) runs simulate(...,
-    baseline=True) so the summary carries `speedup_*` keys. Each record has `key`, `overrides`,
-    `summary` (None on error), `error`, `elapsed_s` and `cached` (True when it came from the store)."""
+    the store as soon as it finishes. Another run using the same store at once shares it: each
+    point is computed by one of them (store_claims.py). `baseline` (one flag, or one per point)
+    runs simulate(..., baseline=True) so the summary carries `speedup_*` keys. Each record has
+    `key`, `overrides`, `summary` (None on error), `error`, `elapsed_s` and `cached` (True unless
+    this call computed it)."""
     from tqdm import tqdm
 
     source = scenario_source(scenario) if not isinstance(scenario, Mapping) else dict(scenario)
@@ -186,51 +126,85 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
         rec = store.get(k)
         if (rec is None or (retry_errors and rec.get("error"))) and k not in todo:
             todo[k] = (dict(p), b)
-
-    def finish(k: str, rec: dict[str, Any]) -> None:
-        rec = {"key": k, **rec, "scenario": name}
-        store.put(rec)
-        bar.update(1)
-        if rec["error"]:
-            bar.write(f"point {json.dumps(rec['overrides'])} failed: {rec['error']}", file=sys.stderr)
+    before = {k: store.get(k) for k in todo}     # a record written since then settles the point
+    computed: set[str] = set()
 
     with tqdm(total=len(todo), desc=desc, unit="pt", file=sys.stderr, dynamic_ncols=True,
-              disable=True if not progress or not todo else None) as bar:     # None: only on a terminal
-        if executor is None:
-            for k, (p, b) in todo.items():
-                finish(k, _task(source, p, b))
-        elif _is_dask_client(executor):
-            from distributed import as_completed as dask_as_completed
-            futs = {executor.submit(_task, source, p, b, pure=False): k for k, (p, b) in todo.items()}
-            for fut in dask_as_completed(list(futs)):
-                k = futs[fut]
-                try:
-                    rec = fut.result()
-                except Exception as e:   # noqa: BLE001 - a lost worker: record and go on
-                    rec = {"overrides": json_safe(dict(todo[k][0])), "baseline": todo[k][1], "summary": None,
-                           "error": f"{type(e).__name__}: {e}", "elapsed_s": None}
-                finish(k, rec)
-        else:
-            from concurrent.futures import as_completed
-            futs = {executor.submit(_task, source, p, b): k for k, (p, b) in todo.items()}
-            for fut in as_completed(futs):
-                k = futs[fut]
-                try:
-                    rec = fut.result()
-                except Exception as e:   # noqa: BLE001 - e.g. a worker process died
-                    rec = {"overrides": json_safe(dict(todo[k][0])), "baseline": todo[k][1], "summary": None,
-                           "error": f"{type(e).__name__}: {e}", "elapsed_s": None}
-                finish(k, rec)
-    done = set(todo)
-    return [{**store.get(k), "cached": k not in done} for k in keys]   # type: ignore[misc]
+              disable=True if not progress or not todo else None) as bar, \
+            (StoreClaims(store.path) if store.path is not None and todo else contextlib.nullcontext()) as claims:
+
+        def claim(pending: list[str], limit: int) -> tuple[list[str], list[str]]:
+            if claims is None:
+                return pending[:limit], []
+            return claims.claim(pending, limit, store.refresh,
+                                lambda k: store.get(k) is not None and store.get(k) is not before[k])
+
+        def finish(k: str, rec: dict[str, Any]) -> None:
+            rec = {"key": k, **rec, "scenario": name}
+            if claims is None:
+                store.put(rec)
+            else:
+                claims.append(k, lambda: store.put(rec))
+            computed.add(k)
+            bar.update(1)
+            if rec["error"]:
+                bar.write(f"point {json.dumps(rec['overrides'])} failed: {rec['error']}", file=sys.stderr)
+
+        _drive(source, todo, executor, claim, finish, settle=lambda k: bar.update(1))
+    return [{**store.get(k), "cached": k not in computed} for k in keys]   # type: ignore[misc]
 
 
-@contextlib.contextmanager
-def study_executor(executor: Any, workers: int | None, dask_address: str | None, n_points: int) -> Iterator[Any]:
-    """`executor` itself when given; else open_executor(workers, dask_address), with workers
-    defaulting to default_workers(n_points)."""
-    if executor is not None:
-        yield executor
-        return
-    with open_executor(workers if workers is not None else default_workers(n_points), dask_address) as ex:
-        yield ex
+def _drive(source: Mapping[str, Any], todo: Mapping[str, tuple[Mapping[str, Any], bool]], executor: Any,
+           claim, finish, settle) -> None:
+    """Run the `todo` points on `executor`, a window of them at a time: `claim(pending, n)` gives
+    up to n keys to compute and those another run finished; `finish(key, record)` stores one."""
+    pending = dict(todo)
+    inflight: dict[Any, str] = {}
+    window = 1 if executor is None else 2 * parallel_slots(executor)
+    while pending or inflight:
+        if pending and len(inflight) < window:
+            mine, others = claim(list(pending), window - len(inflight))
+            for k in others:
+                del pending[k]
+                settle(k)
+            for k in mine:
+                p, b = pending.pop(k)
+                inflight[_submit(executor, source, p, b)] = k
+        if inflight:
+            for fut in _wait_some(executor, list(inflight), POLL_S if pending else None):
+                k = inflight.pop(fut)
+                finish(k, _outcome(fut, *todo[k]))
+        elif pending:
+            time.sleep(POLL_S)            # every pending point is another live run's: wait for its records
+
+
+def _submit(executor: Any, source: Mapping[str, Any], p: Mapping[str, Any], b: bool) -> Any:
+    if executor is None:
+        fut: Future = Future()
+        fut.set_result(_task(source, p, b))
+        return fut
+    if is_dask_client(executor):
+        return executor.submit(_task, source, p, b, pure=False)
+    return executor.submit(_task, source, p, b)
+
+
+def _wait_some(executor: Any, futs: list[Any], timeout_s: float | None) -> list[Any]:
+    """The futures of `futs` that are done, waiting up to `timeout_s` (None: for the first)."""
+    if is_dask_client(executor):
+        from distributed import wait
+        try:
+            wait(futs, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            pass
+        return [f for f in futs if f.done()]
+    done, _ = wait_futures(futs, timeout=timeout_s, return_when=FIRST_COMPLETED)
+    return list(done)
+
+
+def _outcome(fut: Any, p: Mapping[str, Any], b: bool) -> dict[str, Any]:
+    """The worker's record, or an error record when the worker itself failed (e.g. it died)."""
+    try:
+        return fut.result()
+    except Exception as e:   # noqa: BLE001 - a lost worker: record and go on
+        return {"overrides": json_safe(dict(p)), "baseline": b, "summary": None,
+                "error": f"{type(e).__name__}: {e}", "elapsed_s": None}
