@@ -70,7 +70,8 @@ def bench_analytic(repeats: int = 5) -> None:
         solve_times.append(time.perf_counter() - t1)
     n = B.size
     best, best_solve = min(times), min(solve_times)
-    print(f"(a) analytic break-even sweep: {n} points (batch x context), K=3, alpha 0.75, llama-3.1-8b + llama-3.2-1b on h100-sxm")
+    print(f"(a) analytic break-even sweep: {n} points (batch x context), K=3, alpha 0.75, "
+          "llama-3.1-8b + llama-3.2-1b on h100-sxm")
     print(f"    setup (load model, profile, cost model): {setup_s * 1e3:.1f} ms")
     print(f"    speedup surface: best {best * 1e3:.2f} ms, median {sorted(times)[len(times) // 2] * 1e3:.2f} ms "
           f"of {repeats}; {n / best:,.0f} points/s")
@@ -97,10 +98,12 @@ def bench_simulated(workers: int, requests: int, points: int) -> None:
     sims = res.points_total
     print(f"(b) simulated break-even sweep: {SIM_SCENARIO.name}, qps axis, {points} rates x {requests} requests, "
           f"K=3 + baseline = {sims} simulations, {workers} worker(s)")
-    print(f"    wall {wall:.1f} s; {sims / wall:.2f} simulations/s; {points * requests * 2 / wall:,.0f} simulated requests/s; "
+    print(f"    wall {wall:.1f} s; {sims / wall:.2f} simulations/s; "
+          f"{points * requests * 2 / wall:,.0f} simulated requests/s; "
           f"goal a few minutes")
     print(f"    break-even (TPOT p50, plain / speculative): qps = {summ['breakeven']['K=3']}; "
-          f"speedup {df['speedup'].iloc[0]:.3f} at {values[0]} req/s, {df['speedup'].iloc[-1]:.3f} at {values[-1]} req/s")
+          f"speedup {df['speedup'].iloc[0]:.3f} at {values[0]} req/s, "
+          f"{df['speedup'].iloc[-1]:.3f} at {values[-1]} req/s")
 
 
 def main() -> None:

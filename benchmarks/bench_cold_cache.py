@@ -34,9 +34,9 @@ def main() -> None:
         tc.lengths.fill_(256)
         dc.lengths.fill_(256)
         tok = torch.randint(0, target.model.spec.vocab_size, (batch, 1))
-        step = lambda: draft(tok, dc, logits="last", max_length=256)        # noqa: E731
+        step = lambda tok=tok, dc=dc: draft(tok, dc, logits="last", max_length=256)  # noqa: E731
         before = {"after the same step": step,
-                  "after a target pass": lambda: target(tok, tc, logits="all", max_length=256),
+                  "after a target pass": lambda tok=tok, tc=tc: target(tok, tc, logits="all", max_length=256),
                   "after a 144 MB read": lambda: buf.view(512, -1).T @ torch.ones(512)}
         times: dict[str, list[float]] = {k: [] for k in before}
         for _ in range(10):

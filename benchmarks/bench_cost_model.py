@@ -41,7 +41,8 @@ def main() -> None:
     c = rng.integers(100, 8000, 1024).astype(float)
     T, C, P, L = b * 4, b * c, b * (4 * c + 10), b * 4
 
-    Tl, Cl, Pl, Ll, Bl = T.tolist(), C.tolist(), P.tolist(), L.tolist(), b.tolist()   # Python floats, as the simulator passes
+    # Python floats, as the simulator passes
+    Tl, Cl, Pl, Ll, Bl = T.tolist(), C.tolist(), P.tolist(), L.tolist(), b.tolist()
 
     def scalar(n):
         f = cm.time_s

@@ -173,7 +173,8 @@ def run(device: torch.device, grid: list[Config], modes: list[str], repeats: int
         for mode in list(verifiers):
             verify = verifiers[mode]
             try:
-                seconds = median_time(lambda: verify(target, draft, tokens, generator=generator),
+                seconds = median_time(lambda verify=verify, target=target, draft=draft, tokens=tokens:
+                                      verify(target, draft, tokens, generator=generator),
                                       device, repeats, warmup=3)
             except Exception as error:  # a torch.compile or CUDA-graph failure on this torch
                 log(f"{mode} failed at B={config.batch} K={config.k} V={config.vocab}: {error!r}")
@@ -191,7 +192,8 @@ def run(device: torch.device, grid: list[Config], modes: list[str], repeats: int
 
 def profile(device: torch.device, config: Config, modes: list[str], log=print) -> None:
     """torch.profiler summary of one call per mode: where the time goes (kernels, host)."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
     generator = torch.Generator(device=device).manual_seed(SEED)
     target, draft, tokens = make_inputs(config, device, generator)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])

@@ -87,6 +87,7 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     t0 = time.perf_counter()
     import numpy as np
     import pandas  # noqa: F401  (imported by simulate() for its DataFrames; counted here)
+
     import simulator.engine as engine_mod
     import simulator.replica as replica_mod
     from simulator.run import simulate
@@ -183,7 +184,8 @@ def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
         rows.append(r)
         print(f"{name:6} {num_requests:>7} req  " + (f"{args.replicas} replicas  " if args.replicas > 1 else "")
               + f"spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
-              f"loop instructions {r['loop_instructions']:>14,}  = {r['instructions_per_decode_iteration']:,} per decode iteration",
+              f"loop instructions {r['loop_instructions']:>14,}  "
+              f"= {r['instructions_per_decode_iteration']:,} per decode iteration",
               flush=True)
     print(json.dumps(rows, indent=1))
     return 0

@@ -111,7 +111,7 @@ class KernelAcceptanceSource:
 
     @classmethod
     def for_alpha(cls, alpha: float, vocab_size: int, k_max: int, seed: int = 0,
-                  sharpness: float = DEFAULT_SHARPNESS) -> "KernelAcceptanceSource":
+                  sharpness: float = DEFAULT_SHARPNESS) -> KernelAcceptanceSource:
         """The source whose overlap gives expected_alpha() ~= alpha (see overlap_for_alpha)."""
         overlap = overlap_for_alpha(alpha, vocab_size, sharpness=sharpness, seed=seed)
         return cls(vocab_size=vocab_size, overlap=overlap, k_max=k_max, seed=seed, sharpness=sharpness)

@@ -7,7 +7,8 @@ time. A GPU's peaks come from its datasheet profile.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -59,7 +60,7 @@ def measure_peaks(device: str, dtype: str, nbytes: int, repeats: int = 5,
     for size in ((512, 1024, 2048) if torch.device(device).type == "cpu" else (8192,)):
         a = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
         b = torch.randn(size, size, dtype=TORCH_DTYPES[dtype], device=device)
-        flops_s = 2 * size ** 3 / min(time_fn(lambda: a @ b, device, 2, repeats))
+        flops_s = 2 * size ** 3 / min(time_fn(lambda a=a, b=b: a @ b, device, 2, repeats))
         if flops_s > best:
             best, best_size = flops_s, size
     return {"read_bytes_s": bw, "read_buffer_bytes": rows * cols * 4, "read_kernel": read_kernel,

@@ -8,16 +8,16 @@ simulator's own CostModel (`PassPredictor`), so what is fitted is what the simul
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from simulator.hardware import HardwareProfile
 
-from .least_squares import (ATTN, GEMV, TIED, ape, ape_summary, fit_log_time, holdout_groups, params_of,
-                            with_params)
+from .least_squares import ATTN, GEMV, TIED, ape, ape_summary, fit_log_time, holdout_groups, params_of, with_params
 
 
 class PassPredictor:
@@ -29,7 +29,7 @@ class PassPredictor:
     one_token: [n] True for the passes with a matrix-vector kernel (one token, or one logit for
     the LM head), whose time depends on efficiency.memory_gemv."""
 
-    def __init__(self, points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str):
+    def __init__(self, points: pd.DataFrame, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str):
         self.hw, self.dtype, self.n = hw, dtype, len(points)
         self.groups = []
         self.one_token = np.zeros(self.n, bool)
@@ -52,7 +52,7 @@ class PassPredictor:
         return out
 
 
-def predict_points(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
+def predict_points(points: pd.DataFrame, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
                    params: Mapping[str, float]) -> np.ndarray:
     return PassPredictor(points, specs, hw, dtype)(params)
 
@@ -64,7 +64,7 @@ class DeviceFit:
     points: Any          # DataFrame: every pass point with pred_s, ape, heldout
 
 
-def fit_device(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
+def fit_device(points: pd.DataFrame, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str,
                holdout_frac: float = 0.3, seed: int = 0, stat: str = "median",
                fixed: Mapping[str, float] | None = None, datasheet: HardwareProfile | None = None) -> DeviceFit:
     """Fit on a seeded ~70 % of the grid cells (batch, new tokens, context: one cell's passes at
@@ -124,9 +124,9 @@ def with_attention_blocks(hw: HardwareProfile, blocks: str, sm_count: int,
                                sm_count=int(sm_count), sources={**hw.sources, "sm_count": sm_source})
 
 
-def fit_attention_blocks(points, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str, sm_count: int,
+def fit_attention_blocks(points: pd.DataFrame, specs: Mapping[str, Any], hw: HardwareProfile, dtype: str, sm_count: int,
                          sm_source: str, datasheet: HardwareProfile | None = None,
-                         **kw) -> tuple[HardwareProfile, DeviceFit, dict[str, Any]]:
+                         **kw: Any) -> tuple[HardwareProfile, DeviceFit, dict[str, Any]]:
     """Fit the device once per attention structure (Efficiency.attention_blocks: split_kv, and
     per_sequence_head over `sm_count` multiprocessors) and keep the one whose fit has the lower
     training residual (rms of log residuals; both have the same free parameters, and the held-out
@@ -159,7 +159,7 @@ def fit_attention_blocks(points, specs: Mapping[str, Any], hw: HardwareProfile, 
     return dataclasses.replace(base, sources=sources), fit, report
 
 
-def layer_scaling(df) -> dict[str, Any]:
+def layer_scaling(df: pd.DataFrame) -> dict[str, Any]:
     """Target cells timed at two layer counts: the per-layer slope (t2 - t1) / (L2 - L1), the
     intercept t1 - L1 * slope (embedding, LM head, softmax, host), and the fitted model's slope."""
     t = df[df["role"] == "target"]

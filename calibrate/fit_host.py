@@ -6,14 +6,19 @@ the cost model charges (iteration, per logit row, per speculative round).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .least_squares import ape
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def host_overhead(points, stat: str = "median") -> dict[str, Any]:
+
+def host_overhead(points: pd.DataFrame, stat: str = "median") -> dict[str, Any]:
     """Per-round host time outside the forward passes, from the "host" points (one round's
     sampling and bookkeeping at batch B and K; calibrate.host_work.host_work_fn).
 
@@ -58,7 +63,7 @@ def host_overhead(points, stat: str = "median") -> dict[str, Any]:
             "per_row_us": float(c_rows[1]), "per_row_ape_median": float(np.median(ape(x_rows @ c_rows, t_us)))}
 
 
-def host_design(batch, k) -> np.ndarray:
+def host_design(batch: ArrayLike, k: ArrayLike) -> np.ndarray:
     """The host model's rows [1, B (2K + 1), K > 0] (iteration, sampling rows, verify round),
     one per (batch, k); arrays or numbers."""
     B, K = np.atleast_1d(np.asarray(batch, float)), np.atleast_1d(np.asarray(k, float))

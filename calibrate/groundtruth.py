@@ -26,9 +26,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -132,7 +132,7 @@ class _Decoding:
             inp = torch.gather(buf, 1, idx)                                       # [B, 2]
             qs, xs = [], []
             top = max(before) - 2
-            for j in range(k):
+            for _ in range(k):
                 q = draft_run(inp, dcache, logits="last", temperature=cfg.temperature, max_length=top)[:, 0]
                 q = q.clone() if draft_run.graphs else q                          # [B, V]; a graph reuses its output
                 synchronize(dev)
@@ -237,7 +237,8 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
         "kind": "specsight-groundtruth", "version": 1,
         "provenance": {**environment(device), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "dtype": dtype,
                        "cuda_graphs_requested": graphs,
-                       "cuda_graphs_failed": target_run.graphs_failed or (draft_run.graphs_failed if draft_run else None)},
+                       "cuda_graphs_failed": target_run.graphs_failed
+                       or (draft_run.graphs_failed if draft_run else None)},
         "config": dataclasses.asdict(cfg),
         "target": {"name": target_spec.name, "layers": target_layers,
                    "config": spec_to_config(dataclasses.replace(target_spec, num_layers=target_layers))},
@@ -247,7 +248,8 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
         "round_structure": {
             "draft_first_step_tokens_per_seq": 2, "draft_logits": "last",
             "verify_logits": "all", "sampling": "calibrate.sampling.verify_chain",
-            "target_cached_tokens": "committed_before - 1", "draft_cached_tokens_at_round_start": "committed_before - 2"},
+            "target_cached_tokens": "committed_before - 1",
+            "draft_cached_tokens_at_round_start": "committed_before - 2"},
         "runs": runs,
     }
 

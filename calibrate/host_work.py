@@ -5,7 +5,8 @@ random probabilities at several (batch, K) to fit the host overheads (`calibrate
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -122,7 +122,7 @@ class DecoderLayer(nn.Module):
         self.eps = 1e-5
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, write: "_Write", mask: torch.Tensor | None, n_keys: int) -> torch.Tensor:
+                v_cache: torch.Tensor, write: _Write, mask: torch.Tensor | None, n_keys: int) -> torch.Tensor:
         B, n, _ = x.shape                                              # x [B, n, d]
         h, kv, hd, g = self.h, self.kv, self.hd, self.g
         qkv = self.qkv(_rms_norm(x, self.ln1, self.eps))
@@ -314,7 +314,8 @@ class PassRunner:
             self._cache[key] = (graph, static_tokens, static_out, True)
         return static_out
 
-    def _capture(self, tokens, cache, logits, top, temperature, num_layers):
+    def _capture(self, tokens: torch.Tensor, cache: KVCache, logits: str, top: int, temperature: float,
+                 num_layers: int | None) -> tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor, bool]:
         m = self.model
         static_tokens = tokens.clone()
         run = lambda: m(static_tokens, cache, logits=logits, max_length=top, temperature=temperature,  # noqa: E731

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
+from numpy.typing import ArrayLike
+from scipy.optimize import OptimizeResult, least_squares
 
 from simulator.hardware import Efficiency, HardwareProfile, Overheads
 
@@ -50,7 +52,7 @@ UPPER = np.array([1.0, 1.0, math.log(P_MAX), 1000.0, 1.0, 1.0])
 P_STARTS = (2.0, 4.0, 12.0)
 
 
-def ape(pred, meas) -> np.ndarray:
+def ape(pred: ArrayLike, meas: ArrayLike) -> np.ndarray:
     """Absolute percentage error as a fraction: |pred - meas| / meas."""
     pred, meas = np.asarray(pred, float), np.asarray(meas, float)
     return np.abs(pred - meas) / meas
@@ -174,7 +176,7 @@ def fit_log_time(predict: Callable[[dict[str, float]], np.ndarray], measured_s: 
                stderr=_stderr(best, [PARAM_NAMES[i] for i in free], params))
 
 
-def _stderr(r, names: list[str], params: Mapping[str, Any]) -> dict[str, float]:
+def _stderr(r: OptimizeResult, names: list[str], params: Mapping[str, Any]) -> dict[str, float]:
     """Standard errors of the free parameters from the linearised least squares at the solution:
     cov = (J^T J)^+ s^2, s^2 = residual sum of squares / (points - parameters), J the Jacobian of
     the log residuals. A parameter the points barely move has a large one (a flat direction of the

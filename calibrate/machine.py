@@ -103,7 +103,8 @@ def model_specs(model: str, draft: str | None, scale: int) -> tuple[ModelSpec, M
     t = scaled_spec(load_model(model, field="--model"), scale)
     d = scaled_spec(load_model(draft, field="--draft"), scale) if draft else None
     if d is not None and d.vocab_size != t.vocab_size:
-        raise SpecsightInputError("--draft", draft, f"vocabulary {d.vocab_size} differs from the target's {t.vocab_size}")
+        raise SpecsightInputError("--draft", draft,
+                                  f"vocabulary {d.vocab_size} differs from the target's {t.vocab_size}")
     return t, d
 
 

@@ -21,9 +21,10 @@ import hashlib
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -31,7 +32,7 @@ from simulator.jsonl import open_append, read_records, write_record
 from simulator.model_spec import ModelSpec
 
 from .grids import Grid
-from .layers import DecoderModel, PassRunner
+from .layers import DecoderModel, KVCache, PassRunner
 from .machine import device_name
 from .timing import Evictor, progress_bar, time_fn
 
@@ -73,7 +74,7 @@ class BenchConfig:
     def n_sweeps(self) -> int:
         return max(1, min(self.sweeps, self.repeats))
 
-    def evictor(self) -> "Evictor | None":
+    def evictor(self) -> Evictor | None:
         """The cache-evicting read run before every timed repeat, or None (evict_bytes 0)."""
         return Evictor(self.evict_bytes, self.device) if self.evict_bytes else None
 
@@ -112,7 +113,8 @@ def grid_points(cfg: BenchConfig) -> list[Point]:
         for b in g.batches:
             for c in g.contexts:
                 if b * c <= g.max_kv_tokens:
-                    pts += [Point("draft", cfg.draft_layers, b, n, c) for n in g.draft_new_tokens if b * n <= g.max_tokens]
+                    pts += [Point("draft", cfg.draft_layers, b, n, c) for n in g.draft_new_tokens
+                            if b * n <= g.max_tokens]
     for b in g.batches:
         pts += [Point("host", 0, b, k, 0) for k in g.sampling_ks]
     return pts
@@ -129,6 +131,7 @@ def calibration_inputs(calibration: dict, points_path: str | Path) -> tuple[list
     key) and the specs it timed (the catalog models at the record's scale), as fit_device and
     fit_attention_blocks take them."""
     from simulator.model_spec import load_model
+
     from .layers import scaled_spec
     scale = calibration.get("scale", 1)
     specs = {"target": scaled_spec(load_model(calibration["model"]), scale)}
@@ -159,7 +162,8 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     partial = {k: rec for k, rec in read_sweeps(jsonl, cfg.key).items() if k[0] not in done} \
         if cfg.n_sweeps > 1 else {}                   # sweeps on disk of the points still to finish
     resumed = sum(1 for (pid, s) in partial if s < cfg.n_sweeps - 1)
-    bar = progress_bar(len(done) + len(todo) * cfg.n_sweeps, len(done) + resumed, progress)   # a step per pass per sweep
+    # a step per pass per sweep
+    bar = progress_bar(len(done) + len(todo) * cfg.n_sweeps, len(done) + resumed, progress)
     runners: dict[str, PassRunner] = {}
 
     def runner(role: str) -> PassRunner:
@@ -202,7 +206,8 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
             cache_key = ck
         toks = torch.randint(0, r.model.spec.vocab_size, (p.batch, p.new_tokens), device=cfg.device, generator=gen)
         logits = "all" if p.role == "target" else "last"
-        return time_fn(pass_call(r, toks, cache, p.context, p.layers, logits), cfg.device, cfg.warmup, repeats, before=evict)
+        return time_fn(pass_call(r, toks, cache, p.context, p.layers, logits), cfg.device, cfg.warmup, repeats,
+                       before=evict)
 
     with open_append(jsonl) as f:
         for s in range(cfg.n_sweeps):
@@ -233,7 +238,8 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
     return list(done.values())
 
 
-def pass_call(r: PassRunner, toks: torch.Tensor, cache, context: int, layers: int, logits: str) -> Callable[[], Any]:
+def pass_call(r: PassRunner, toks: torch.Tensor, cache: KVCache, context: int, layers: int,
+              logits: str) -> Callable[[], Any]:
     """One forward pass over the first `layers` layers (the rest of the model stays idle), every
     sequence holding `context` cached tokens, through the ragged path the ground truth uses."""
     cache.lengths.fill_(context)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -159,7 +160,8 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
         "timing": (f"{cfg.warmup} warm-up + {stat} of {cfg.repeats} repeats, device synchronised around perf_counter"
                    + (f"; before every timed repeat a {bench.evict_bytes / 2**20:.0f} MiB read evicts the caches"
                       if bench.evict_bytes else "")
-                   + (f"; the repeats spread over {bench.n_sweeps} sweeps through the grid" if bench.n_sweeps > 1 else "")),
+                   + (f"; the repeats spread over {bench.n_sweeps} sweeps through the grid"
+                      if bench.n_sweeps > 1 else "")),
         "sweeps": bench.n_sweeps,
         "evict_bytes": bench.evict_bytes,
         "n_points": int(len(fit.points)), "points_file": str(points_path), "key": bench.key,
@@ -199,7 +201,8 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
                                               f"B (2K + 1), {host['n']} points, {stat} of repeats"),
                          verify_round_us=host["verify_round_us"],
                          verify_round_source=(f"{where}: {host_work} above the row terms when "
-                                              f"K > 0 (the verify kernel's fixed time), {host['n']} points, {stat} of repeats"),
+                                              f"K > 0 (the verify kernel's fixed time), {host['n']} points, "
+                                              f"{stat} of repeats"),
                          peaks=peaks, peak_sources=peak_sources,
                          description=f"{base.description} (calibrated by specsight on {env['device_name']})",
                          header=f"# Calibrated by: specsight calibrate --device {device} --model {cfg.model}"

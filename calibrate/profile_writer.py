@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import yaml
@@ -115,11 +116,14 @@ def cpu_profile(name: str, env: Mapping[str, Any], peaks: Mapping[str, Any], dty
         interconnect=Interconnect("none", bw / 1e9, 0.0),
         efficiency=Efficiency(1.0, 1.0, 4.0), overheads=Overheads(0.0, 0.0),
         sources={"memory_capacity_gb": f"{who}: physical memory (os.sysconf)",
-                 "memory_bandwidth_tb_s": (f"{who}: matrix-vector product over a {peaks['read_buffer_bytes'] / 1e6:.0f} MB "
-                                           f"fp32 buffer (the timed model's weight bytes), bytes read / fastest time, the "
-                                           f"faster of two orientations: {peaks['read_kernel']}"),
-                 f"peak_tflops.{dtype}": f"{who}: best of square {dtype} matmuls (fastest: {peaks['matmul_size']}^3), fastest time",
-                 "interconnect.bandwidth_gb_s": "no interconnect (one CPU); placeholder = measured read bandwidth, unused at tp = 1",
+                 "memory_bandwidth_tb_s": (f"{who}: matrix-vector product over a "
+                                           f"{peaks['read_buffer_bytes'] / 1e6:.0f} MB "
+                                           f"fp32 buffer (the timed model's weight bytes), bytes read / fastest time, "
+                                           f"the faster of two orientations: {peaks['read_kernel']}"),
+                 f"peak_tflops.{dtype}": (f"{who}: best of square {dtype} matmuls "
+                                          f"(fastest: {peaks['matmul_size']}^3), fastest time"),
+                 "interconnect.bandwidth_gb_s": ("no interconnect (one CPU); placeholder = measured read bandwidth, "
+                                                 "unused at tp = 1"),
                  "interconnect.latency_us": "no interconnect (one CPU); unused at tp = 1",
                  "efficiency.memory": "fit", "efficiency.compute": "fit", "efficiency.roofline_sharpness": "fit",
                  "overheads.kernel_launch_us": "fit", "overheads.iteration_us": "measured"})

@@ -5,7 +5,8 @@ in plain-decoding rounds), made from the calibration's own points before any gro
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,8 @@ import pandas as pd
 from .fit_host import host_round_us
 
 
-def speculation_rounds(df, points, host: Mapping[str, Any], stat: str = "median") -> dict[str, Any]:
+def speculation_rounds(df: pd.DataFrame, points: pd.DataFrame, host: Mapping[str, Any],
+                       stat: str = "median") -> dict[str, Any]:
     """The rounds of speculative decoding the grid's passes compose, measured and as the fitted
     model prices them: a check of the fit on the quantity that decides whether speculation pays.
 

@@ -18,12 +18,19 @@ in another order straddle a boundary (probability about 1e-16 per draw).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from calibrate.sampling import (_accepted_counts, _check_verify_inputs, _emit, _gather_rows,
-                                _sampling_weights, draw_uniforms, verify_chain)
+from calibrate.sampling import (
+    _accepted_counts,
+    _check_verify_inputs,
+    _emit,
+    _gather_rows,
+    _sampling_weights,
+    draw_uniforms,
+    verify_chain,
+)
 
 SAMPLE_BLOCK = 1024  # tokens per block of the two-level inverse CDF
 GRAPH_CACHE_SIZE = 8  # CUDA graphs kept per verifier (one per input buffers and shapes), LRU
@@ -97,7 +104,8 @@ class _GraphedCore:
         self.core, self.block, self.cache_size = core, block, cache_size
         self.graphs: OrderedDict = OrderedDict()
 
-    def __call__(self, target_probs, draft_probs, draft_tokens, num_draft, generator):
+    def __call__(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor,
+                 num_draft: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         key = tuple((t.device, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
                     for t in (target_probs, draft_probs, draft_tokens))
         entry = self.graphs.get(key)
@@ -110,7 +118,8 @@ class _GraphedCore:
         graph.replay()
         return outputs[0].clone(), outputs[1].clone()
 
-    def _capture(self, key, target_probs, draft_probs, draft_tokens, num_draft):
+    def _capture(self, key: tuple, target_probs: torch.Tensor, draft_probs: torch.Tensor,
+                 draft_tokens: torch.Tensor, num_draft: torch.Tensor) -> tuple:
         device = draft_tokens.device
         batch, k = draft_tokens.shape
         static_uniforms = torch.zeros(batch, k + 1, dtype=torch.float64, device=device)  # [B, K+1]
@@ -154,7 +163,9 @@ def make_chain_verifier(compile: bool = False, cuda_graph: bool = False, backend
         core = torch.compile(verify_chain_blocked, dynamic=True, backend=backend, options=options)
     graphed = _GraphedCore(core, block) if cuda_graph else None
 
-    def verify_chain_fast(target_probs, draft_probs, draft_tokens, num_draft=None, generator=None):
+    def verify_chain_fast(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor,
+                          num_draft: torch.Tensor | None = None,
+                          generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         num_draft = _check_verify_inputs("target_probs", target_probs, draft_tokens, num_draft, generator, draft_probs)
         batch, k = draft_tokens.shape
         if graphed is not None and draft_tokens.is_cuda and batch > 0:

@@ -12,7 +12,7 @@ Algorithm 2. Tree: SpecInfer (Miao et al., arXiv 2305.09781), multi-step specula
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -8,7 +8,7 @@ reference `calibrate.sampling_reference.verify_tree_reference` consumes the same
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

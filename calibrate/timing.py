@@ -7,8 +7,9 @@ time.perf_counter for every repeat; the caller keeps a statistic of the repeats.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Protocol
 
 import torch
 
@@ -66,6 +67,14 @@ class Evictor:
         return float(self.buf.sum())
 
 
+class ProgressBar(Protocol):
+    """What the calibration asks of a progress bar (tqdm's, or one that shows nothing)."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
 class _NoBar:
     """A progress bar that shows nothing."""
 
@@ -76,7 +85,7 @@ class _NoBar:
         pass
 
 
-def progress_bar(total: int, initial: int, enabled: bool, desc: str = "calibrate"):
+def progress_bar(total: int, initial: int, enabled: bool, desc: str = "calibrate") -> ProgressBar:
     """A progress bar on stderr when it is a terminal (tqdm's disable=None), else none."""
     if not enabled:
         return _NoBar()

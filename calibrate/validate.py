@@ -142,18 +142,20 @@ def compare(rounds: pd.DataFrame, stall_factor: float = STALL_FACTOR, seed: int 
                      "tokens_per_round_per_seq": tok / len(g) / b,
                      "measured_total_s": tm, "predicted_total_s": tp,
                      "measured_round_ms": 1e3 * tm / len(g), "predicted_round_ms": 1e3 * tp / len(g),
-                     "measured_draft_ms": 1e3 * g["draft_s"].mean(), "predicted_draft_ms": 1e3 * g["pred_draft_s"].mean(),
+                     "measured_draft_ms": 1e3 * g["draft_s"].mean(),
+                     "predicted_draft_ms": 1e3 * g["pred_draft_s"].mean(),
                      "measured_tok_s": tok / tm, "predicted_tok_s": tok / tp})
     t = pd.DataFrame(rows)
     t["total_err"] = (t["predicted_total_s"] - t["measured_total_s"]) / t["measured_total_s"]
     t["round_err"] = t["total_err"]          # same rounds on both sides: mean round error = total error
     t["tok_s_err"] = (t["predicted_tok_s"] - t["measured_tok_s"]) / t["measured_tok_s"]
     base = t[t["k"] == 0].set_index("batch")
-    t["measured_speedup"] = [r.measured_tok_s / base.loc[r.batch, "measured_tok_s"] if r.batch in base.index else np.nan
-                             for r in t.itertuples()]
-    t["predicted_speedup"] = [r.predicted_tok_s / base.loc[r.batch, "predicted_tok_s"] if r.batch in base.index else np.nan
-                              for r in t.itertuples()]
-    ci = [speedup_interval(r.measured_speedup, walls[(r.batch, r.k)], walls[(r.batch, 0)], paired=interleaved, seed=seed)
+    t["measured_speedup"] = [r.measured_tok_s / base.loc[r.batch, "measured_tok_s"]
+                             if r.batch in base.index else np.nan for r in t.itertuples()]
+    t["predicted_speedup"] = [r.predicted_tok_s / base.loc[r.batch, "predicted_tok_s"]
+                              if r.batch in base.index else np.nan for r in t.itertuples()]
+    ci = [speedup_interval(r.measured_speedup, walls[(r.batch, r.k)], walls[(r.batch, 0)], paired=interleaved,
+                           seed=seed)
           if r.k > 0 and r.batch in base.index else (np.nan, np.nan) for r in t.itertuples()]
     t["measured_speedup_lo"], t["measured_speedup_hi"] = [c[0] for c in ci], [c[1] for c in ci]
     spec = t[t["k"] > 0].dropna(subset=["measured_speedup"])
@@ -180,7 +182,8 @@ def validate(run: dict, profile: str, dtype: str | None = None) -> tuple[pd.Data
     summary.update({"profile": hw.describe(), "run_device": run["provenance"].get("device_name"),
                     "run_dtype": run["provenance"]["dtype"], "predicted_dtype": dtype,
                     "target": run["target"]["name"], "target_layers": run["target"]["layers"],
-                    "draft": (run.get("draft") or {}).get("name"), "draft_layers": (run.get("draft") or {}).get("layers"),
+                    "draft": (run.get("draft") or {}).get("name"),
+                    "draft_layers": (run.get("draft") or {}).get("layers"),
                     "method": "CostModel + Drafter per recorded round (accept lengths replayed as a trace)"})
     return table, summary
 
@@ -195,7 +198,8 @@ def table_markdown(t: pd.DataFrame) -> str:
             f"({r.measured_speedup_lo:.3f}-{r.measured_speedup_hi:.3f})"
         sp_m = "-" if r.k == 0 or np.isnan(r.measured_speedup) else f"{r.measured_speedup:.2f}x {ci}"
         sp_p = "-" if r.k == 0 or np.isnan(r.predicted_speedup) else f"{r.predicted_speedup:.2f}x"
-        lines.append(f"| {r.batch} | {r.k} | {r.rounds} | {r.tokens_per_round_per_seq:.2f} | {r.measured_round_ms:.2f} | "
+        lines.append(f"| {r.batch} | {r.k} | {r.rounds} | {r.tokens_per_round_per_seq:.2f} | "
+                     f"{r.measured_round_ms:.2f} | "
                      f"{r.predicted_round_ms:.2f} | {100 * r.round_err:+.1f} % | {r.measured_tok_s:.0f} | "
                      f"{r.predicted_tok_s:.0f} | {100 * r.tok_s_err:+.1f} % | {sp_m} | {sp_p} |")
     return "\n".join(lines)
@@ -209,7 +213,10 @@ def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
             f"- tokens/s error: median {100 * s['tok_s_ape_median']:.1f} %, max {100 * s['tok_s_ape_max']:.1f} %",
             f"- speedup sign agreement: {100 * s['speedup_sign_agreement']:.0f} %"
             + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
-            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval (within-run timing bootstrap, accept lengths as recorded) "
+            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval "
+            f"(within-run timing bootstrap, accept lengths as recorded) "
             f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}",
-            f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} ({s['stall_rule']})", ""]
-    return "\n".join(head) + "\n" + table_markdown(table) + "\n"     # (a blank line before the table: Markdown needs it)
+            f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} "
+            f"({s['stall_rule']})", ""]
+    # (a blank line before the table: Markdown needs it)
+    return "\n".join(head) + "\n" + table_markdown(table) + "\n"

@@ -28,9 +28,10 @@ every model's error is out of sample; the shipped profile is the fit on all mode
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -190,8 +191,9 @@ def fit_allreduce(ar: pd.DataFrame, hw: HardwareProfile) -> tuple[float, float, 
     """(bandwidth GB/s, latency us per ring step, in-sample APE) on log-time residuals."""
     n, b, y = ar["num_workers"].to_numpy(), ar["bytes"].to_numpy(), np.log(ar["time_s"].to_numpy())
 
-    def model(x):
-        h = dataclasses.replace(hw, interconnect=Interconnect(hw.interconnect.kind, float(np.exp(x[0])), float(np.exp(x[1]))))
+    def model(x: np.ndarray) -> np.ndarray:
+        ic = Interconnect(hw.interconnect.kind, float(np.exp(x[0])), float(np.exp(x[1])))
+        h = dataclasses.replace(hw, interconnect=ic)
         return allreduce_time_s(h, n, b)
 
     r = least_squares(lambda x: np.log(model(x)) - y, np.log([hw.interconnect.bandwidth_gb_s, 5.0]), method="trf")
@@ -237,7 +239,8 @@ def fit_vidur(data_dir: str | Path, sku: str = "a100", gpu: str = "a100-80gb-sxm
     df = load_compute(data_dir, sku, tokens=tokens)
     y = df["time_s"].to_numpy()
     band = band_of(df["num_tokens"].to_numpy())
-    tie = {ATTN: TIED, **({} if one_token_rate and (df["num_tokens"] == 1).any() else {GEMV: TIED})}   # linear ops: no KV
+    # linear ops: no KV
+    tie = {ATTN: TIED, **({} if one_token_rate and (df["num_tokens"] == 1).any() else {GEMV: TIED})}
 
     def fit_on(mask: np.ndarray, fixed: Mapping[str, float] | None = None):
         sub = df[mask]
@@ -291,7 +294,8 @@ def band_table(held: pd.DataFrame) -> pd.DataFrame:
 
 def table_markdown(table: pd.DataFrame) -> str:
     """The per-model, per-band table as Markdown (median APE, %)."""
-    lines = ["| model | tokens in pass | n | datasheet defaults | fitted, max() roofline | fitted, soft roofline | soft, max |",
+    lines = ["| model | tokens in pass | n | datasheet defaults | fitted, max() roofline | fitted, soft roofline "
+             "| soft, max |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in table.itertuples():
         lines.append(f"| {r.model} | {r.band} | {r.n} | {100 * r.datasheet:.1f} % | {100 * r.sharp_fit:.1f} % | "
@@ -334,12 +338,14 @@ def write_vidur_profile(fit: VidurFit, out: str | Path, data_dir: str | Path) ->
         interconnect_source=(f"specsight fit (ring model, log-time least squares) of Vidur "
                              f"network/{fit.allreduce.get('topology')}/all_reduce.csv, intra-node rows; "
                              f"median APE {100 * fit.allreduce.get('ape_median', float('nan')):.1f} %") if ic else None,
-        header=(f"# Calibrated from real {fit.sku.upper()} operator timings (microsoft/vidur profiling data, MIT licence).\n"
+        header=(f"# Calibrated from real {fit.sku.upper()} operator timings "
+                f"(microsoft/vidur profiling data, MIT licence).\n"
                 f"# Written by: specsight calibrate --from-vidur DIR --sku {fit.sku} --gpu {fit.base.name}. "
                 f"Do not edit by hand; rerun the command."))
 
 
-def trim_copy(src: str | Path, dst: str | Path, sku: str = "a100", topologies: tuple[str, ...] = ("a100_dgx",)) -> list[Path]:
+def trim_copy(src: str | Path, dst: str | Path, sku: str = "a100",
+              topologies: tuple[str, ...] = ("a100_dgx",)) -> list[Path]:
     """Copy the columns this module reads (the median of every operator, the dimensions, the
     token count and TP degree; for all-reduce the median, size and worker layout) from a Vidur
     data/profiling folder, values unchanged (copied as text). What data/vidur-profiling holds."""

@@ -39,7 +39,8 @@ def run() -> dict[str, Any]:
     an = specsight.analytic_breakeven("llama-3.1-8b", "h100-sxm", "draft_model:llama-3.2-1b", alpha=0.7, ks=[2, 4])
 
     # %% 4. A small sweep: two concurrencies x two K, each point with its baseline.
-    sw = specsight.sweep(SINGLE_USER, {"workload.arrival.concurrency": [1, 4], "drafter.num_speculative_tokens": [2, 4]},
+    sw = specsight.sweep(SINGLE_USER,
+                         {"workload.arrival.concurrency": [1, 4], "drafter.num_speculative_tokens": [2, 4]},
                          overrides=SHORT, baseline=True, workers=1, progress=False)
 
     # %% 5. A capacity plan: replicas and $/M tokens for 10 requests/s within the scenario's SLO.

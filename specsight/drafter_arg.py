@@ -17,7 +17,8 @@ def resolve_drafter(arg: str, target: str, k: int, **options) -> DrafterSpec:
         if not model and method in HEAD_METHODS:
             model = f"{method}-{target}"
             if model not in available_models():
-                raise SpecsightInputError("drafter", arg, f"no {method} head for {target} in models/; pass {method}:<head config>")
+                raise SpecsightInputError("drafter", arg,
+                                          f"no {method} head for {target} in models/; pass {method}:<head config>")
         if not model and method in NEEDS_MODEL:
             raise SpecsightInputError("drafter", arg, f"{method} needs a model: {method}:<catalog name or config.json>")
         return DrafterSpec(method=method, model=model or None, num_speculative_tokens=k, **options)

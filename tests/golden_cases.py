@@ -64,7 +64,7 @@ def cases() -> dict[str, tuple[Any, list[str]]]:
     return out
 
 
-def _frame_digest(h: "hashlib._Hash", df: pd.DataFrame | None) -> None:
+def _frame_digest(h: hashlib._Hash, df: pd.DataFrame | None) -> None:
     if df is None:
         h.update(b"<none>")
         return

@@ -60,8 +60,8 @@ def test_attention_op_is_the_soft_roofline_with_the_kv_time_times_the_factor():
     e = hw.efficiency
     t_memory = cm.kv_bytes_per_token * (B * c + 2 * B) / (hw.memory_bandwidth_bytes_s * e.memory_kv) * (132 / 32)
     t_compute = cm.attn_flops_per_pair * shape.sum_attn_pairs / (hw.peak_flops("bf16") * e.compute)
-    assert cm.breakdown(shape).ops["attention"].time_s == pytest.approx(soft_roofline(t_compute, t_memory, e.roofline_sharpness),
-                                                                        rel=1e-12)
+    expected_s = soft_roofline(t_compute, t_memory, e.roofline_sharpness)
+    assert cm.breakdown(shape).ops["attention"].time_s == pytest.approx(expected_s, rel=1e-12)
     # the fast path and the explained path agree
     assert cm.shape_time_s(shape) == pytest.approx(cm.breakdown(shape).time_s, rel=1e-12)
 
@@ -175,7 +175,8 @@ def test_the_fit_picks_the_structure_that_made_the_times(blocks):
         assert fit.params[k] == pytest.approx(TRUTH[k], rel=0.05), k
     # the datasheet error is the uncalibrated profile's own (split_kv), whichever structure won
     sheet = PassPredictor(pts, SPECS, hw, "bf16")(params_of(hw))
-    assert fit.summary["datasheet_ape_median"] == pytest.approx(float(np.median(ape(sheet, pts["median_s"]))), rel=1e-12)
+    assert fit.summary["datasheet_ape_median"] == pytest.approx(float(np.median(ape(sheet, pts["median_s"]))),
+                                                                rel=1e-12)
     # a source for attention_blocks only where the key is written (per_sequence_head)
     assert ("efficiency.attention_blocks" in base.sources) == (blocks == "per_sequence_head")
 
@@ -189,5 +190,6 @@ def test_one_worker_cannot_tell_the_structures_apart_and_keeps_split_kv():
     base, _, report = fit_attention_blocks(pts.to_dict("records"), SPECS, hw, "bf16", 1, "a test", holdout_frac=0.3)
     assert report["split_kv"]["rms_log_residual_train"] == report["per_sequence_head"]["rms_log_residual_train"]
     assert report["chosen"] == "split_kv" == base.efficiency.attention_blocks
-    assert math.isclose(CostModel(LLAMA8B, dataclasses.replace(
-        base, efficiency=dataclasses.replace(base.efficiency, attention_blocks="per_sequence_head"))).kv_wave_factor(7), 1.0)
+    per_head = dataclasses.replace(base, efficiency=dataclasses.replace(base.efficiency,
+                                                                        attention_blocks="per_sequence_head"))
+    assert math.isclose(CostModel(LLAMA8B, per_head).kv_wave_factor(7), 1.0)

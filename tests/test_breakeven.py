@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scenario_files import write_scenario
 from scipy.optimize import brentq
 
-from scenario_files import write_scenario
-from specsight.studies.crossings import crossings, status
 from specsight.cli import main
+from specsight.studies.crossings import crossings, status
 
 TARGET_S, DRAFT_S = 0.02, 0.004          # s per target pass / per draft step
 FIXED = {
@@ -29,13 +29,15 @@ FIXED = {
 
 def closed_form_alpha(k: int) -> float:
     """alpha where E(alpha, K) * TARGET / (TARGET + K * DRAFT) = 1."""
-    f = lambda a: (1 - a ** (k + 1)) / (1 - a) * TARGET_S / (TARGET_S + k * DRAFT_S) - 1.0
+    def f(a: float) -> float:
+        return (1 - a ** (k + 1)) / (1 - a) * TARGET_S / (TARGET_S + k * DRAFT_S) - 1.0
     return brentq(f, 1e-9, 0.999)
 
 
 @pytest.fixture
 def fixed_path(tmp_path):
-    return write_scenario(tmp_path / "fixed.yaml", FIXED, "Where does alpha make K drafts pay on fixed step costs? (test scenario)")
+    return write_scenario(tmp_path / "fixed.yaml", FIXED,
+                          "Where does alpha make K drafts pay on fixed step costs? (test scenario)")
 
 
 def test_crossings_interpolate_linearly_and_in_log_space():
@@ -122,7 +124,8 @@ def test_qps_axis_on_a_trace_rescales_its_clock(tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" +
                      "".join(f"{t}.0,{8 + t},{4 + t}\n" for t in range(10)))
-    src = scenario_source({**FIXED, "workload": {"arrival": {"process": "trace", "path": str(trace), "time_scale": 0.5}}})
+    src = scenario_source({**FIXED,
+                           "workload": {"arrival": {"process": "trace", "path": str(trace), "time_scale": 0.5}}})
     assert trace_qps(src) == pytest.approx(1.0)                     # as recorded, whatever time_scale says
     ov = axis_overrides("qps", 4.0, src, 4)
     assert ov["workload.arrival"]["time_scale"] == pytest.approx(0.25) and ov["workload.arrival"]["path"] == str(trace)
@@ -144,8 +147,8 @@ def test_analytic_overlay_does_not_apply_the_tree_rule_to_a_tree_preset():
     from specsight.studies.analytic import Analytic
 
     src = {"name": "tree-preset", "seed": 0, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",
-           "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 5, "tree": True, "tree_nodes": 20,
-                       "tree_branches": 4},
+           "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 5, "tree": True,
+                       "tree_nodes": 20, "tree_branches": 4},
            "acceptance": {"model": "preset", "name": "eagle3-llama-3.1-8b-mtbench"},
            "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 4,
                         "prompt_len": 64, "output_len": 64}}

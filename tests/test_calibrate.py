@@ -16,8 +16,17 @@ from calibrate.fit import PassPredictor, fit_device
 from calibrate.fit_host import host_overhead
 from calibrate.grids import GRIDS
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
-from calibrate.least_squares import (ATTN, GEMV, TIED, fit_log_time, holdout_groups, params_of, params_to_theta,
-                                     soft_roofline_jac, theta_to_params)
+from calibrate.least_squares import (
+    ATTN,
+    GEMV,
+    TIED,
+    fit_log_time,
+    holdout_groups,
+    params_of,
+    params_to_theta,
+    soft_roofline_jac,
+    theta_to_params,
+)
 from calibrate.microbench import BenchConfig, grid_points, measure, read_points
 from calibrate.profile_writer import write_profile
 from calibrate.rounds_check import speculation_rounds
@@ -143,7 +152,8 @@ def test_fit_recovers_the_attention_kv_rate_from_cost_model_times(tmp_path):
     f = fit_log_time(pred, pred(truth))
     for k, v in truth.items():
         assert f.params[k] == pytest.approx(v, rel=2e-3), k
-    p = write_profile(tmp_path / "h200-attn.yaml", hw, f.params, calibration={"method": "unit-test"}, fit_source="unit test")
+    p = write_profile(tmp_path / "h200-attn.yaml", hw, f.params, calibration={"method": "unit-test"},
+                      fit_source="unit test")
     assert p.efficiency.memory_attention == pytest.approx(0.85, rel=2e-3) and p.sources[ATTN] == "unit test"
     assert "attention KV memory 0.85" in p.describe()
     # one context: tied, and the model fitted is the one written (KV reads at efficiency.memory)
@@ -225,7 +235,8 @@ def test_host_overhead_splits_iteration_logit_rows_and_verify_kernel():
     K + 1 verify rows per sequence) + 400 us per speculative round (the verify kernel): the fit
     returns 150 as iteration_us, 30 as sampling_row_us and 400 as verify_round_us; target/draft
     points are ignored. Against B (K + 1) with one intercept (the old model) they fit no line."""
-    pts = [dict(role="host", batch=b, new_tokens=k, context=0, min_s=(150 + 30 * b * (2 * k + 1) + 400 * (k > 0)) * 1e-6)
+    pts = [dict(role="host", batch=b, new_tokens=k, context=0,
+                min_s=(150 + 30 * b * (2 * k + 1) + 400 * (k > 0)) * 1e-6)
            for b in (1, 4, 16) for k in (0, 2, 4)]
     pts.append(dict(role="target", batch=1, new_tokens=1, context=128, min_s=1.0))
     h = host_overhead(pts, stat="min")
@@ -246,7 +257,8 @@ def _round_points(params: dict) -> tuple[pd.DataFrame, list[dict], dict]:
     hw = load_profile("h200-sxm")
     rows = [dict(role="target", layers=L, batch=b, new_tokens=n, context=c)
             for L in (4, 8) for b in (1, 8, 32) for n in (1, 3, 5) for c in (128, 512)]
-    rows += [dict(role="draft", layers=1, batch=b, new_tokens=n, context=c) for b in (1, 8, 32) for n in (1, 2) for c in (128, 512)]
+    rows += [dict(role="draft", layers=1, batch=b, new_tokens=n, context=c)
+             for b in (1, 8, 32) for n in (1, 2) for c in (128, 512)]
     df = pd.DataFrame(rows)
     df["pred_s"] = df["median_s"] = PassPredictor(df, SPECS, hw, "bf16")(params)
     host = {"iteration_us": 300.0, "sampling_row_us": 25.0, "verify_round_us": 500.0}
@@ -268,7 +280,8 @@ def test_speculation_rounds_compose_the_rounds_and_the_ratio_error():
     assert r["ratio_err_max_abs"] < 1e-9
     key = {(x.role, x.layers, x.batch, x.new_tokens, x.context): x.median_s for x in df.itertuples()}
     row = next(x for x in r["rows"] if (x["batch"], x["k"], x["context"]) == (8, 4, 512))
-    k4 = key["draft", 1, 8, 2, 512] + 3 * key["draft", 1, 8, 1, 512] + key["target", 8, 8, 5, 512] + 1e-6 * (300 + 25 * 8 * 9 + 500)
+    k4 = (key["draft", 1, 8, 2, 512] + 3 * key["draft", 1, 8, 1, 512] + key["target", 8, 8, 5, 512]
+          + 1e-6 * (300 + 25 * 8 * 9 + 500))
     k0 = key["target", 8, 8, 1, 512] + 1e-6 * (300 + 25 * 8)
     assert row["measured_ratio"] == pytest.approx(k4 / k0, rel=1e-12)
     assert row["measured_round_ms"] == pytest.approx(1e3 * k4, rel=1e-12)

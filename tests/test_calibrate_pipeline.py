@@ -9,8 +9,7 @@ import pytest
 
 import calibrate.ceilings
 from calibrate.machine import MachineConfig
-from calibrate.pipeline import (CalibrationConfig, GroundTruthConfig, calibrate_profile, record_groundtruth,
-                                validate_run)
+from calibrate.pipeline import CalibrationConfig, GroundTruthConfig, calibrate_profile, record_groundtruth, validate_run
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile
 
@@ -118,6 +117,7 @@ def test_grid_is_an_alias_of_passes_only_for_a_name(tmp_path):
     from specsight.cli.calibrate import main
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        assert main(["calibrate", "--device", "cpu", "--grid", "workload.rate=1,2", "--out", str(tmp_path / "x.yaml")]) == 2
+        assert main(["calibrate", "--device", "cpu", "--grid", "workload.rate=1,2",
+                     "--out", str(tmp_path / "x.yaml")]) == 2
     assert err.getvalue().startswith("specsight: error: --grid=") and err.getvalue().count("\n") == 1
     assert not list(tmp_path.iterdir())

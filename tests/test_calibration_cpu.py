@@ -4,11 +4,11 @@ against this code.
 Runs AH-AL and AM-AV (`bash benchmarks/run_cpu_calibration.sh X` on the 2-core
 development Xeon, 2026-11-30; AH-AL with 16 ground-truth rounds per configuration, AM-AV with the
 default rounds of GTConfig.steps_for): each is a `calibrate --device cpu --quick` (its points and
-profile) and a ground truth at batch 1, 8, 32 and K 0, 2, 4, validated with that profile. benchmarks/results/README.md reports
-them against issue #5's CPU goals; these tests keep those reports reproducible: the fit gives the
-committed profile back from the committed points, every run meets the held-out goal, and
-`specsight validate` reprints each committed table to the digit (the speedup intervals too: their
-bootstrap is seeded)."""
+profile) and a ground truth at batch 1, 8, 32 and K 0, 2, 4, validated with that profile.
+benchmarks/results/README.md reports them against issue #5's CPU goals; these tests keep those
+reports reproducible: the fit gives the committed profile back from the committed points, every
+run meets the held-out goal, and `specsight validate` reprints each committed table to the digit
+(the speedup intervals too: their bootstrap is seeded)."""
 import pytest
 
 from calibrate.fit import fit_device

@@ -132,4 +132,5 @@ def test_context_window_is_read_from_the_config_or_absent():
     base = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100}
     assert spec_from_config(base, "m", "t").max_position_embeddings == 0
     assert spec_from_config({**base, "n_positions": 1024}, "m", "t").max_position_embeddings == 1024
-    assert spec_from_config({**base, "max_position_embeddings": 4096, "seq_length": 8}, "m", "t").max_position_embeddings == 4096
+    spec = spec_from_config({**base, "max_position_embeddings": 4096, "seq_length": 8}, "m", "t")
+    assert spec.max_position_embeddings == 4096

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
 from scenario_files import write_scenario
+
 from specsight.cli import main
 from specsight.cli.emit import dumps
 
@@ -25,7 +25,8 @@ FIXED = {
 
 @pytest.fixture
 def fixed_path(tmp_path):
-    return write_scenario(tmp_path / "fixed.yaml", FIXED, "Do the shared flags behave alike in every command? (test scenario)")
+    return write_scenario(tmp_path / "fixed.yaml", FIXED,
+                          "Do the shared flags behave alike in every command? (test scenario)")
 
 
 def _json(capsys):
@@ -76,7 +77,8 @@ def test_breakeven_grid_runs_the_study_at_each_point(fixed_path, tmp_path, capsy
 
 def test_plan_grid_and_text(fixed_path, tmp_path, capsys):
     assert main(["plan", str(fixed_path), "--target-qps", "10", "--policies", "off", "--tolerance", "0.5",
-                 "--grid", "engine.max_num_seqs=2,8", "--out", str(tmp_path / "p"), "--workers", "1", "--no-progress"]) == 0
+                 "--grid", "engine.max_num_seqs=2,8", "--out", str(tmp_path / "p"), "--workers", "1",
+                 "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "== engine.max_num_seqs=2" in text and "== engine.max_num_seqs=8" in text
     assert (tmp_path / "p" / "engine.max_num_seqs=8" / "plan.md").exists()

@@ -55,7 +55,8 @@ def _fixed(reps, arrival, output_len, ngram):
 
 TIES = [(reps, arrival, out, ngram)
         for reps in (1, 2)
-        for arrival in ({"process": "constant", "qps": 4}, {"process": "closed_loop", "concurrency": 3, "think_time_s": 0.5})
+        for arrival in ({"process": "constant", "qps": 4},
+                        {"process": "closed_loop", "concurrency": 3, "think_time_s": 0.5})
         for out in (1, {"dist": "uniform", "low": 1, "high": 9})
         for ngram in (False, True)]
 

@@ -112,7 +112,8 @@ def test_kv_capacity_follows_the_memory_budget():
     assert kv.kv_bytes_per_token > cm.kv_bytes_per_token            # the EAGLE-3 layer keeps KV too
     assert r.summary["kv_capacity_blocks"] == kv.num_blocks
     # tensor parallelism splits weights and KV heads: more blocks per replica
-    r2 = simulate(roofline(hardware={"gpu": "h100-sxm", "tp": 2}, workload=roofline()["workload"] | {"num_requests": 5}))
+    r2 = simulate(roofline(hardware={"gpu": "h100-sxm", "tp": 2},
+                           workload=roofline()["workload"] | {"num_requests": 5}))
     assert r2.kv.num_blocks > 2 * kv.num_blocks
 
 
@@ -136,7 +137,8 @@ def test_calibrated_profile_is_named_in_the_summary(tmp_path):
     raw["efficiency"]["memory"] = 0.7
     p = tmp_path / "h100-sxm.calibrated.yaml"
     p.write_text(yaml.safe_dump(raw))
-    r = simulate(roofline(hardware={"gpu": "h100-sxm", "profile": str(p)}, workload=roofline()["workload"] | {"num_requests": 5}))
+    r = simulate(roofline(hardware={"gpu": "h100-sxm", "profile": str(p)},
+                          workload=roofline()["workload"] | {"num_requests": 5}))
     assert "CALIBRATED" in r.summary["hardware_profile"] and str(p) in r.summary["hardware_profile"]
     base = simulate(roofline(workload=roofline()["workload"] | {"num_requests": 5}))
     assert r.summary["tpot_ms_p50"] > base.summary["tpot_ms_p50"]      # lower memory efficiency: slower

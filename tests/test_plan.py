@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from scenario_files import write_scenario
+
 from specsight.cli import main
 from specsight.studies.capacity_plan import SLO, configurations, plan, verdict
 from specsight.studies.overrides import scenario_source
@@ -103,13 +103,14 @@ def test_verdict_flags_a_growing_queue():
 
 @pytest.fixture
 def fixed_path(tmp_path):
-    return write_scenario(tmp_path / "fixed.yaml", FIXED, "How many fixed-cost replicas serve a target rate? (test scenario)")
+    return write_scenario(tmp_path / "fixed.yaml", FIXED,
+                          "How many fixed-cost replicas serve a target rate? (test scenario)")
 
 
 def test_cli_json_table_and_files(fixed_path, tmp_path, capsys):
     out = tmp_path / "plan"
-    argv = ["plan", str(fixed_path), "--target-qps", "40", "--price-per-gpu-hour", str(PRICE), "--policies", "off,static",
-            "--workers", "1", "--out", str(out), "--no-progress"]
+    argv = ["plan", str(fixed_path), "--target-qps", "40", "--price-per-gpu-hour", str(PRICE),
+            "--policies", "off,static", "--workers", "1", "--out", str(out), "--no-progress"]
     assert main(argv + ["--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["target_qps"] == 40 and obj["slo"] == {"tpot_ms_p99": 30, "ttft_ms_p99": 500}

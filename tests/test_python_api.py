@@ -25,7 +25,8 @@ def example():
 def test_simulation_has_its_baseline_and_a_speedup(example):
     sim = example["simulation"]
     assert sim.baseline is not None and len(sim.requests) == 8
-    assert example["speedup"] == pytest.approx(sim.summary["output_tokens_per_s"] / sim.baseline.summary["output_tokens_per_s"])
+    assert example["speedup"] == pytest.approx(sim.summary["output_tokens_per_s"]
+                                               / sim.baseline.summary["output_tokens_per_s"])
     assert example["speedup"] > 1.0
 
 
@@ -75,11 +76,12 @@ def test_capacity_plan_rows_and_fleet_arithmetic(example):
 
 
 def test_import_specsight_is_light_and_exports_resolve():
-    code = ("import sys, specsight; heavy = [m for m in ('torch', 'pandas', 'simulator', 'matplotlib') if m in sys.modules];"
+    code = ("import sys, specsight; "
+            "heavy = [m for m in ('torch', 'pandas', 'simulator', 'matplotlib') if m in sys.modules];"
             " assert not heavy, heavy; print(len([getattr(specsight, n) for n in specsight.__all__]))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     import specsight
     assert int(r.stdout) == len(specsight.__all__)
     with pytest.raises(AttributeError):
-        specsight.no_such_thing
+        _ = specsight.no_such_thing

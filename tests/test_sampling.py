@@ -13,13 +13,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sampling_stats import ALPHA, Z_ALPHA, chisquare_pvalue
 
 from calibrate.sampling import _verify_chain_core, draw_uniforms, verify_chain, verify_greedy
 from calibrate.sampling_fast import make_chain_verifier, verify_chain_blocked
 from calibrate.sampling_reference import verify_chain_reference, verify_tree_reference
 from calibrate.sampling_tree import _verify_tree_core, verify_tree
 from calibrate.sampling_typical import verify_typical
-from sampling_stats import ALPHA, Z_ALPHA, chisquare_pvalue
 
 NUM_SAMPLES = 1_000_000  # draws per single-position distribution test
 CHUNK = 250_000  # rows per kernel call (bounds memory at about 100 MB)
@@ -76,7 +76,7 @@ VERIFIERS = {"verify_chain": lambda t, d, x, g: verify_chain(t, d, x, generator=
              "blocked": _blocked_verify_chain}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run_single_position(name: str, verifier: str = "verify_chain") -> dict:
     """10^6 rounds with K = 1 and x ~ q: counts of the first emitted token, of the bonus token
     when accepted, and the number accepted."""

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from sampling_stats import ALPHA, Z_ALPHA
 
 from calibrate.acceptance_source import KernelAcceptanceSource, overlap_for_alpha
-from sampling_stats import ALPHA, Z_ALPHA
 
 ROUNDS = 40_000  # verify rounds per closed-form test
 

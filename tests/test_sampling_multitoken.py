@@ -13,11 +13,11 @@ import itertools
 
 import numpy as np
 import torch
+from sampling_stats import ALPHA, chisquare_pvalue, total_variation
 
 from calibrate.sampling import verify_chain
 from calibrate.sampling_tree import verify_tree
 from calibrate.sampling_typical import verify_typical
-from sampling_stats import ALPHA, chisquare_pvalue, total_variation
 
 VOCAB = 5  # tokens of the toy Markov chains
 START = 0  # the prompt: one token

@@ -17,7 +17,8 @@ CONTRACT = textwrap.dedent("""\
     acceptance: {model: iid, alpha: 0.7}
     policy: {kind: static}
     workload: {arrival: closed_loop, concurrency: 1, num_requests: 200, prompt_len: 128, output_len: 256}
-    engine: {max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, gpu_memory_utilization: 0.9, router: round_robin}
+    engine: {max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, gpu_memory_utilization: 0.9,
+             router: round_robin}
     slo: {tpot_ms_p99: 50, ttft_ms_p99: 2000}
     """)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from scenario_files import write_scenario
+
 from simulator.errors import SpecsightInputError
 from specsight.cli import main
 from specsight.studies import executors

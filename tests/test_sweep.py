@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from scenario_files import write_scenario
+
 from simulator.errors import SpecsightInputError
 from specsight.cli import main
 from specsight.studies.overrides import parse_grid, scenario_source
@@ -109,8 +109,9 @@ def tiny_path(tmp_path):
 
 def test_sweep_cli_json_and_resume(tiny_path, tmp_path, capsys):
     out = tmp_path / "sw"
-    argv = ["sweep", str(tiny_path), "--grid", "drafter.num_speculative_tokens=1,2", "--grid", "acceptance.alpha=0.3,0.9",
-            "--baseline", "--workers", "1", "--out", str(out), "--json", "--no-progress"]
+    argv = ["sweep", str(tiny_path), "--grid", "drafter.num_speculative_tokens=1,2",
+            "--grid", "acceptance.alpha=0.3,0.9", "--baseline", "--workers", "1", "--out", str(out), "--json",
+            "--no-progress"]
     assert main(argv) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["computed"] == 4 and obj["errors"] == 0 and len(obj["points"]) == 4

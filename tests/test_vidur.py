@@ -11,8 +11,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibrate.vidur import (BANDS, SHARED_DIR, SHIPPED_DIR, fit_vidur, geometric_tokens, load_allreduce,
-                             load_compute, op_dims, table_markdown)
+from calibrate.vidur import (
+    BANDS,
+    SHARED_DIR,
+    SHIPPED_DIR,
+    fit_vidur,
+    geometric_tokens,
+    load_allreduce,
+    load_compute,
+    op_dims,
+    table_markdown,
+)
 from simulator.hardware import load_profile
 
 KNEE_MAX_MEDIAN_APE = 0.10   # issue #5: after fitting, the knee band (64-512 tokens) held out
@@ -58,7 +67,8 @@ def test_knee_band_error_after_fit(vfit, capsys):
     with capsys.disabled():
         print("\n\nVidur A100 linear operators: median |pred - meas| / meas, each model held out of its fit")
         print(table_markdown(vfit.table))
-        print("fitted (all models):", json.dumps({k: None if v is None else round(v, 4) for k, v in vfit.params.items()}))
+        print("fitted (all models):",
+              json.dumps({k: None if v is None else round(v, 4) for k, v in vfit.params.items()}))
         print("all-reduce:", json.dumps(vfit.allreduce))
     t = vfit.table.set_index(["model", "band"])
     knee = t.loc[("ALL models", "64-512")]

@@ -16,7 +16,8 @@ TRACE = "data/traces/azure_llm_inference_2023_code.csv"
 
 
 def spec(arrival, n=1000, prompt=100, output=50):
-    return WorkloadSpec.from_mapping({"arrival": arrival, "num_requests": n, "prompt_len": prompt, "output_len": output})
+    return WorkloadSpec.from_mapping({"arrival": arrival, "num_requests": n, "prompt_len": prompt,
+                                      "output_len": output})
 
 
 def ks_statistic(samples, cdf):
@@ -95,7 +96,8 @@ def test_uniform_fixed_clip_and_empirical():
     w = q.sample(np.random.default_rng(4), n + 5)
     assert w.tolist() == col.astype(int).tolist() + col.astype(int)[:5].tolist()
     with pytest.raises(ValueError, match=r"x\.order='shuffled'"):
-        LengthDist.from_value({"dist": "empirical", "path": TRACE, "column": "num_decode_tokens", "order": "shuffled"}, "x")
+        LengthDist.from_value({"dist": "empirical", "path": TRACE, "column": "num_decode_tokens", "order": "shuffled"},
+                              "x")
 
 
 def test_same_seed_same_requests_and_common_random_numbers():
@@ -142,15 +144,19 @@ def test_requests_requires_equal_lengths():
 
 
 @pytest.mark.parametrize("raw, match", [
-    ({"arrival": {"process": "poison", "qps": 1}, "prompt_len": 1, "output_len": 1}, r"workload\.arrival\.process.*poisson"),
+    ({"arrival": {"process": "poison", "qps": 1}, "prompt_len": 1, "output_len": 1},
+     r"workload\.arrival\.process.*poisson"),
     ({"arrival": {"process": "poisson"}, "prompt_len": 1, "output_len": 1}, r"workload\.arrival\.qps"),
     ({"arrival": {"process": "poisson", "qps": -1}, "prompt_len": 1, "output_len": 1}, r"workload\.arrival\.qps"),
     ({"arrival": {"process": "gamma", "qps": 1, "cv": 0}, "prompt_len": 1, "output_len": 1}, r"workload\.arrival\.cv"),
-    ({"arrival": {"process": "poisson", "qps": 1, "cv": 2}, "prompt_len": 1, "output_len": 1}, r"workload\.arrival\.cv.*unknown"),
+    ({"arrival": {"process": "poisson", "qps": 1, "cv": 2}, "prompt_len": 1, "output_len": 1},
+     r"workload\.arrival\.cv.*unknown"),
     ({"arrival": {"process": "poisson", "qps": 1}, "prompt_len": 1}, r"workload\.output_len"),
-    ({"arrival": {"process": "poisson", "qps": 1}, "prompt_len": 1, "output_len": 1, "seed": 3}, r"workload\.seed.*unknown"),
+    ({"arrival": {"process": "poisson", "qps": 1}, "prompt_len": 1, "output_len": 1, "seed": 3},
+     r"workload\.seed.*unknown"),
     ({"arrival": {"process": "poisson", "qps": 1}, "prompt_len": 0, "output_len": 1}, r"workload\.prompt_len"),
-    ({"arrival": {"process": "poisson", "qps": 1}, "num_requests": 0, "prompt_len": 1, "output_len": 1}, r"workload\.num_requests"),
+    ({"arrival": {"process": "poisson", "qps": 1}, "num_requests": 0, "prompt_len": 1, "output_len": 1},
+     r"workload\.num_requests"),
     ({"arrival": {"process": "poisson", "qps": 1}, "output_len": 1,
       "prompt_len": {"dist": "lognormal", "mean": 100, "sigma": -1}}, r"workload\.prompt_len\.sigma"),
     ({"arrival": {"process": "poisson", "qps": 1}, "output_len": 1,
@@ -162,7 +168,8 @@ def test_requests_requires_equal_lengths():
     ({"arrival": {"process": "poisson", "qps": 1}, "output_len": 1,
       "prompt_len": {"dist": "empirical", "path": TRACE, "column": "tokens"}}, r"workload\.prompt_len\.column"),
     ({"arrival": {"process": "trace", "path": "no/such/file.csv"}}, r"workload\.arrival\.path.*not found"),
-    ({"arrival": {"process": "closed_loop", "concurrency": 0}, "prompt_len": 1, "output_len": 1}, r"workload\.arrival\.concurrency"),
+    ({"arrival": {"process": "closed_loop", "concurrency": 0}, "prompt_len": 1, "output_len": 1},
+     r"workload\.arrival\.concurrency"),
 ])
 def test_bad_input_names_the_key_path(raw, match):
     with pytest.raises(ValueError, match=match):

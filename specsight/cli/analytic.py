@@ -8,7 +8,7 @@ from .args import add_json, add_k
 from .emit import emit_json
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analytic", help="closed-form speculation math (Leviathan et al. 2022)")
     p.add_argument("--alpha", type=float, required=True, help="per-token acceptance rate in [0, 1)")
     add_k(p, None, "draft tokens per round; several K give one answer each", required=True)
@@ -27,7 +27,8 @@ def closed_forms(alpha: float, k: int, c: float | None) -> dict:
     if c is not None:
         c = require_range("c", c, 0.0)
         out.update(c=c, speedup=float(spec_math.speedup_batch1(alpha, k, c)),
-                   optimal_k=spec_math.optimal_k(alpha, c), compute_increase=float(spec_math.compute_increase(alpha, k, c)))
+                   optimal_k=spec_math.optimal_k(alpha, c),
+                   compute_increase=float(spec_math.compute_increase(alpha, k, c)))
     return out
 
 

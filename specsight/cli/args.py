@@ -36,7 +36,8 @@ def scenario_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def add_k(p: argparse.ArgumentParser, default: str | None, help: str, required: bool = False) -> None:
-    p.add_argument("--k", default=default, required=required, metavar="K[,K...]", help=help + " (comma-separated integers)")
+    p.add_argument("--k", default=default, required=required, metavar="K[,K...]",
+                   help=help + " (comma-separated integers)")
 
 
 def add_out(p: argparse.ArgumentParser, default: str | None, help: str) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from simulator.errors import SpecsightInputError
 
@@ -27,15 +28,17 @@ if TYPE_CHECKING:
 HELP = "where speculation turns net-negative: sweep an axis, find speedup = 1"
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("breakeven", help=HELP, description=HELP)
     p.add_argument("scenario", nargs="?", help="scenario YAML (omit with --analytic)")
     add_k(p, "1,2,3,4", "K values, one curve each")
     add_out(p, "out/breakeven", "output folder for CSV and PNG")
     add_json(p)
-    p.add_argument("--analytic", action="store_true", help="closed-form cost-model sweep over batch size (no simulation)")
+    p.add_argument("--analytic", action="store_true",
+                   help="closed-form cost-model sweep over batch size (no simulation)")
     p.add_argument("--model")
-    add_hardware(p, help="hardware profile: with --analytic, the GPU costed; with a scenario, sets its hardware.profile")
+    add_hardware(p, help="hardware profile: with --analytic, the GPU costed; "
+                         "with a scenario, sets its hardware.profile")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--drafter", help="method (eagle3), method:model (draft_model:llama-3.2-1b) or a catalog name")
@@ -68,7 +71,8 @@ def run_simulated(args: argparse.Namespace) -> int:
     from ..studies.breakeven import breakeven
 
     if not args.scenario:
-        raise SpecsightInputError("scenario", None, "name a scenario YAML (or pass --analytic with --model/--hardware/--drafter/--alpha)")
+        raise SpecsightInputError("scenario", None,
+                                  "name a scenario YAML (or pass --analytic with --model/--hardware/--drafter/--alpha)")
     answers = []
     for point, overrides, out_dir in grid_cases(args):
         t0 = time.perf_counter()
@@ -78,7 +82,8 @@ def run_simulated(args: argparse.Namespace) -> int:
                         progress=not args.no_progress)
         failed = res.frame["error"] != ""
         if len(failed) and failed.all():          # nothing to plot: say why, in one line
-            raise SpecsightInputError("scenario", args.scenario, f"every point failed, e.g. {res.frame['error'].iloc[0]}")
+            raise SpecsightInputError("scenario", args.scenario,
+                                      f"every point failed, e.g. {res.frame['error'].iloc[0]}")
         files = res.write(out_dir, plot=not args.no_plot)
         files["store"] = str(out_dir / "points.jsonl")
         elapsed = time.perf_counter() - t0
@@ -114,13 +119,14 @@ def run_analytic(args: argparse.Namespace) -> int:
     print(f"{summary['hardware_profile']}")
     print(f"{'K':>3}{'speedup@B=1':>14}{'break-even batch':>19}{'max batch in KV memory':>24}")
     for k, be in res.results.items():
-        b = "never pays" if be.never_pays else ("beyond range" if be.breakeven_batch is None else f"{be.breakeven_batch:.1f}")
+        b = "never pays" if be.never_pays else (
+            "beyond range" if be.breakeven_batch is None else f"{be.breakeven_batch:.1f}")
         print(f"{k:>3}{be.speedup_at_batch1:>14.3f}{b:>19}{res.max_batch_in_memory[k]:>24.0f}")
     print(f"wrote {files['csv']} and {files['png']}")
     return 0
 
 
-def format_text(res: "BreakevenResult", files: Mapping[str, str], elapsed: float) -> str:
+def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) -> str:
     """The study as a table per --axis2 value, the break-even per curve, and what was written."""
     axis, axis2 = res.axis, res.axis2
     df, summ, meta = res.frame, res.verdict, res.meta
@@ -154,7 +160,8 @@ def format_text(res: "BreakevenResult", files: Mapping[str, str], elapsed: float
         for lab in labels:
             b = be.get(lab)
             way = {"down": "falls below 1", "up": "rises above 1"}[cr[lab][0]["direction"]] if cr.get(lab) else ""
-            lines.append(f"  break-even {lab:<22} " + (f"{axis} = {b:.4g} (speedup {way})" if b is not None else st.get(lab, "")))
+            lines.append(f"  break-even {lab:<22} "
+                         + (f"{axis} = {b:.4g} (speedup {way})" if b is not None else st.get(lab, "")))
     if axis in ANALYTIC_AXES and df["analytic_speedup"].notna().any():
         lines.append("(parenthesised: the analytic model at the same point)")
     errs = df[df["error"] != ""]

@@ -53,7 +53,7 @@ def _machine(args: argparse.Namespace) -> MachineConfig:
                          seed=args.seed, graphs=args.graphs)
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register calibrate, groundtruth and validate on the `specsight` subparsers."""
     p = subparsers.add_parser("calibrate", help="time real forward passes (or read Vidur tables), fit, write a profile")
     p.add_argument("--model", default="llama-3.1-8b", help="catalog model or config.json whose dims are timed")
@@ -92,7 +92,8 @@ def add_parser(subparsers) -> None:
     g.add_argument("--draft", default="llama-3.2-1b", help="independent draft model (same vocabulary)")
     g.add_argument("--layers", type=int, default=None,
                    help=f"target layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
-    g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS, help=f"draft layers (default {CPU_DRAFT_LAYERS})")
+    g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS,
+                   help=f"draft layers (default {CPU_DRAFT_LAYERS})")
     g.add_argument("--batch", type=_ints, default=(1, 8, 32), help="comma-separated batch sizes")
     g.add_argument("--k", type=_ints, default=(0, 2, 4), metavar="K[,K...]",
                    help="draft tokens per round (comma-separated integers; 0 = plain decoding)")
@@ -156,12 +157,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(res.profile.describe())
     print(f"fitted (+- standard error): {_fitted_text(r['fitted'], r['fitted_stderr'])}, "
           f"iteration_us={r['iteration_us']:.1f}, sampling_row_us={host['sampling_row_us']:.2f}, verify_round_us="
-          + ("not separable from the host points" if host["verify_round_us"] is None else f"{host['verify_round_us']:.1f}"))
+          + ("not separable from the host points" if host["verify_round_us"] is None
+             else f"{host['verify_round_us']:.1f}"))
     print(f"held-out APE: median {100 * r['heldout_ape_median']:.1f} %, max {100 * r['heldout_ape_max']:.1f} % "
           f"({r['heldout_n']} passes); train median {100 * r['train_ape_median']:.1f} %; "
           f"datasheet defaults median {100 * r['datasheet_ape_median']:.1f} %")
     if ls:
-        print(f"layers {ls['layers']}: t({ls['layers'][1]})/t({ls['layers'][0]}) median {ls['median_ratio_t2_t1']:.2f}; "
+        print(f"layers {ls['layers']}: t({ls['layers'][1]})/t({ls['layers'][0]}) "
+              f"median {ls['median_ratio_t2_t1']:.2f}; "
               f"per-layer slope error of the fit: median {100 * ls['slope_ape_median']:.1f} %")
     if rounds["n"]:
         w = rounds["worst"]

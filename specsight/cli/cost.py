@@ -9,7 +9,7 @@ from .args import add_hardware, add_json
 from .emit import emit_json
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cost", help="time of one forward pass, per op class")
     p.add_argument("--model", required=True, help="catalog name or path to a config.json")
     add_hardware(p, required=True)

@@ -9,7 +9,7 @@ from .args import add_json
 from .emit import emit_json
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list the model catalog, or show one model's shapes and parameter counts")
     p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
     p.add_argument("name", nargs="?")
@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{'name':<26}{'total B':>10}{'active B':>10}{'layers':>8}{'hidden':>8}{'heads/kv':>10}  kind")
     for m in rows:
-        kind = m.head_kind and f"{m.head_kind} head for {m.target}" or ("MoE" if m.is_moe else "dense") + (" MLA" if m.is_mla else "")
+        kind = (m.head_kind and f"{m.head_kind} head for {m.target}"
+                or ("MoE" if m.is_moe else "dense") + (" MLA" if m.is_mla else ""))
         print(f"{m.name:<26}{m.params_total/1e9:>10.3f}{m.params_active/1e9:>10.3f}{m.num_layers:>8}{m.hidden_size:>8}"
               f"{f'{m.num_heads}/{m.num_kv_heads}':>10}  {kind}")
     return 0

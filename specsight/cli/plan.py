@@ -1,4 +1,5 @@
-"""`specsight plan SCENARIO.yaml --target-qps X [--slo-tpot-ms-p99 MS] [--slo-ttft-ms-p99 MS] [--price-per-gpu-hour USD]`
+"""`specsight plan SCENARIO.yaml --target-qps X [--slo-tpot-ms-p99 MS] [--slo-ttft-ms-p99 MS]
+[--price-per-gpu-hour USD]`
 
 Capacity plan (specsight.studies.capacity_plan): for each speculation setting (off, static K,
 and policies), the largest Poisson request rate one replica sustains within the SLO, then the
@@ -29,7 +30,7 @@ from .emit import emit_json
 HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     from ..studies.capacity_plan import DEFAULT_POLICIES, DEFAULT_PRICE, TOLERANCE
 
     p = sub.add_parser("plan", help=HELP, description=HELP)
@@ -40,9 +41,11 @@ def add_parser(sub) -> None:
     p.add_argument("--price-per-gpu-hour", type=float, default=DEFAULT_PRICE,
                    help=f"USD per GPU-hour (default {DEFAULT_PRICE}, a placeholder)")
     p.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
-                   help="settings to plan: off (no speculation), static (the scenario's K), goodput, adaptive, batch_schedule")
+                   help="settings to plan: off (no speculation), static (the scenario's K), goodput, adaptive, "
+                        "batch_schedule")
     add_k(p, None, "static K values to plan (default: the scenario's num_speculative_tokens)")
-    p.add_argument("--tolerance", type=float, default=TOLERANCE, help=f"relative bracket width to stop at (default {TOLERANCE})")
+    p.add_argument("--tolerance", type=float, default=TOLERANCE,
+                   help=f"relative bracket width to stop at (default {TOLERANCE})")
     add_set(p, "override a scenario value first; repeatable")
     add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     add_grid(p, GRID_HELP)

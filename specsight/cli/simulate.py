@@ -12,18 +12,24 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from simulator.errors import SpecsightInputError
 
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, scenario_overrides
 from .emit import dumps, emit_json
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from simulator.run import SimResult
+
 HELP = "simulate a deployment (continuous batching + speculative decoding) from a scenario YAML"
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("simulate", help=HELP, description=HELP)
     p.add_argument("scenario", help="scenario YAML file (see docs/simulator.md)")
     add_set(p)
@@ -49,10 +55,12 @@ TABLE_GROUPS = (
     ("run", ("scenario", "hardware_profile", "policy", "k_max", "replicas", "num_requests", "num_iterations",
              "duration_s", "output_tokens")),
     ("throughput", ("output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment")),
-    ("latency (ms)", tuple(f"{m}_ms_{s}" for m in ("ttft", "tpot", "itl", "e2e") for s in ("mean", "p50", "p90", "p99"))),
+    ("latency (ms)", tuple(f"{m}_ms_{s}" for m in ("ttft", "tpot", "itl", "e2e")
+                           for s in ("mean", "p50", "p90", "p99"))),
     ("speculation", ("mean_k", "mean_tokens_per_round", "mean_accept_length", "acceptance_rate")),
     ("GPU time", ("draft_time_frac", "verify_time_frac", "prefill_time_frac", "overhead_time_frac", "busy_frac")),
-    ("memory", ("kv_capacity_blocks", "kv_util_mean", "kv_util_max", "preemptions", "preempted_requests", "mean_batch")),
+    ("memory", ("kv_capacity_blocks", "kv_util_mean", "kv_util_max", "preemptions", "preempted_requests",
+                "mean_batch")),
 )
 
 
@@ -77,7 +85,7 @@ def format_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_table(df, path_stem: Path) -> Path:
+def _write_table(df: pd.DataFrame, path_stem: Path) -> Path:
     try:
         import pyarrow  # noqa: F401
         p = path_stem.with_suffix(".parquet")
@@ -88,7 +96,7 @@ def _write_table(df, path_stem: Path) -> Path:
     return p
 
 
-def write_outputs(result, out_dir: Path) -> list[Path]:
+def write_outputs(result: SimResult, out_dir: Path) -> list[Path]:
     """requests/iterations tables, summary.json and scenario.yaml under out_dir."""
     import yaml
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -19,16 +19,26 @@ import time
 from pathlib import Path
 
 from ..studies.atomic_files import write_csv
-from .args import SCENARIO_HARDWARE_HELP, add_executor, add_grid, add_hardware, add_json, add_out, add_set, scenario_overrides
+from .args import (
+    SCENARIO_HARDWARE_HELP,
+    add_executor,
+    add_grid,
+    add_hardware,
+    add_json,
+    add_out,
+    add_set,
+    scenario_overrides,
+)
 from .emit import emit_json
 
 HELP = "simulate a grid of scenario overrides (local processes or a dask cluster); resumable"
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help=HELP, description=HELP)
     p.add_argument("scenario", help="scenario YAML")
-    add_grid(p, "values of one key (parsed as YAML; commas inside {} or [] do not split); repeatable: the product is swept")
+    add_grid(p, "values of one key (parsed as YAML; commas inside {} or [] do not split); "
+                "repeatable: the product is swept")
     add_set(p, "override a scenario value for every point; repeatable")
     add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     p.add_argument("--baseline", action="store_true", help="also run each point with speculation off (speedup_* keys)")
@@ -56,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
         emit_json({**res.to_dict(), "store": str(store), "csv": str(csv), "elapsed_s": round(elapsed, 2)})
         return 1 if n_err else 0
     keys = list(res.points[0])
-    show = [c for c in ("output_tokens_per_s", "speedup_output_tokens_per_s", "tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p99")
+    show = [c for c in ("output_tokens_per_s", "speedup_output_tokens_per_s", "tpot_ms_p50", "tpot_ms_p99",
+                        "ttft_ms_p99")
             if df[c].notna().any()]
     width = {k: max(12, len(k) + 2) for k in keys}
-    head = "".join(f"{k:>{width[k]}}" for k in keys) + "".join(f"{c:>16}" for c in (s.replace("_ms_", " ").replace("output_tokens_per_s", "tok/s") for s in show))
+    labels = (s.replace("_ms_", " ").replace("output_tokens_per_s", "tok/s") for s in show)
+    head = "".join(f"{k:>{width[k]}}" for k in keys) + "".join(f"{c:>16}" for c in labels)
     print(head)
     for _, r in df.iterrows():
         cells = "".join(f"{str(r[k])[:width[k] - 1]:>{width[k]}}" for k in keys)

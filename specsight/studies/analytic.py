@@ -7,11 +7,13 @@ speedup against batch size per K and where it crosses 1, from the cost model alo
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from simulator.errors import SpecsightInputError, require_int
 
@@ -60,9 +62,10 @@ class Analytic:
             alpha = candidate_alpha(alpha, s.branches)
         return alpha
 
-    def speedup(self, batch, context, k: int, alpha: float):
+    def speedup(self, batch: ArrayLike, context: ArrayLike, k: int, alpha: float) -> np.ndarray | float:
         from simulator.analytic import speedup
-        return speedup(self.cm, self.drafter, np.asarray(batch, dtype=float), np.asarray(context, dtype=float), k, alpha)
+        return speedup(self.cm, self.drafter, np.asarray(batch, dtype=float), np.asarray(context, dtype=float),
+                       k, alpha)
 
     def best_k(self, batch: float, context: float, kmax: int) -> int:
         s = [float(self.speedup(batch, context, k, self.alpha(k))) for k in range(1, kmax + 1)]
@@ -114,7 +117,8 @@ class AnalyticBreakeven:
             "max_batch_in_memory": mem,
             "breakeven_within_memory": {k: (be.breakeven_batch is not None and be.breakeven_batch <= mem[k])
                                         for k, be in res.items()},
-            "best_k": {int(b): (int(kk) if sp > 1.0 else 0) for b, kk, sp in zip(best["batch"], best["k"], best["speedup"])},
+            "best_k": {int(b): (int(kk) if sp > 1.0 else 0)
+                       for b, kk, sp in zip(best["batch"], best["k"], best["speedup"])},
         }
 
     def write(self, out_dir: str | Path) -> dict[str, str]:

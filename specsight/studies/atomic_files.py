@@ -9,10 +9,14 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 from simulator.errors import SpecsightInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @contextlib.contextmanager
@@ -41,7 +45,7 @@ def write_text(path: str | Path, text: str) -> Path:
     return Path(path)
 
 
-def write_csv(frame, path: str | Path) -> Path:
+def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     """`frame.to_csv(path, index=False)`, whole or not at all."""
     with replacing(path) as tmp:
         frame.to_csv(tmp, index=False)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from simulator.errors import SpecsightInputError
 
@@ -97,7 +98,8 @@ def build_curves(axis: str, ks: Sequence[int], policies: Sequence[str], source: 
             if axis == "k":
                 curves.append(Curve("policy=static", None, "static", {"policy": {"kind": "static"}}))
             else:
-                curves += [Curve(f"K={k}", k, "static", {"drafter.num_speculative_tokens": k, "policy": {"kind": "static"}})
+                curves += [Curve(f"K={k}", k, "static",
+                                 {"drafter.num_speculative_tokens": k, "policy": {"kind": "static"}})
                            for k in ks]
             continue
         if pol == "batch_schedule":
@@ -112,7 +114,8 @@ def build_curves(axis: str, ks: Sequence[int], policies: Sequence[str], source: 
             mapping = dict(own) if own.get("kind") == pol else {"kind": pol}
         ov: dict[str, Any] = {"policy": mapping}
         if axis != "k":
-            ov["drafter.num_speculative_tokens"] = max(kmax, max((r[1] for r in mapping.get("schedule", [])), default=0))
+            ov["drafter.num_speculative_tokens"] = max(kmax,
+                                                       max((r[1] for r in mapping.get("schedule", [])), default=0))
         curves.append(Curve(f"policy={pol}", None, pol, ov))
     return curves
 
@@ -178,14 +181,16 @@ def _run(source: Mapping[str, Any], axis: str, values: Sequence[float], ks: Sequ
     import pandas as pd
 
     if source.get("drafter") is None:
-        raise SpecsightInputError("drafter", None, "breakeven needs a scenario with a drafter (what would it speculate with?)")
+        raise SpecsightInputError("drafter", None,
+                                  "breakeven needs a scenario with a drafter (what would it speculate with?)")
     if axis2 is not None:
         groups = {"batch": "arrival", "qps": "arrival"}
         if axis2 == axis or groups.get(axis2, axis2) == groups.get(axis, axis):
             raise SpecsightInputError("--axis2", axis2, f"must change something other than --axis {axis}")
     roofline = (source.get("hardware") or {}).get("kind", "roofline") == "roofline"
     analytic = _analytic_or_none(source) if roofline else None
-    derive = analytic is not None and "batch_schedule" in policies and own_policy(source).get("kind") != "batch_schedule"
+    derive = (analytic is not None and "batch_schedule" in policies
+              and own_policy(source).get("kind") != "batch_schedule")
     schedule = analytic.batch_schedule(max(ks)) if derive else None    # type: ignore[union-attr]
     curves = build_curves(axis, ks, policies, source, schedule)
     if axis2 == "k":
@@ -204,7 +209,7 @@ def _run(source: Mapping[str, Any], axis: str, values: Sequence[float], ks: Sequ
                 ov.update(axis_overrides(axis2, v2, source, requests_per_user, rate))
             cells.append((v, v2, ov))
     spec_pts, base_pts = [], []
-    for v, v2, ov in cells:
+    for _v, _v2, ov in cells:
         base_pts.append(baseline_overrides(ov))
         for c in curves:
             p = dict(ov)
@@ -245,7 +250,8 @@ def _analytic_or_none(source: Mapping[str, Any]) -> Analytic | None:
 def _row(axis: str, v: float, axis2: str | None, v2: float | None, c: Curve, ov: Mapping[str, Any], m: str,
          rec: Mapping[str, Any], base: Mapping[str, Any], analytic: Analytic | None) -> dict[str, Any]:
     s, bsum = rec["summary"], base["summary"]
-    k = c.k if c.k is not None else (int(ov["drafter.num_speculative_tokens"]) if "drafter.num_speculative_tokens" in ov else None)
+    k = c.k if c.k is not None else (
+        int(ov["drafter.num_speculative_tokens"]) if "drafter.num_speculative_tokens" in ov else None)
     row: dict[str, Any] = {axis: as_number(v)}
     if axis2:
         row[axis2] = as_number(v2)   # type: ignore[arg-type]
@@ -253,11 +259,15 @@ def _row(axis: str, v: float, axis2: str | None, v2: float | None, c: Curve, ov:
                 "analytic_speedup": math.nan,
                 "spec_output_tokens_per_s": summary_value(s, "output_tokens_per_s"),
                 "base_output_tokens_per_s": summary_value(bsum, "output_tokens_per_s"),
-                "spec_tpot_ms_p50": summary_value(s, "tpot_ms_p50"), "spec_tpot_ms_p99": summary_value(s, "tpot_ms_p99"),
-                "base_tpot_ms_p50": summary_value(bsum, "tpot_ms_p50"), "base_tpot_ms_p99": summary_value(bsum, "tpot_ms_p99"),
-                "spec_ttft_ms_p99": summary_value(s, "ttft_ms_p99"), "base_ttft_ms_p99": summary_value(bsum, "ttft_ms_p99"),
+                "spec_tpot_ms_p50": summary_value(s, "tpot_ms_p50"),
+                "spec_tpot_ms_p99": summary_value(s, "tpot_ms_p99"),
+                "base_tpot_ms_p50": summary_value(bsum, "tpot_ms_p50"),
+                "base_tpot_ms_p99": summary_value(bsum, "tpot_ms_p99"),
+                "spec_ttft_ms_p99": summary_value(s, "ttft_ms_p99"),
+                "base_ttft_ms_p99": summary_value(bsum, "ttft_ms_p99"),
                 "mean_batch": summary_value(s, "mean_batch"), "base_mean_batch": summary_value(bsum, "mean_batch"),
-                "mean_k": summary_value(s, "mean_k"), "mean_tokens_per_round": summary_value(s, "mean_tokens_per_round"),
+                "mean_k": summary_value(s, "mean_k"),
+                "mean_tokens_per_round": summary_value(s, "mean_tokens_per_round"),
                 "num_requests": summary_value(s, "num_requests"),
                 "error": rec["error"] or base["error"] or ""})
     if analytic is not None and c.k is not None and axis in ANALYTIC_AXES and (axis2 is None or axis2 in ANALYTIC_AXES):
@@ -265,7 +275,8 @@ def _row(axis: str, v: float, axis2: str | None, v2: float | None, c: Curve, ov:
     return row
 
 
-def _analytic_point(an: Analytic, axis: str, v: float, axis2: str | None, v2: float | None, k: int, sim_batch: float) -> float:
+def _analytic_point(an: Analytic, axis: str, v: float, axis2: str | None, v2: float | None, k: int,
+                    sim_batch: float) -> float:
     vals = {axis: v}
     if axis2 is not None:
         vals[axis2] = v2   # type: ignore[assignment]

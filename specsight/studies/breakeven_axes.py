@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,8 @@ def default_values(axis: str, source: Mapping[str, Any]) -> str:
         t = arr.get("time_scale", 1.0)
         q = trace_qps(source) / float(t if t is not None else 1.0)
     if not q:
-        raise SpecsightInputError("--values", None, "the qps axis needs --values unless the scenario has an arrival rate (qps)")
+        raise SpecsightInputError("--values", None,
+                                  "the qps axis needs --values unless the scenario has an arrival rate (qps)")
     return ",".join(f"{float(q) * f:.4g}" for f in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0))
 
 
@@ -94,8 +96,9 @@ def axis_overrides(axis: str, value: float, source: Mapping[str, Any], requests_
     arr = arrival_block(source)
     if axis == "batch":
         b = int(value)
+        think_s = float(arr.get("think_time_s", 0.0)) if arr.get("process") == "closed_loop" else 0.0
         out: dict[str, Any] = {"workload.arrival": {"process": "closed_loop", "concurrency": b,
-                                                    "think_time_s": float(arr.get("think_time_s", 0.0)) if arr.get("process") == "closed_loop" else 0.0},
+                                                    "think_time_s": think_s},
                                "workload.num_requests": max(MIN_REQUESTS, requests_per_user * b)}
         eng = source.get("engine") or {}
         if b > int(eng.get("max_num_seqs", 256)):    # the engine limit would cap the batch below B

@@ -4,8 +4,9 @@ throughput with and without speculation)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,17 +15,19 @@ from .breakeven_axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
 from .crossings import METRIC_LABELS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .breakeven import BreakevenResult
 
 
-def _legend_note(breakeven: Mapping[str, Any], analytic) -> str:
+def _legend_note(breakeven: Mapping[str, Any], analytic: pd.DataFrame | None) -> str:
     """' (X = break-even, dotted = analytic model)', naming only the marks the plot draws."""
     parts = (["X = break-even"] if any(v is not None for v in breakeven.values()) else []) \
         + (["dotted = analytic model"] if analytic is not None and len(analytic) else [])
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def write_outputs(res: "BreakevenResult", out_dir: Path, plot: bool = True) -> dict[str, str]:
+def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dict[str, str]:
     """breakeven_<axis>[_<axis2>].csv and, with `plot`, the PNGs; returns {kind: path}."""
     from . import plots
 
@@ -49,7 +52,8 @@ def write_outputs(res: "BreakevenResult", out_dir: Path, plot: bool = True) -> d
     else:
         best = df.groupby([axis, axis2], sort=True).apply(_best_row, include_groups=False).reset_index()
         png = plots.plot_speedup_heatmap(
-            best, x=axis, y=axis2, title=f"{head}\nbest simulated speedup over {axis} x {axis2} (cell: speedup, best curve)",
+            best, x=axis, y=axis2,
+            title=f"{head}\nbest simulated speedup over {axis} x {axis2} (cell: speedup, best curve)",
             xlabel=AXIS_LABELS[axis], ylabel=AXIS_LABELS[axis2], path=out_dir / f"{stem}_heatmap.png",
             colorbar_label=ylabel)
         files["heatmap"] = str(png)
@@ -59,13 +63,14 @@ def write_outputs(res: "BreakevenResult", out_dir: Path, plot: bool = True) -> d
         files["plot"] = str(png)
     if axis2 is None:
         png = plots.plot_latency_throughput(
-            df, x_axis=axis, title=f"{head}\nTPOT vs output throughput, with and without speculation (points: {axis} values)",
+            df, x_axis=axis,
+            title=f"{head}\nTPOT vs output throughput, with and without speculation (points: {axis} values)",
             path=out_dir / f"latency_throughput_{axis}.png")
         files["latency_plot"] = str(png)
     return files
 
 
-def _best_row(g):
+def _best_row(g: pd.DataFrame) -> pd.Series:
     import pandas as pd
     g = g.dropna(subset=["speedup"])
     if not len(g):
@@ -74,7 +79,7 @@ def _best_row(g):
     return pd.Series({"speedup": g.loc[j, "speedup"], "curve": g.loc[j, "curve"]})
 
 
-def dense_analytic(res: "BreakevenResult"):
+def dense_analytic(res: BreakevenResult) -> pd.DataFrame | None:
     """Analytic curves on a fine grid (batch axis) or at the simulated points (context, alpha);
     None where the analytic model does not apply."""
     import pandas as pd
@@ -91,5 +96,6 @@ def dense_analytic(res: "BreakevenResult"):
             rows += [{axis: float(x), "curve": c.label, "speedup": float(y)} for x, y in zip(xs, ys)]
         else:
             g = df[df["curve"] == c.label]
-            rows += [{axis: float(x), "curve": c.label, "speedup": float(y)} for x, y in zip(g[axis], g["analytic_speedup"])]
+            rows += [{axis: float(x), "curve": c.label, "speedup": float(y)}
+                     for x, y in zip(g[axis], g["analytic_speedup"])]
     return pd.DataFrame(rows) if rows else None

@@ -14,9 +14,10 @@ $/M output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from simulator.errors import SpecsightInputError, require_range
 
@@ -109,7 +110,8 @@ def configurations(source: Mapping[str, Any], policies: list[str], ks: list[int]
                 raise SpecsightInputError("--policies", pol, "the scenario's policy block must give the schedule")
             out.append(("batch_schedule", {"policy": dict(own)}))
         else:
-            raise SpecsightInputError("--policies", pol, "comma-separated, from off, static, goodput, adaptive, batch_schedule")
+            raise SpecsightInputError("--policies", pol,
+                                      "comma-separated, from off, static, goodput, adaptive, batch_schedule")
     return out
 
 

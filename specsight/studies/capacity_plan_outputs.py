@@ -38,7 +38,7 @@ def format_markdown(rows: list[dict[str, Any]], head: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def headline(p: "CapacityPlan") -> str:
+def headline(p: CapacityPlan) -> str:
     """The plan's Markdown heading and its one-paragraph setting."""
     slo = p.slo
     return (f"# Capacity plan: {p.scenario}\n\n{p.meta['deployment']} per replica, drafter {p.meta['drafter']}; "
@@ -46,7 +46,7 @@ def headline(p: "CapacityPlan") -> str:
             f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour.")
 
 
-def write_outputs(p: "CapacityPlan", out: Path) -> dict[str, str]:
+def write_outputs(p: CapacityPlan, out: Path) -> dict[str, str]:
     """plan.csv, plan.md and plan.png under `out`."""
     from .plots import plot_plan_probes
     out.mkdir(parents=True, exist_ok=True)

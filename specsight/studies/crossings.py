@@ -7,10 +7,14 @@ rows (one per point and curve) and returns a `BreakevenVerdict`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .breakeven_axes import LOG_AXES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METRICS = {  # name: (summary key, higher is better) -> speedup = spec/base (throughput) or base/spec (latency)
     "throughput": ("output_tokens_per_s", True),
@@ -94,12 +98,12 @@ class BreakevenVerdict:
         return out
 
 
-def verdict(df, axis: str, axis2: str | None) -> BreakevenVerdict:
+def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
     """The verdict of a break-even study's rows (columns: axis[, axis2], curve, policy, k,
     speedup, analytic_speedup)."""
     log = axis in LOG_AXES
 
-    def one(sub) -> tuple[dict, dict, dict]:
+    def one(sub: pd.DataFrame) -> tuple[dict, dict, dict]:
         be, cr, st = {}, {}, {}
         for label, g in sub.groupby("curve", sort=False):
             g = g.sort_values(axis)
@@ -109,7 +113,7 @@ def verdict(df, axis: str, axis2: str | None) -> BreakevenVerdict:
             st[label] = status(g["speedup"].tolist())
         return be, cr, st
 
-    def best_k(sub) -> dict[str, int | None]:
+    def best_k(sub: pd.DataFrame) -> dict[str, int | None]:
         res: dict[str, int | None] = {}
         st = sub[sub["policy"] == "static"].dropna(subset=["speedup"])
         if axis == "k":        # one static K per point: the best K is the best over the whole axis

@@ -19,8 +19,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Iterator
+from typing import Any
 
 from simulator.cpus import usable_cpus
 from simulator.errors import SpecsightInputError
@@ -112,7 +113,8 @@ def _dask_client(address: str) -> Iterator[Any]:
     try:
         from distributed import Client
     except ImportError:   # pragma: no cover - dask[distributed] is a dependency
-        raise SpecsightInputError("--dask", address, "needs dask.distributed (pip install 'dask[distributed]')") from None
+        raise SpecsightInputError("--dask", address,
+                                  "needs dask.distributed (pip install 'dask[distributed]')") from None
     try:
         client = Client(address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s")
     except (OSError, ValueError, TypeError) as e:      # (TimeoutError is an OSError)

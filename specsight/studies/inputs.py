@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numbers
-from typing import Sequence
+from collections.abc import Sequence
 
 from simulator.errors import SpecsightInputError, require_int
 

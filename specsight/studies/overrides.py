@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from simulator.errors import SpecsightInputError
 
@@ -72,7 +73,8 @@ def parse_grid(spec: str) -> tuple[str, list[Any]]:
     key, _, text = spec.partition("=")
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
-        raise SpecsightInputError("--grid", spec, "the key path must be dotted names, e.g. drafter.num_speculative_tokens=1,2,3")
+        raise SpecsightInputError("--grid", spec,
+                                  "the key path must be dotted names, e.g. drafter.num_speculative_tokens=1,2,3")
     parts, depth, cur = [], 0, ""
     for ch in text:
         if ch in "[{":

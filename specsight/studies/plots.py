@@ -1,8 +1,9 @@
 """Break-even plots: speedup against an axis, one curve per K or policy, break-even marked."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -12,8 +13,12 @@ import pandas as pd  # noqa: E402
 
 from .atomic_files import replacing  # noqa: E402
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-def _save(fig, path: str | Path) -> Path:
+
+def _save(fig: Figure, path: str | Path) -> Path:
     """Lay the figure out, write it to `path` and free it."""
     fig.tight_layout()
     path = Path(path)
@@ -57,14 +62,14 @@ def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakev
 
 
 # ---- simulated break-even (specsight breakeven SCENARIO.yaml) ------------------------------------
-def _finish(fig, ax, path: str | Path, legend_title: str | None = None) -> Path:
+def _finish(fig: Figure, ax: Axes, path: str | Path, legend_title: str | None = None) -> Path:
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best", title=legend_title, title_fontsize=8)
     return _save(fig, path)
 
 
-def _log2_axis(ax, which: str = "x") -> None:
+def _log2_axis(ax: Axes, which: str = "x") -> None:
     """Base-2 log scale labelled with plain numbers (1, 2, 4, ... rather than 2^k)."""
     from matplotlib.ticker import FuncFormatter
     fmt = FuncFormatter(lambda v, _: f"{v:g}")
@@ -76,7 +81,7 @@ def _log2_axis(ax, which: str = "x") -> None:
         ax.yaxis.set_major_formatter(fmt)
 
 
-def _plain_log_ticks(ax) -> None:
+def _plain_log_ticks(ax: Axes) -> None:
     """Label log axes with plain numbers (1500, 2000) instead of powers of ten."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
     fmt = FuncFormatter(lambda v, _: f"{v:g}")
@@ -119,7 +124,8 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
     return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx)
 
 
-def _label_and_finish(fig, ax, path, xlabel: str, ylabel: str, title: str, logx: bool) -> Path:
+def _label_and_finish(fig: Figure, ax: Axes, path: str | Path, xlabel: str, ylabel: str, title: str,
+                      logx: bool) -> Path:
     """Axis labels, title and (for log axes) power-of-two ticks, then save."""
     if logx:
         _log2_axis(ax)
@@ -226,10 +232,12 @@ def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: floa
             ok = [p for p in pr if p["pass"]]
             bad = [p for p in pr if not p["pass"]]
             m, size = markers[i % len(markers)], 60 - 12 * (i % 4)
+            label = (f"{r['config']}: max {r['max_qps_per_replica']:.3g}/s" if r["max_qps_per_replica"]
+                     else f"{r['config']}: none")
             ax.scatter([p["qps"] for p in ok], [p[key] for p in ok], color=c, s=size, marker=m, zorder=4 + i,
-                       label=f"{r['config']}: max {r['max_qps_per_replica']:.3g}/s" if r["max_qps_per_replica"] else f"{r['config']}: none")
-            ax.scatter([p["qps"] for p in bad], [p[key] for p in bad], facecolors="none", edgecolors=c, s=size, marker=m,
-                       zorder=4 + i)
+                       label=label)
+            ax.scatter([p["qps"] for p in bad], [p[key] for p in bad], facecolors="none", edgecolors=c, s=size,
+                       marker=m, zorder=4 + i)
             if r["max_qps_per_replica"]:
                 ax.axvline(r["max_qps_per_replica"], color=c, ls=":", lw=1.2)
         if slo is not None:

@@ -25,10 +25,11 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
 
@@ -37,6 +38,9 @@ from .jsonable import json_safe
 from .overrides import override_strings, scenario_source
 from .point_store import PointStore
 from .store_claims import StoreClaims
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 POLL_S = 0.2        # how often a run waiting on another run's points (or on its workers) looks again
 
@@ -67,7 +71,7 @@ def point_key(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline:
 
 
 # ---- one point ----------------------------------------------------------------------------------
-def queue_stats(requests) -> dict[str, float]:
+def queue_stats(requests: pd.DataFrame) -> dict[str, float]:
     """Is the queue growing? Mean TTFT (s) of the first and last quarter of requests by arrival
     time: under a stable load they are alike; past capacity the last quarter waits far longer."""
     import numpy as np
@@ -155,7 +159,8 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
 
 
 def _drive(source: Mapping[str, Any], todo: Mapping[str, tuple[Mapping[str, Any], bool]], executor: Any,
-           claim, finish, settle) -> None:
+           claim: Callable[[list[str], int], tuple[list[str], list[str]]],
+           finish: Callable[[str, dict[str, Any]], None], settle: Callable[[str], object]) -> None:
     """Run the `todo` points on `executor`, a window of them at a time: `claim(pending, n)` gives
     up to n keys to compute and those another run finished; `finish(key, record)` stores one."""
     pending = dict(todo)

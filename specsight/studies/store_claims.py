@@ -37,8 +37,8 @@ import secrets
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from simulator.errors import SpecsightInputError
 
@@ -83,7 +83,7 @@ class StoreClaims:
         self._reported: set[tuple[str, str]] = set()
 
     # ---- the run's lifetime ----
-    def __enter__(self) -> "StoreClaims":
+    def __enter__(self) -> StoreClaims:
         try:
             self.claims_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.claims_dir / self.me, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o666)

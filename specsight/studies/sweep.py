@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .overrides import grid_points, scenario_source
 from .points import run_points, study_executor
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ("output_tokens_per_s", "speedup_output_tokens_per_s", "tpot_ms_p50", "tpot_ms_p99", "ttft_ms_p99",
            "goodput_requests_per_s", "slo_attainment", "mean_tokens_per_round", "mean_batch")
@@ -46,13 +50,14 @@ class SweepResult:
             "computed": self.computed, "from_store": len(self.records) - self.computed, "errors": self.errors}
 
 
-def records_frame(records: Sequence[Mapping[str, Any]]):
+def records_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per record: its overrides (dicts and lists as JSON), COLUMNS of its summary,
     error, elapsed_s, cached, key."""
     import pandas as pd
     rows = []
     for r in records:
-        row: dict[str, Any] = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r["overrides"].items()}
+        row: dict[str, Any] = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                               for k, v in r["overrides"].items()}
         s = r["summary"] or {}
         for c in COLUMNS:
             row[c] = s.get(c, math.nan) if s.get(c) is not None else math.nan
