@@ -38,7 +38,7 @@ from simulator.hardware import HardwareProfile, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.paths import REPO_ROOT
 
-from .least_squares import ATTN, GEMV, TIED, ape, fit_log_time, params_of, with_params
+from .least_squares import ATTN, ape, fit_log_time, params_of, with_params
 from .vidur import SHARED_DIR, SHIPPED_DIR
 
 RELATIVE = Path("compute") / "a100" / "attention-legacy" / "attention.csv"
@@ -98,7 +98,8 @@ def price(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
     """Seconds per layer for every row: the cost model's attention op (CostModel.breakdown's
     'attention' entry) plus its one kernel's overheads.kernel_launch_us."""
     out = np.empty(len(df))
-    for shape, g in df.groupby(list(SHAPE), sort=False):
+    for shape, at in df.groupby(list(SHAPE), sort=False).indices.items():     # positions of each shape's rows
+        g = df.iloc[at]
         cm = CostModel(model_of(shape), hw, tp=int(shape[3]), dtype=DTYPE)
         B, n, c = (g[k].to_numpy(float) for k in ("batch", "new_tokens", "context"))
         decode = (g["kind"] == "decode").to_numpy()
@@ -107,7 +108,7 @@ def price(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
         pairs, T = B * n * (c + (n + 1) / 2), B * n
         t_c = cm.attn_flops_per_pair * pairs / cm.peak_flops_s
         t_m = cm.kv_bytes_per_token * (B * c + 2 * T) / (cm.bw_kv_bytes_s / cm.kv_wave_factor(rows))
-        out[g.index.to_numpy()] = soft_roofline(t_c, t_m, cm.p) + hw.overheads.kernel_launch_us * 1e-6
+        out[at] = soft_roofline(t_c, t_m, cm.p) + hw.overheads.kernel_launch_us * 1e-6
     return out
 
 
@@ -120,8 +121,7 @@ def per_head_waves(hw: HardwareProfile, sm_count: int = A100_SM_COUNT) -> Hardwa
 def fit_rates(df: pd.DataFrame, hw: HardwareProfile) -> dict[str, Any]:
     """efficiency.memory_attention and overheads.kernel_launch_us (the attention kernel's fixed
     time) by least squares on log time; every other field of hw held as it is."""
-    fixed = {k: v for k, v in params_of(hw).items() if k not in (ATTN, LAUNCH)}
-    fixed[GEMV] = TIED if hw.efficiency.memory_gemv is None else fixed[GEMV]
+    fixed = {k: v for k, v in params_of(hw).items() if k not in (ATTN, LAUNCH)}   # memory_gemv None: TIED
     f = fit_log_time(lambda p: price(df, with_params(hw, p)), df["time_s"].to_numpy(), fixed=fixed,
                      start={ATTN: hw.efficiency.memory_kv, LAUNCH: 10.0})
     return {ATTN: f.params[ATTN], LAUNCH: f.params[LAUNCH], "stderr": f.stderr}
@@ -138,12 +138,13 @@ def prefill_class_time_s(df: pd.DataFrame, hw: HardwareProfile, x: Sequence[floa
     FLOPs = (4 h d_head / tp) B n (c + w (n + 1) / 2)."""
     eff_c, w, fixed_us = x
     out = np.empty(len(df))
-    for shape, g in df.groupby(list(SHAPE), sort=False):
+    for shape, at in df.groupby(list(SHAPE), sort=False).indices.items():
+        g = df.iloc[at]
         cm = CostModel(model_of(shape), hw, tp=int(shape[3]), dtype=DTYPE)
         B, n, c = (g[k].to_numpy(float) for k in ("batch", "new_tokens", "context"))
         t_c = cm.attn_flops_per_pair * B * n * (c + w * (n + 1) / 2) / (hw.peak_flops(DTYPE) * eff_c)
         t_m = cm.kv_bytes_per_token * B * (c + 2 * n) / cm.bw_kv_bytes_s
-        out[g.index.to_numpy()] = soft_roofline(t_c, t_m, cm.p) + fixed_us * 1e-6
+        out[at] = soft_roofline(t_c, t_m, cm.p) + fixed_us * 1e-6
     return out
 
 

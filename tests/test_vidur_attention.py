@@ -71,6 +71,7 @@ def test_pricing_equals_hand_computation(data):
         t_m = kv_bytes * B * (c + 2 * n) / W
         hand.append((t_c ** p + t_m ** p) ** (1 / p) + 4e-6)
     assert got == pytest.approx(hand, rel=1e-12)
+    assert price(rows.iloc[::-1], hw) == pytest.approx(hand[::-1], rel=1e-12)   # row order and index kept
     cm = CostModel(model_of((8192, 64, 8, 2)), hw, tp=2, dtype="fp16")
     for t, (B, n, c) in zip(got, ((32, 1, 1024), (1, 512, 1024))):
         op = cm.breakdown(PassShape.uniform(B, n, c, 1)).ops["attention"]
