@@ -36,7 +36,7 @@ import numpy as np
 
 from .acceptance import AcceptanceModel, PrefixBlockSampler
 from .compiled_rounds import CompiledRounds
-from .decode_batch import BIG, SMALL_BATCH, DecodeBatch  # (BIG: decode_kernel imports it from here)
+from .decode_batch import BIG, DecodeBatch  # (BIG: decode_kernel imports it from here)
 from .k_choice import KChoice
 from .metrics import IterationLog, RequestTable
 from .policies import PolicyState
@@ -261,7 +261,6 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
         emitted = 0
         finished_any = False
         if n:
-            kvc = self.d_kvc[:n]                                          # [n] token counters
             if k:
                 matched = self._matched
                 if matched is None:                                       # [n] tokens emitted: accepted + 1
@@ -277,55 +276,9 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
                         em[matched] = em_m
                         es += es_m - em_m.size
                     self.d_miss[:n] += k * ~matched
-                kvc += em
-                kv = kvc.tolist() if n <= SMALL_BATCH else None           # few sequences: Python sums
-                if self.rem_lb <= k + 1:                                  # someone may reach its output length
-                    low = self._min_remaining(n, kv)                      # negative where em overshot
-                    if low < 0:                                           # cap em at what was left
-                        rem = self._remaining(n)
-                        over = np.minimum(rem, 0, out=rem)                # [n] <= 0
-                        kvc += over
-                        em = em + over                                    # a copy: em may be a read-only view
-                        es += int(np.add.reduce(over))
-                        low = 0
-                        kv = None
-                    self.rem_lb = low
-                    finished_any = low == 0
-                else:
-                    self.rem_lb -= k + 1
-                # KV blocks for the next _schedule (None: it counts them)
-                if kv is not None:
-                    bs = self.bs
-                    self._blocks = sum([x // bs for x in kv])
-                else:
-                    self._blocks = None
-                self._res = None
-                if self.track_catchup:
-                    self._pend_em = em                  # d_pend[:n] = em, when next read (_sync_pend)
-                    self.pend_sum = es
-                self.k_cum += k
+                emitted, finished_any = self._advance(n, k, em, es)
             else:
-                bs = self.bs
-                res = self._res
-                if res is None:
-                    res = self._res = np.bincount((kvc - self._phase) % bs, minlength=bs).tolist()
-                if self._blocks is not None:     # those at block_size - 1 (mod block_size) cross a boundary
-                    self._blocks += res[(bs - 1 - self._phase) % bs]
-                self._phase = (self._phase + 1) % bs
-                kvc += self._ones[:n]
-                es = n
-                if self.track_catchup:
-                    if self._pend_em is not None:
-                        self._sync_pend()
-                    self.d_pend[:n] += self._ones[:n]
-                    self.pend_sum += n
-                self.rem_lb -= 1
-                if self.rem_lb <= 0:
-                    self.rem_lb = self._min_remaining(n)
-                    finished_any = self.rem_lb == 0
-            self.sum_ctx += es
-            self.rounds_cum += 1
-            emitted = es
+                emitted, finished_any = n, self._advance_plain(n)
 
         first = 0
         if self._pf_sched:

@@ -92,11 +92,11 @@ class Scheduler:
             i += 1
 
         if dry_run or not self._preempted:          # vLLM admits nothing in an iteration that preempted
+            waiting = self.waiting
             seqs = n + len(prefills)
-            admitted = 0
-            for rid in self.waiting:
-                if budget <= 0 or seqs >= self.max_seqs:
-                    break
+            j = 0                                   # the next request to look at (admitting pops it)
+            while j < len(waiting) and budget > 0 and seqs < self.max_seqs:
+                rid = waiting[j]
                 need_t, c, b = self._first_chunk(rid, budget)
                 if b > free:
                     break
@@ -106,16 +106,16 @@ class Scheduler:
                 pf_tok += c
                 pf_pairs += c * (c + 1) // 2
                 pf_logits += c == need_t
-                if not dry_run:
-                    e = [rid, need_t, 0, c, b]
-                    prefills.append(e)
-                    sched.append(e)
-                    self.pf_blocks += b
-                    admitted += 1
-                    if self.trace is not None:
-                        self.trace.append((self.now, "admit", rid))
-            for _ in range(admitted):
-                self.waiting.popleft()
+                if dry_run:
+                    j += 1
+                    continue
+                waiting.popleft()
+                e = [rid, need_t, 0, c, b]
+                prefills.append(e)
+                sched.append(e)
+                self.pf_blocks += b
+                if self.trace is not None:
+                    self.trace.append((self.now, "admit", rid))
         return sched, pf_tok, pf_ctx, pf_pairs, pf_logits, free
 
     def _preempt_prefill(self) -> None:
