@@ -28,6 +28,7 @@ import numpy as np
 
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .keys import reject_unknown
+from .spec_math import expected_tokens_by_k
 
 KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput")
 
@@ -223,7 +224,7 @@ class GoodputPolicy(Policy):
     def expected_tokens(self) -> np.ndarray:
         """[k_max + 1] E_K: expected tokens a round at K emits per sequence (1 at K = 0)."""
         if self._tokens is None:
-            self._tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.alpha_hat()))))
+            self._tokens = expected_tokens_by_k(self.alpha_hat())
         return self._tokens
 
     def expected_rates(self, batch_size: int, state: PolicyState) -> np.ndarray:
