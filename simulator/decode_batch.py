@@ -74,7 +74,6 @@ class DecodeBatch:
         length: `_retire` then removes it)."""
         kvc = self.d_kvc[:n]                                              # [n] token counters
         kvc += em
-        finished_any = False
         kv = kvc.tolist() if n <= SMALL_BATCH else None                   # few sequences: Python sums
         if self.rem_lb <= k + 1:                                          # someone may reach its output length
             low = self._min_remaining(n, kv)                              # negative where em overshot
@@ -90,6 +89,7 @@ class DecodeBatch:
             finished_any = low == 0
         else:
             self.rem_lb -= k + 1
+            finished_any = False
         # KV blocks for the next _schedule (None: it counts them)
         if kv is not None:
             bs = self.bs
@@ -122,14 +122,13 @@ class DecodeBatch:
                 self._sync_pend()
             self.d_pend[:n] += self._ones[:n]
             self.pend_sum += n
-        finished_any = False
         self.rem_lb -= 1
-        if self.rem_lb <= 0:
-            self.rem_lb = self._min_remaining(n)
-            finished_any = self.rem_lb == 0
         self.sum_ctx += n
         self.rounds_cum += 1
-        return finished_any
+        if self.rem_lb <= 0:
+            self.rem_lb = self._min_remaining(n)
+            return self.rem_lb == 0
+        return False
 
     def _count_blocks(self, n: int) -> int:
         """KV blocks of the first n decode sequences, sum of d_kvc // block_size.

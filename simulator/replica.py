@@ -256,10 +256,11 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
         return h
 
     def _complete(self) -> None:
+        """The iteration's outcome at its end: the decode sequences' tokens emitted (acceptance),
+        the batch advanced by them, the scheduled prefill chunks computed, finished sequences
+        retired, and its log row written."""
         now = self.now
         n, k = self._nd, self._k
-        emitted = 0
-        finished_any = False
         if n:
             if k:
                 matched = self._matched
@@ -279,6 +280,8 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
                 emitted, finished_any = self._advance(n, k, em, es)
             else:
                 emitted, finished_any = n, self._advance_plain(n)
+        else:
+            emitted, finished_any = 0, False
 
         first = 0
         if self._pf_sched:

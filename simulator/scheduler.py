@@ -91,8 +91,8 @@ class Scheduler:
             pf_logits += done + c == need_t
             i += 1
 
-        if dry_run or not self._preempted:          # vLLM admits nothing in an iteration that preempted
-            waiting = self.waiting
+        waiting = self.waiting
+        if waiting and (dry_run or not self._preempted):    # vLLM admits nothing in an iteration that preempted
             seqs = n + len(prefills)
             j = 0                                   # the next request to look at (admitting pops it)
             while j < len(waiting) and budget > 0 and seqs < self.max_seqs:
