@@ -19,8 +19,9 @@ from .engine import Engine
 from .errors import SpecsightInputError
 from .kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
 from .metrics import RequestTable, speedups, summarize
-from .replica import FixedStepCost, Replica, RooflineStepCost
+from .replica import Replica
 from .scenario import Scenario, load_scenario
+from .step_cost import FixedStepCost, RooflineStepCost
 from .workload import generate_requests
 
 # child seeds of the scenario seed, by role (order is part of the reproducibility contract)
