@@ -34,13 +34,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from .errors import SpecsightInputError, require_int
 from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
 from .model_spec import ModelSpec
+from .pass_shape import PassShape, causal_pairs
+
+__all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline"]
 
 # Named constants of the physics (each is a count, not a tuned fudge factor).
 ACTIVATION_BYTES = 2            # bf16/fp16 activations (fp8 weights compute in bf16 too)
@@ -58,35 +61,6 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "overhead")
-
-
-@dataclass(frozen=True)
-class PassShape:
-    """The sums one forward pass's cost depends on."""
-    num_seqs: float
-    num_tokens: float        # T = sum n_i
-    sum_context: float       # sum c_i: cached tokens whose KV is read
-    sum_attn_pairs: float    # sum n_i (c_i + (n_i + 1) / 2): causal query-key pairs
-    num_logits: float        # positions whose logits are computed (all verify positions)
-
-    @classmethod
-    def from_sequences(cls, seqs: Iterable[tuple[int, int]], logits: str = "all") -> "PassShape":
-        """From (new_tokens, context) per sequence; logits 'all' (verify) or 'last' (prefill, decode)."""
-        b = t = c = pairs = lg = 0
-        for n, ctx in seqs:
-            b += 1
-            t += n
-            c += ctx
-            pairs += n * ctx + n * (n + 1) / 2
-            lg += n if logits == "all" else 1
-        return cls(b, t, c, pairs, lg)
-
-    @classmethod
-    def uniform(cls, batch: float, new_tokens: float, context: float, logits_per_seq: float | None = None) -> "PassShape":
-        """B identical sequences (floats or numpy arrays broadcast)."""
-        n = new_tokens
-        lg = n if logits_per_seq is None else logits_per_seq
-        return cls(batch, batch * n, batch * context, batch * (n * context + n * (n + 1) / 2), batch * lg)
 
 
 @dataclass(frozen=True)
@@ -308,15 +282,14 @@ class CostModel:
         The sum is 0.0 + step 0 + step 1 + ..., each step one time_s (simulator/decode_kernel.py
         adds the same terms in the same order). Floats or numpy arrays; k >= 1."""
         B, ctx = num_seqs, sum_context
-        causal = n * (n / B + 1) / 2                       # the same at every later step
         time_s = self.time_s
         t = 0.0
         for j in range(k):
             if j:
                 c = ctx + B * j
-                t = t + time_s(n, c, n * c / B + causal, n, B)
+                t = t + time_s(n, c, causal_pairs(n, c, B), n, B)
             else:
-                t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B, B)
+                t = t + time_s(first, ctx, causal_pairs(first, ctx, B), B, B)
         return t
 
     def _cache_terms(self, T, num_logits) -> tuple:
