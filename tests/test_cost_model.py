@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from simulator.analytic import breakeven_batch, speedup
 from simulator.cost_model import CostModel, PassShape
+from simulator.pass_shape import causal_pairs
 from simulator.drafters import Drafter, DrafterSpec
 from simulator.errors import SpecsightInputError
 from simulator.hardware import Efficiency, load_profile
@@ -300,13 +301,12 @@ def test_draft_steps_compute_logits_only_where_they_propose(method, model, tree)
     spec = DrafterSpec(method=method, model=model, num_speculative_tokens=3, tree=tree,
                        tree_nodes=12 if tree else 0, tree_branches=3 if tree else 1)
     d = Drafter(spec, target, cm)
-    calls = []
-    real = d.draft_cost.time_s
-    d.draft_cost.time_s = lambda n, c, pairs, logits, seqs=None: calls.append((n, logits)) or real(n, c, pairs, logits, seqs)
-    batch, catchup = 8, 8 * 3
-    d.propose_time_s(batch, 3, batch * 500, catchup_tokens=catchup)
+    dc, batch, catchup, ctx = d.draft_cost, 8, 8 * 3, 8 * 500
     width = 3 if tree else 1
-    assert calls == [(catchup, batch), (batch * width, batch * width), (batch * width, batch * width)]
+    nb = batch * width
+    steps = [dc.time_s(catchup, ctx, causal_pairs(catchup, ctx, batch), batch, batch)]
+    steps += [dc.time_s(nb, ctx + batch * j, causal_pairs(nb, ctx + batch * j, batch), nb, batch) for j in (1, 2)]
+    assert d.propose_time_s(batch, 3, ctx, catchup_tokens=catchup) == 0.0 + steps[0] + steps[1] + steps[2]
 
 
 def test_activations_are_as_wide_as_the_models_dtype():
