@@ -31,6 +31,12 @@ def test_the_kernel_compiles():
     assert KERNEL is not None, "simulator/decode_kernel.py did not compile (see the warning)"
 
 
+def test_the_kernels_disk_cache_is_keyed_on_the_physics_sources():
+    """numba keys its cache on this module's file and the compiled function's closure: the closure
+    holds a hash of pass_time.py and pass_shape.py, so editing either recompiles."""
+    assert [c.cell_contents for c in KERNEL.py_func.__closure__] == [dk._source_key()]
+
+
 def _terms(cm: CostModel, shapes) -> np.ndarray:
     return np.array([cm.terms_row(t, lg) for t, lg in shapes])
 
