@@ -291,6 +291,6 @@ def _jit(numba):
     fn = numba.njit(cache=True, nogil=True)(_keyed(_source_key()))
     i64, f64 = np.zeros(1, dtype=np.int64), np.zeros((1, ROW_COLUMNS))
     run, rnd = tuple(RunInputs(0, False, 1, 0.0, 0.0, 16, 16, 0)), tuple(RoundInputs(1, 1, 2, 0.0))
-    fn(i64, i64, i64, f64, i64, run, rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS, NO_TERMS, -1, 16, 1, 1, 1, 1,  # load it now:
-       0, 0, 0.0, 0.0, 0.0, True, True)                                                                  # runs no round
+    fn(i64, i64, i64, f64, i64, run, rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS, NO_TERMS, -1, 16, 1, 1,  # load it now:
+       1, 1, 0, 0, 0.0, 0.0, 0.0, True, True)                                                   # runs no round
     return fn

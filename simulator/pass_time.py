@@ -17,22 +17,25 @@ operations in the same order: the two paths agree bit for bit.
 
 What comes next, and where it goes:
 - A round made of several passes with their own shapes (an engine's round anatomy: a draft pass
-  over B (1 + K) tokens, a verify pass, a draft-extend pass): each pass is one call of
-  pass_time_s with its own constants (the model that runs it) and terms (its tokens and logits),
-  and the round's time is their sum in the engine's order; the drafter's K steps
-  (`steps_time_s`, which CostModel.steps_time_s and the compiled rounds call) are such a
-  sequence already.
-- Attention that depends on per-layer windows: the attention term becomes a sum over layer
-  groups, each with its layers' FLOPs per pair and KV bytes per token, a window (None: full
-  attention) and a kind (softmax attention, linear attention with a constant-size state).
-  `PassConstants.attn_flops_per_pair` and `kv_bytes_per_token` are today's models' one
-  full-attention group (all layers); a model with groups carries one such pair per group
-  (a tuple of attention groups: layers, window, kind), and pass_time_s adds the attention roof once per group, after
-  `weights` and before `head`, each group with its own keys read and pairs: min(context, window)
-  keys per sequence for a sliding window, a constant state for linear attention, and
-  (sum_context, pairs) as today for full attention. With one full-attention group the sum is
-  today's single term, bit for bit. The pass's shape then carries, per group, the keys read and
-  the pairs (`pass_shape.causal_pairs` for full attention).
+  over B (1 + K) tokens, a verify pass, a draft-extend pass): each pass is one pass_time_s call
+  with its own constants (the model that runs it) and terms (its tokens and logits), and the
+  round's time is their sum in the engine's order. `steps_time_s` (a drafter's K steps, which
+  CostModel.steps_time_s and the compiled rounds both call) is such a sequence already; an
+  engine's anatomy is another function beside it, written once here and compiled the same way.
+- Attention that depends on per-layer windows. The attention roof becomes a sum over layer
+  groups, each group (its layers, window or None, kind: softmax, or linear attention reading a
+  constant-size state) with its own FLOPs per pair and KV bytes per token and its own keys read
+  and pairs: the pass's (sum_context, pairs) for full attention, min(c_i, window) keys per
+  sequence for a sliding window, a constant state for linear attention. PassConstants'
+  attn_flops_per_pair and kv_bytes_per_token are today's models' one full-attention group (all
+  layers); with groups they become one (flops_per_pair, kv_bytes_per_token, window) triple per
+  group (a tuple in Python, more columns of the constants row in the kernel), pass_time_s adds
+  the roofs in group order between `weights` and `head` (t = weights, then t = t + roof_g: one
+  full-attention group is today's weights + roof, bit for bit), and the shape passes per group
+  (keys read, pairs) where it passes (sum_context, pairs) today, summed from the sequences where
+  the replica knows them and from the mean context where only sums are known (as the n-gram
+  path prices matched sequences). self_spec's bounded draft KV (kv_budget_tokens, a clamp of the
+  drafter's context in simulator/drafters.py) is such a window on the drafter's one group.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ class PassConstants(NamedTuple):
     roofline_p: float           # p of the soft roofline (inf: the sharp one, max())
     inv_p: float                # 1 / p (0.0 for the sharp roofline)
     peak_flops_s: float         # achieved FLOP/s (peak x efficiency.compute)
-    kv_bytes_s: float           # attention's KV-read bandwidth, B/s (divided by the wave factor: CostModel.pass_constants)
+    kv_bytes_s: float           # attention's KV-read bandwidth, B/s (/ the wave factor: CostModel.pass_constants)
     attn_flops_per_pair: float  # attention FLOPs per query-key pair, all layers (the one full-attention group)
     kv_bytes_per_token: float   # KV bytes read per cached token, all layers
     launch_s: float             # kernel launches of one pass
@@ -83,7 +86,8 @@ def pass_time_s(c: PassConstants, terms, tokens, sum_context, pairs):
     p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp = c
     weights, head, rest, allreduce = terms
     if sharp:
-        t = weights + np.maximum(flops_per_pair * pairs / flops_s, kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s)
+        t = weights + np.maximum(flops_per_pair * pairs / flops_s,
+                                 kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s)
     else:
         t = weights + ((flops_per_pair * pairs / flops_s) ** p
                        + (kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s) ** p) ** inv_p
