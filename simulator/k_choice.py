@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .pass_shape import causal_pairs
 from .policies import PolicyState
 
 
@@ -85,7 +86,7 @@ class KChoice:
                 break
             if k:
                 dec_tok = m * w + (n - m)
-                dec_pairs = m * (w * mean_c + w * (w + 1) / 2) + (n - m) * (mean_c + 1)
+                dec_pairs = m * causal_pairs(w, mean_c) + (n - m) * causal_pairs(1, mean_c)
                 u_rec = min(u, n * float(tokens_per_seq[k]))
                 d = draft(n, k, sum_c, u_rec)
                 if u > u_rec:

@@ -36,13 +36,14 @@ import numpy as np
 
 from .acceptance import AcceptanceModel, PrefixBlockSampler
 from .compiled_rounds import CompiledRounds
-from .decode_batch import BIG, DecodeBatch  # (BIG: decode_kernel imports it from here)
+from .decode_batch import DecodeBatch
 from .k_choice import KChoice
 from .metrics import IterationLog, RequestTable
+from .pass_shape import causal_pairs
 from .policies import PolicyState
 from .scheduler import Scheduler
 
-__all__ = ["BIG", "Replica"]
+__all__ = ["Replica"]
 
 
 class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
@@ -194,10 +195,10 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
             n_match = int(matched.sum())
             dec_tokens = n_match * w + (n - n_match)
             mean_c = sum_c / n   # matched sequences' contexts are not summed separately: the mean
-            dec_pairs = n_match * (w * mean_c + w * (w + 1) / 2) + (n - n_match) * (mean_c + 1)
+            dec_pairs = n_match * causal_pairs(w, mean_c) + (n - n_match) * causal_pairs(1, mean_c)
         else:
             dec_tokens = n * w
-            dec_pairs = w * sum_c + n * (w * (w + 1) // 2)
+            dec_pairs = causal_pairs(dec_tokens, sum_c, n) if n else 0
 
         free = cap - dec_blocks - self.pf_blocks
         if self.prefills or self.waiting:

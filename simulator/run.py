@@ -152,7 +152,7 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     acc_seeds = ss[SEED_ACCEPTANCE].spawn(sc.hardware.replicas)
     match_seeds = ss[SEED_MATCH].spawn(sc.hardware.replicas)
     verify_width = verify_width_fn(sc, dep.drafter)
-    ngram = d is not None and d.method in ("ngram", "suffix")
+    ngram = d is not None and d.is_lookup
     trace_list: list | None = [] if trace else None
 
     def make_replica(env, i, tbl, log, on_finish):

@@ -18,6 +18,8 @@ from collections import deque
 
 import numpy as np
 
+from .pass_shape import causal_pairs
+
 
 class Scheduler:
     """Waiting queue, partial prefills and their KV blocks (a `Replica` mixin)."""
@@ -87,7 +89,7 @@ class Scheduler:
             budget -= c
             pf_tok += c
             pf_ctx += done
-            pf_pairs += c * done + c * (c + 1) // 2
+            pf_pairs += causal_pairs(c, done)
             pf_logits += done + c == need_t
             i += 1
 
@@ -104,7 +106,7 @@ class Scheduler:
                 seqs += 1
                 budget -= c
                 pf_tok += c
-                pf_pairs += c * (c + 1) // 2
+                pf_pairs += causal_pairs(c, 0)
                 pf_logits += c == need_t
                 if dry_run:
                     j += 1

@@ -10,6 +10,8 @@ and the replica calls them once per iteration with Python numbers.
 """
 from __future__ import annotations
 
+from .pass_shape import causal_pairs
+
 
 class FixedStepCost:
     """`hardware.kind: fixed`: every iteration's target pass costs target_step_s whatever it holds
@@ -50,7 +52,7 @@ class RooflineStepCost:
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One round of `batch` sequences at `mean_context` (for the goodput policy)."""
         c = batch * mean_context
-        t = self.target_s(batch * width, c, batch * (width * mean_context + width * (width + 1) / 2.0), batch * width,
+        t = self.target_s(batch * width, c, batch * causal_pairs(width, mean_context), batch * width,
                           batch)
         if k > 0 and self.drafter is not None:
             t += self.drafter.propose_time_s(batch, k, c)
