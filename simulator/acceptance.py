@@ -20,7 +20,7 @@ Models (scenario `acceptance:` block, key `model`):
     preset        {name}                           published figures (acceptance_presets.py)
 Shorthands: a number is `iid`; a string is a preset name.
 Tree drafters: run.py wraps the model in `tree_acceptance(model, branches)`, so a depth is accepted
-if any of its branches is (1 - (1 - alpha)^b, per request for beta); models whose figures are
+if any of its branches is (spec_math.tree_depth_acceptance, per request for beta); models whose figures are
 already per depth (`per_depth`: tree presets) are used as they are.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .keys import reject_unknown
+from .spec_math import expected_tokens, tree_depth_acceptance
 
 MODELS = ("iid", "per_position", "beta", "trace", "kernel", "preset")
 
@@ -112,18 +113,6 @@ class PrefixBlockSampler:
         em += 1
         self.em, self.k, self.rows, self.pos, self.tallied = em, k, rows, 0, 0
         self.cs = [0] + np.cumsum(em).tolist()
-
-
-def expected_tokens(alphas: np.ndarray) -> float:
-    """1 + sum_k prod_{j<=k} alpha_j (valid at alpha = 1, unlike the geometric closed form)."""
-    return 1.0 + float(np.cumprod(np.asarray(alphas, dtype=float)).sum())
-
-
-def tree_alphas(alphas, branches: int) -> np.ndarray:
-    """Per-depth acceptance of a tree with `branches` independent candidates per depth:
-    a depth is accepted if any branch is, 1 - (1 - alpha)^b."""
-    b = require_int("branches", branches, lo=1)
-    return 1.0 - (1.0 - np.asarray(alphas, dtype=float)) ** b
 
 
 def _extend(alphas: np.ndarray, k: int) -> np.ndarray:
@@ -301,10 +290,10 @@ class TreeAcceptance(AcceptanceModel):
     def alphas(self, k: int) -> np.ndarray:
         """Population per-depth rates (for beta: of the population's per-token rates, an
         approximation used only for policy priors and reports; sampling uses each request's)."""
-        return tree_alphas(self.base.alphas(k), self.branches)
+        return tree_depth_acceptance(self.base.alphas(k), self.branches)
 
     def request_rates(self, req_idx: np.ndarray, k: int) -> np.ndarray:
-        return tree_alphas(self.base.request_rates(req_idx, k), self.branches)
+        return tree_depth_acceptance(self.base.request_rates(req_idx, k), self.branches)
 
     def __repr__(self) -> str:
         return f"TreeAcceptance({self.base!r}, branches={self.branches})"

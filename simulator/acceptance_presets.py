@@ -5,7 +5,7 @@ Each preset names its source and conditions. Figures come in three kinds, conver
   tau     mean tokens emitted per verify round (accepted + 1) at K drafts (or tree depth K):
           converted to the i.i.d. alpha solving (1 - alpha^(K+1)) / (1 - alpha) = tau, so a chain
           of K drafts with that alpha reproduces tau. For trees this alpha is per depth (the tree's
-          branches already folded in): do not apply tree_alphas() on top of it.
+          branches already folded in): do not apply the tree rule (spec_math.tree_depth_acceptance) on top of it.
   cumulative  P(position k accepted), k = 1..n: converted to conditional rates c_k / c_{k-1}.
 Acceptance depends on task, temperature and context; a preset is a starting point, not a
 measurement of your deployment.
@@ -138,5 +138,5 @@ def preset_model(name: object, field: str = "acceptance.name"):
         model = PerPositionAcceptance(a)
     model.source = cite          # type: ignore[attr-defined]
     model.preset = p             # type: ignore[attr-defined]
-    model.per_depth = "per-depth" in p.conversion   # a tree's figure: do not apply tree_alphas again
+    model.per_depth = "per-depth" in p.conversion   # a tree's figure: do not apply the tree rule again
     return model

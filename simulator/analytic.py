@@ -16,12 +16,13 @@ import numpy as np
 
 from .cost_model import CostModel
 from .drafters import Drafter
+from .pass_shape import causal_pairs
 from .spec_math import expected_tokens_per_round, tree_depth_acceptance
 
 
 def plain_step_time_s(cm: CostModel, batch, context):
     """One decode iteration of `batch` sequences, each with `context` cached tokens."""
-    return cm.time_s(batch, batch * context, batch * (context + 1.0), batch, batch) + cm.round_overhead_s(0)
+    return cm.time_s(batch, batch * context, batch * causal_pairs(1, context), batch, batch) + cm.round_overhead_s(0)
 
 
 def effective_alpha(drafter: Drafter, alpha: float) -> float:
@@ -33,7 +34,7 @@ def effective_alpha(drafter: Drafter, alpha: float) -> float:
 def expected_tokens(drafter: Drafter, alpha: float, k: int):
     """Mean tokens emitted per sequence per round, counting rounds where an n-gram finds no match."""
     e = expected_tokens_per_round(effective_alpha(drafter, alpha), k)
-    if drafter.spec.method in ("ngram", "suffix"):
+    if drafter.spec.is_lookup:
         m = drafter.spec.match_probability
         return m * e + (1.0 - m) * 1.0
     return e
@@ -45,12 +46,12 @@ def spec_step_time_s(cm: CostModel, drafter: Drafter, batch, context, k: int, al
     if k <= 0:
         return plain_step_time_s(cm, batch, context)
     w = drafter.verify_tokens_per_seq(k)
-    if drafter.spec.method in ("ngram", "suffix"):   # unmatched sequences verify one position
+    if drafter.spec.is_lookup:   # unmatched sequences verify one position
         m = drafter.spec.match_probability
         w = m * w + (1.0 - m)
     e_tok = expected_tokens(drafter, alpha, k)
     t_draft = drafter.propose_time_s(batch, k, batch * context, catchup_tokens=batch * e_tok)
-    t_verify = cm.time_s(batch * w, batch * context, batch * (w * context + w * (w + 1) / 2.0), batch * w, batch)
+    t_verify = cm.time_s(batch * w, batch * context, batch * causal_pairs(w, context), batch * w, batch)
     return t_draft + t_verify + cm.round_overhead_s(k)
 
 
@@ -83,7 +84,7 @@ class BreakEven:
 def breakeven_batch(cm: CostModel, drafter: Drafter, context: float, k: int, alpha: float,
                     max_batch: float = 4096.0) -> BreakEven:
     """Solve speedup(B) = 1 for B in [1, max_batch] (the first crossing from above)."""
-    from scipy.optimize import brentq   # NOTE: imported here; scipy.optimize costs seconds at CLI start-up
+    from scipy.optimize import brentq  # NOTE: imported here; scipy.optimize costs seconds at CLI start-up
 
     f = lambda b: float(speedup(cm, drafter, b, context, k, alpha)) - 1.0
     s1 = f(1.0) + 1.0

@@ -1,8 +1,9 @@
 """The roofline cost of one forward pass, per op class, per tensor-parallel shard.
 
 For sequences i = 1..B with n_i new tokens and c_i cached tokens (T = sum n_i), the cost
-depends on the batch only through five sums (`PassShape`): sequences, tokens, sum c_i,
-query-key pairs sum n_i (c_i + (n_i + 1) / 2), and positions that need logits. Each op
+depends on the batch only through five sums (`PassShape`, simulator/pass_shape.py): sequences,
+tokens, sum c_i, query-key pairs sum n_i (c_i + (n_i + 1) / 2) (`causal_pairs`), and positions
+that need logits. Each op
 class has FLOPs and bytes; its time is the soft roofline
 
     t = (t_compute^p + t_memory^p)^(1/p),  t_compute = FLOPs / (peak * eff_compute),
@@ -28,19 +29,26 @@ Attention streams the KV cache with its own kernels (each query reads its own se
 its memory time uses efficiency.memory_attention (absent = efficiency.memory, bit for bit).
 
 `CostModel.time_s` takes floats or numpy arrays (broadcast), so the simulator costs an
-iteration in a few microseconds and analytic sweeps cost 10^4 points in one call.
+iteration in a few microseconds and analytic sweeps cost 10^4 points in one call. It computes
+(and caches) the terms that depend only on tokens and logits, and adds them with the attention
+roof in simulator/pass_time.py's `pass_time_s`, the one function the compiled decode rounds
+(simulator/decode_kernel.py) run too, from `CostModel.constants`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from .errors import SpecsightInputError, require_int
 from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
 from .model_spec import ModelSpec
+from .pass_shape import PassShape
+from .pass_time import PassConstants, constants_row, pass_time_s, steps_time_s
+
+__all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline"]
 
 # Named constants of the physics (each is a count, not a tuned fudge factor).
 ACTIVATION_BYTES = 2            # bf16/fp16 activations (fp8 weights compute in bf16 too)
@@ -58,35 +66,6 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "overhead")
-
-
-@dataclass(frozen=True)
-class PassShape:
-    """The sums one forward pass's cost depends on."""
-    num_seqs: float
-    num_tokens: float        # T = sum n_i
-    sum_context: float       # sum c_i: cached tokens whose KV is read
-    sum_attn_pairs: float    # sum n_i (c_i + (n_i + 1) / 2): causal query-key pairs
-    num_logits: float        # positions whose logits are computed (all verify positions)
-
-    @classmethod
-    def from_sequences(cls, seqs: Iterable[tuple[int, int]], logits: str = "all") -> "PassShape":
-        """From (new_tokens, context) per sequence; logits 'all' (verify) or 'last' (prefill, decode)."""
-        b = t = c = pairs = lg = 0
-        for n, ctx in seqs:
-            b += 1
-            t += n
-            c += ctx
-            pairs += n * ctx + n * (n + 1) / 2
-            lg += n if logits == "all" else 1
-        return cls(b, t, c, pairs, lg)
-
-    @classmethod
-    def uniform(cls, batch: float, new_tokens: float, context: float, logits_per_seq: float | None = None) -> "PassShape":
-        """B identical sequences (floats or numpy arrays broadcast)."""
-        n = new_tokens
-        lg = n if logits_per_seq is None else logits_per_seq
-        return cls(batch, batch * n, batch * context, batch * (n * context + n * (n + 1) / 2), batch * lg)
 
 
 @dataclass(frozen=True)
@@ -223,9 +202,14 @@ class CostModel:
         # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
-        # the constants time_s reads, in one attribute load (decode_kernel takes them as its `hot`)
-        self._hot = (self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s, self.attn_flops_per_pair,
-                     self.kv_bytes_per_token, self.launch_overhead_s, self.allreduce_count, self._ar_fixed_s)
+        # the constants of pass_time.pass_time_s (the compiled decode rounds take them as a row)
+        self.constants = PassConstants(self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s,
+                                       self.attn_flops_per_pair, self.kv_bytes_per_token, self.launch_overhead_s,
+                                       self.allreduce_count, self._ar_fixed_s, self._sharp)
+        # the hot path's copies, plain tuples (CPython unpacks an exact tuple several times faster
+        # than a NamedTuple); num_seqs -> those of pass_constants(num_seqs), for Python numbers
+        self._constants = tuple(self.constants)
+        self._wave_constants: dict = {}
 
     def kv_wave_factor(self, num_seqs):
         """How much longer the KV reads take than bytes / bandwidth: 1 for split-KV attention;
@@ -243,14 +227,28 @@ class CostModel:
         blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray) else max(num_seqs, 1)) * self.kv_heads_per_gpu
         return -(-blocks // S) * S / blocks
 
+    def pass_constants(self, num_seqs) -> PassConstants:
+        """The constants of a pass over num_seqs sequences: `constants` with the KV bandwidth
+        divided by kv_wave_factor(num_seqs) where attention runs in waves (else `constants`)."""
+        return PassConstants(*self._pass_constants(num_seqs)) if self._waves else self.constants
+
+    def _pass_constants(self, num_seqs) -> tuple:
+        """pass_constants(num_seqs) as a plain tuple, cached for Python numbers (the hot path's)."""
+        if not self._waves:
+            return self._constants
+        c = self._wave_constants.get(num_seqs) if num_seqs.__class__ in PY_NUMBERS else None
+        if c is None:
+            c = tuple(self.constants._replace(kv_bytes_s=self.constants.kv_bytes_s / self.kv_wave_factor(num_seqs)))
+            if num_seqs.__class__ in PY_NUMBERS:
+                if len(self._wave_constants) >= TERMS_CACHE_MAX:
+                    self._wave_constants.clear()
+                self._wave_constants[num_seqs] = c
+        return c
+
     def kernel_constants(self, num_seqs) -> np.ndarray:
-        """time_s's constants for passes over num_seqs sequences, as simulator/decode_kernel.py
-        takes them (`hot`): _hot with the KV bandwidth divided by kv_wave_factor(num_seqs), the
-        division time_s makes, and 1.0 for the sharp roofline (0.0 soft)."""
-        hot = np.array(self._hot + (1.0 if self._sharp else 0.0,), dtype=np.float64)
-        if self._waves:
-            hot[3] = hot[3] / self.kv_wave_factor(num_seqs)          # hot[3]: the KV bandwidth
-        return hot
+        """pass_constants(num_seqs) as the compiled decode rounds take them: a float64 row
+        (pass_time.constants_row)."""
+        return constants_row(self._pass_constants(num_seqs))
 
     def terms_row(self, num_tokens, num_logits) -> np.ndarray:
         """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),
@@ -277,47 +275,34 @@ class CostModel:
         Arguments are the PassShape sums; floats or numpy arrays (broadcast). num_seqs (the
         sequences in the pass) matters only to a profile whose attention runs one block per
         (sequence, KV head) (kv_wave_factor), which requires it. This is the
-        simulator's hot path: the terms are written out (same physics as `breakdown`). The terms
-        that depend only on (tokens, logits) are cached for Python numbers (`_pass_terms`)."""
+        simulator's hot path (same physics as `breakdown`): the terms that depend only on
+        (tokens, logits) are cached for Python numbers (`_pass_terms`), and
+        pass_time.pass_time_s adds them to the attention roof."""
         if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS:
             terms = self._terms.get((num_tokens, num_logits))
             if terms is None:
                 terms = self._cache_terms(num_tokens, num_logits)
         else:
             terms = self._pass_terms(num_tokens, num_logits)
-        weights, head, rest, ar = terms
-        T = num_tokens
-        p, ip, F, W, a, kv, launch, ar_on, ar_fixed = self._hot
-        if self._waves:
-            W = W / self.kv_wave_factor(num_seqs)
-        if self._sharp:
-            t = weights + np.maximum(a * sum_attn_pairs / F, kv * (sum_context + 2 * T) / W)
-        else:
-            t = weights + ((a * sum_attn_pairs / F) ** p + (kv * (sum_context + 2 * T) / W) ** p) ** ip
-        t = t + head
-        t = t + rest
-        if ar_on:
-            t = t + ar + ar_fixed
-        return t + launch
+        return pass_time_s(self._pass_constants(num_seqs) if self._waves else self._constants, terms,
+                           num_tokens, sum_context, sum_attn_pairs)
 
     def steps_time_s(self, first, sum_context, num_seqs, k: int, n):
         """Seconds for k sequential passes over num_seqs = B sequences (a drafter proposing k
         tokens): step 0 takes `first` tokens and computes B logits, step j >= 1 takes n tokens and
         computes n logits; step j reads sum_context + B j cached tokens, each token attending to
         its sequence's cache plus the causal part, pairs = n c / B + n (n / B + 1) / 2.
-        The sum is 0.0 + step 0 + step 1 + ..., each step one time_s (simulator/decode_kernel.py
-        adds the same terms in the same order). Floats or numpy arrays; k >= 1."""
-        B, ctx = num_seqs, sum_context
-        causal = n * (n / B + 1) / 2                       # the same at every later step
-        time_s = self.time_s
-        t = 0.0
-        for j in range(k):
-            if j:
-                c = ctx + B * j
-                t = t + time_s(n, c, n * c / B + causal, n, B)
-            else:
-                t = t + time_s(first, ctx, first * ctx / B + first * (first / B + 1) / 2, B, B)
-        return t
+        The sum is 0.0 + step 0 + step 1 + ..., each step time_s's seconds for that pass
+        (pass_time.steps_time_s, which the compiled decode rounds run too). Floats or numpy
+        arrays; k >= 1."""
+        if first.__class__ in PY_NUMBERS and num_seqs.__class__ in PY_NUMBERS and n.__class__ in PY_NUMBERS:
+            get = self._terms.get
+            first_terms = get((first, num_seqs)) or self._cache_terms(first, num_seqs)
+            later_terms = get((n, n)) or self._cache_terms(n, n)
+        else:
+            first_terms, later_terms = self._pass_terms(first, num_seqs), self._pass_terms(n, n)
+        return steps_time_s(self._pass_constants(num_seqs) if self._waves else self._constants, first_terms,
+                            later_terms, first, sum_context, num_seqs, k, n)
 
     def _cache_terms(self, T, num_logits) -> tuple:
         terms = self._pass_terms(T, num_logits)

@@ -11,14 +11,17 @@ the trajectory is the Python path's bit for bit (tests/test_decode_kernel.py). I
 first round that would need anything else, which the replica then runs in Python, and after a
 round in which a sequence reaches its output length (the replica retires it and calls again).
 
-Costs: a pass's time is time_s's sum, t = weights + roof(attention) + head + rest [+ all-reduce]
-+ launch, where (weights, head, rest, all-reduce) depend only on the pass's tokens and logits.
-The replica computes those four with the cost model's own `CostModel.terms_row` (`terms`: one row per
-pass shape a stretch can meet) and the kernel adds the attention roof, the only term that moves
-with the context. NOTE: `pass_time_s` is therefore time_s's last lines again, compiled; the test
-holds the two equal bit for bit on random shapes (soft and sharp roofline, one-token rates, TP,
-MoE). It stays in this file so that numba's on-disk cache, which is keyed on this file alone,
-can never serve code older than the source.
+Costs: a pass's time is simulator/pass_time.py's `pass_time_s`, the one function CostModel.time_s
+calls too, compiled here unchanged (numba `register_jitable`), as are the pair count
+(`pass_shape.causal_pairs`) and the drafter's K steps (`pass_time.steps_time_s`). A pass's
+(tokens, logits) terms come from the cost model's own `CostModel.terms_row` (`RoundCosts`: one row
+per pass shape a stretch can meet), its constants from `CostModel.kernel_constants` as float64
+rows (pass_time.constants_row), which the rounds turn back into PassConstants (`from_row`) and
+read by name. What holds for a run is a `KernelPlan` (`plan`), what holds for n decode sequences
+a `RoundCosts` (`KernelPlan.round_costs`); the rest is the replica's counters, passed as numbers.
+numba's on-disk cache is keyed on this file's stamp and on the bytecode and closure of the
+function it compiles: that function closes over a hash of pass_time.py and pass_shape.py
+(`_source_key`, `_keyed`), so the cache never serves code older than any of the three sources.
 
 numba is optional: `kernel()` returns None without it (or with SPECSIGHT_KERNEL=0 in the
 environment), and the replica runs every round in Python. The compiled code is cached on disk
@@ -27,65 +30,139 @@ environment), and the replica runs every round in Python. The compiled code is c
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .replica import BIG      # more tokens than any sequence has left
+from . import pass_shape, pass_time
+from .decode_batch import BIG  # more tokens than any sequence has left
+from .pass_shape import causal_pairs
+from .pass_time import from_row, pass_time_s, steps_time_s
 
 # iteration-log row (metrics.ITER_COLUMNS order) and the number of them a call may write
 ROW_COLUMNS = 15
 MAX_ROUNDS = 512
-# hot[]: CostModel._hot (p, 1/p, peak FLOP/s, KV-read bandwidth B/s, attention FLOPs per pair, KV bytes per
-# token, launch s, all-reduce count, all-reduce fixed s), then 1.0 for a sharp (max) roofline
-# (CostModel.kernel_constants builds it)
-HOT_SIZE = 10
+TERMS_COLUMNS = len(pass_time.PassTerms._fields)   # terms rows: weights, head, rest, all-reduce
+# RoundCosts.constants' rows
+TARGET, DRAFT = 0, 1
 
 
-def pass_time_s(hot, terms, row: int, tokens, sum_context, pairs) -> float:
-    """One pass: CostModel.time_s with its (tokens, logits) terms from terms[row], same order."""
-    weights, head, rest, ar = terms[row, 0], terms[row, 1], terms[row, 2], terms[row, 3]
-    p, ip, F, W, a, kv, launch, ar_on, ar_fixed, sharp = (hot[0], hot[1], hot[2], hot[3], hot[4], hot[5],
-                                                          hot[6], hot[7], hot[8], hot[9])
-    if sharp:
-        t = weights + max(a * pairs / F, kv * (sum_context + 2 * tokens) / W)
-    else:
-        t = weights + ((a * pairs / F) ** p + (kv * (sum_context + 2 * tokens) / W) ** p) ** ip
-    t = t + head
-    t = t + rest
-    if ar_on:
-        t = t + ar + ar_fixed
-    return t + launch
+# The rounds take RunInputs and RoundInputs as plain tuples (numba passes a plain tuple of numbers
+# at the cost of as many arguments; a NamedTuple or a numpy record costs microseconds per call)
+# and read them by name as RunInputs(*run), RoundInputs(*rnd).
+class RunInputs(NamedTuple):
+    """What a run fixes (KernelPlan.run)."""
+    draft_kind: int             # 0 fixed costs (k x fixed_draft_s, target fixed_target_s), 1 the roofline
+    first_is_b: bool            # the first draft step takes one token per sequence (self_spec)
+    branches: int               # the later draft steps' tokens per sequence
+    fixed_target_s: float
+    fixed_draft_s: float
+    block_size: int
+    capacity: int               # the replica's KV blocks
+    index: int                  # the replica's index (iteration-log rows)
 
 
-def draft_steps_s(hot, terms, first_row: int, first, ctx, B, k, nb) -> float:
-    """CostModel.steps_time_s: step 0 ingests `first` tokens (terms[first_row]), steps 1..k-1 take
-    nb tokens each (terms[0]) over a cache that grows by B tokens a step."""
-    causal = nb * (nb / B + 1) / 2
-    t = 0.0
-    for j in range(k):
-        if j:
-            c = ctx + B * j
-            t = t + pass_time_s(hot, terms, 0, nb, c, nb * c / B + causal)
-        else:
-            t = t + pass_time_s(hot, terms, first_row, first, ctx, first * ctx / B + first * (first / B + 1) / 2)
-    return t
+class RoundInputs(NamedTuple):
+    """What n decode sequences at K = k fix (RoundCosts.round)."""
+    n: int
+    k: int
+    width: int                  # verify positions per sequence
+    overhead_s: float           # the iteration's fixed seconds
 
 
-def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, first_x,
-                  n, k, w, bs, cap, shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows,
-                  now, start, peek_s, any_iteration, track_pend, draft_kind, first_is_b,
-                  branches, fixed_target_s, fixed_draft_s, overhead_s, index):
+class RoundCosts(NamedTuple):
+    """The compiled rounds' costs for n decode sequences at K = k (`round_costs`)."""
+    round: tuple               # RoundInputs, as a plain tuple
+    constants: np.ndarray      # [2, 10] constants_row: the target's (TARGET) and the drafter's (DRAFT) PassConstants
+    target_terms: np.ndarray   # [1, 4] the target pass's PassTerms
+    draft_terms: np.ndarray    # [rows, 4]: row 0 a later draft step's (n x branches tokens); row 1 + f - n
+    #                            a first step ingesting f = n .. n (k + 1) tokens, NaN until built (first_row)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """What the compiled rounds need that holds for a whole run (`plan` builds it)."""
+    fn: Callable                           # the compiled decode_rounds
+    run: tuple                             # RunInputs, as a plain tuple
+    target: object | None                  # the target's CostModel (roofline), or None (fixed costs)
+    draft: object | None                   # the drafter's CostModel (chained steps), or None
+    first_is_b: bool
+    branches: int
+    out: np.ndarray = field(default_factory=lambda: np.zeros((MAX_ROUNDS, ROW_COLUMNS)))   # log rows
+    no_em: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))          # K = 0: no draws
+    costs: dict = field(default_factory=dict)                                              # n -> RoundCosts
+
+    @property
+    def roofline(self) -> bool:
+        return self.target is not None
+
+    def round_costs(self, n: int, k: int, width: int, overhead_s: float) -> RoundCosts:
+        """RoundCosts for n decode sequences at K = k (verify width `width`), from the cost models' own
+        terms_row with the Python ints the replica passes them and their kernel_constants for n
+        sequences; cached in costs by n (the replica's K for n is fixed where the rounds run)."""
+        rnd = tuple(RoundInputs(int(n), int(k), int(width), float(overhead_s)))
+        if not self.roofline:
+            return RoundCosts(rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS)
+        consts = NO_CONSTANTS.copy()
+        T = n * width
+        tterms = self.target.terms_row(T, T)[None, :]
+        consts[TARGET] = self.target.kernel_constants(n)
+        if not k:
+            return RoundCosts(rnd, consts, tterms, NO_TERMS)
+        nb = n * self.branches
+        dterms = np.full((2 if self.first_is_b else n * k + 2, TERMS_COLUMNS), np.nan)
+        dterms[0] = self.draft.terms_row(nb, nb)
+        consts[DRAFT] = self.draft.kernel_constants(n)
+        return RoundCosts(rnd, consts, tterms, dterms)
+
+    def first_row(self, dterms: np.ndarray, r: int, n: int) -> bool:
+        """Build row r of dterms (a first draft step ingesting r - 1 + n tokens) if r is in the table
+        (r > 0) and not built yet; True if it built one."""
+        if not r or dterms[r, 0] == dterms[r, 0]:
+            return False
+        dterms[r] = self.draft.terms_row(r - 1 + n, n)
+        return True
+
+    def catchup_terms(self, dterms: np.ndarray, first: int, n: int) -> np.ndarray:
+        """Terms rows for a first draft step ingesting `first` tokens, outside dterms' range: row 0
+        dterms' later step, row 1 that first step (the rounds read them with first_x = first)."""
+        return np.array([dterms[0], self.draft.terms_row(first, n)])
+
+
+NO_TERMS = np.zeros((1, TERMS_COLUMNS))
+NO_CONSTANTS = np.zeros((2, len(pass_time.PassConstants._fields)))
+
+
+def plan(fn: Callable, *, target=None, draft=None, fixed_target_s: float = 0.0, fixed_draft_s: float = 0.0,
+         first_is_b: bool = False, branches: int = 1, block_size: int, capacity: int, index: int) -> KernelPlan:
+    """A run's KernelPlan: the roofline target (and, speculating, the drafter's chained-steps cost
+    model), or fixed step costs (target None); the replica's block size, KV capacity and index."""
+    run = tuple(RunInputs(1 if target is not None else 0, bool(first_is_b), int(branches), float(fixed_target_s),
+                          float(fixed_draft_s), int(block_size), int(capacity), int(index)))
+    return KernelPlan(fn, run, target, draft, bool(first_is_b), int(branches))
+
+
+def row(terms, r: int):
+    """Row r of a terms table as a 4-tuple (PassTerms' order)."""
+    return terms[r, 0], terms[r, 1], terms[r, 2], terms[r, 3]
+
+
+def decode_rounds(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
+                  shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
+                  any_iteration, track_pend):
     """Run uneventful rounds of n decode sequences at K = k (verify width w) from clock `now`.
 
     kvc, lim: the replica's d_kvc and d_lim (kvc[:n] advanced in place); em: the block sampler's
     tokens emitted per row, rows pos.. unused; out: [MAX_ROUNDS, ROW_COLUMNS] log rows; pend: [n]
     scratch for the last round's tokens emitted, capped at what each sequence had left.
-    draft_kind: 0 fixed costs (k x fixed_draft_s, target fixed_target_s), 1 chained draft steps
-    (dterms[0]: later steps' terms, n x branches tokens; dterms[1 + f - n]: step 0
-    ingesting f tokens, NaN where not built yet; xterms[1]: step 0 ingesting first_x tokens, where
-    first_x lies outside that table (-1: none); first_is_b: step 0 takes one token per sequence,
-    self_spec).
+    run: KernelPlan.run (RunInputs); rnd, consts, tterms, dterms: RoundCosts' round, constants,
+    target_terms and draft_terms for n (dterms[0]: later draft steps' terms; dterms[1 + f - n]:
+    step 0 ingesting f tokens, NaN where not built yet); xterms[1]: step 0 ingesting first_x
+    tokens, where first_x lies outside that table (-1: none).
     Stops before a round that would: run out of sampler rows or log rows, exceed the KV capacity,
     need a catch-up row not built yet,
     end at or after peek_s (or on a clock that start + (t - start) does not reproduce), or need an
@@ -93,10 +170,14 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
     a sequence reaches its output length (its tokens emitted capped at what was left, in pend):
     the replica then retires it. Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks,
     pos, row of the last em, whether the last round finished a sequence)."""
+    rp, rd = RunInputs(*run), RoundInputs(*rnd)
+    draft_kind, first_is_b, branches = rp.draft_kind, rp.first_is_b, rp.branches
+    bs, cap, index = rp.block_size, rp.capacity, rp.index
+    n, k, w, overhead_s = rd.n, rd.k, rd.width, rd.overhead_s
+    tc, dc = from_row(consts[TARGET]), from_row(consts[DRAFT])
     m = 0
     last = -1
     T = n * w
-    pairs_fixed = n * (w * (w + 1) // 2)
     nb_rows = dterms.shape[0]
     while m < out.shape[0] and (k == 0 or pos + n <= rows) and blocks <= cap:
         exact = rem_lb <= k + 1
@@ -104,20 +185,20 @@ def decode_rounds(kvc, lim, em, out, pend, thot, tterms, dhot, dterms, xterms, f
             break
         sum_c = sum_ctx - n
         if draft_kind == 0:
-            target = fixed_target_s
-            draft = k * fixed_draft_s
+            target = rp.fixed_target_s
+            draft = k * rp.fixed_draft_s
         else:
-            target = pass_time_s(thot, tterms, 0, T, sum_c, w * sum_c + pairs_fixed)
+            target = pass_time_s(tc, row(tterms, 0), T, sum_c, causal_pairs(T, sum_c, n))
             draft = 0.0
         if draft_kind and k:
             first = n if first_is_b else pend_sum
             if first == first_x:
-                draft = draft_steps_s(dhot, xterms, 1, first, sum_c, n, k, n * branches)
+                draft = steps_time_s(dc, row(xterms, 1), row(xterms, 0), first, sum_c, n, k, n * branches)
             else:
-                row = 1 + first - n
-                if row < 1 or row >= nb_rows or dterms[row, 0] != dterms[row, 0]:   # (NaN: not built)
+                r1 = 1 + first - n
+                if r1 < 1 or r1 >= nb_rows or dterms[r1, 0] != dterms[r1, 0]:   # (NaN: not built)
                     break
-                draft = draft_steps_s(dhot, dterms, row, first, sum_c, n, k, n * branches)
+                draft = steps_time_s(dc, row(dterms, r1), row(dterms, 0), first, sum_c, n, k, n * branches)
         dt = draft + target + overhead_s
         t = now + dt
         if t >= peek_s or start + (t - start) != t:
@@ -183,14 +264,33 @@ def _compile():
         return None
 
 
+def _source_key() -> str:
+    """A hash of the sources the rounds compile from outside this file."""
+    h = hashlib.sha256()
+    for mod in (pass_time, pass_shape):
+        h.update(Path(mod.__file__).read_bytes())
+    return h.hexdigest()
+
+
+def _keyed(source_key: str):
+    """decode_rounds as a closure over source_key, whose value numba's cache index keys on."""
+    def decode_rounds_keyed(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
+                            shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
+                            any_iteration, track_pend):
+        source_key                # noqa: B018 (the closure variable)
+        return decode_rounds(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
+                             shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
+                             any_iteration, track_pend)
+    return decode_rounds_keyed
+
+
 def _jit(numba):
-    global pass_time_s, draft_steps_s
-    jit = numba.njit(cache=True, nogil=True)
-    pass_time_s = jit(pass_time_s)          # the callees first: numba binds globals when it compiles
-    draft_steps_s = jit(draft_steps_s)
-    fn = jit(decode_rounds)
+    from numba.extending import register_jitable
+    for f in (pass_time_s, steps_time_s, from_row, causal_pairs, row, decode_rounds):
+        register_jitable(f)
+    fn = numba.njit(cache=True, nogil=True)(_keyed(_source_key()))
     i64, f64 = np.zeros(1, dtype=np.int64), np.zeros((1, ROW_COLUMNS))
-    hot, terms = np.zeros(HOT_SIZE), np.zeros((1, 4))
-    fn(i64, i64, i64, f64, i64, hot, terms, hot, terms, terms, -1, 1, 1, 2, 16, 0, 16, 1, 1, 1, 1,  # load it now:
-       0, 0, 0.0, 0.0, 0.0, True, True, 0, False, 1, 0.0, 0.0, 0.0, 0)                          # runs no round
+    run, rnd = tuple(RunInputs(0, False, 1, 0.0, 0.0, 16, 16, 0)), tuple(RoundInputs(1, 1, 2, 0.0))
+    fn(i64, i64, i64, f64, i64, run, rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS, NO_TERMS, -1, 16, 1, 1,  # load it now:
+       1, 1, 0, 0, 0.0, 0.0, 0.0, True, True)                                                   # runs no round
     return fn

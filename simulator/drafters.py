@@ -23,11 +23,13 @@ import numpy as np
 from .cost_model import CostModel
 from .errors import SpecsightInputError, require_int, require_range
 from .hardware import DTYPE_BYTES
-from .model_spec import ModelSpec, load_model
+from .model_spec import HEAD_KINDS, ModelSpec, load_model
+from .pass_shape import causal_pairs
 
 METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix", "parallel", "self_spec")
 NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "parallel")
-HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa")
+HEAD_METHODS = HEAD_KINDS         # methods whose model is a head config (models/*{method}*.json)
+LOOKUP_METHODS = ("ngram", "suffix")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,25 @@ class DrafterSpec:
         return cls(**dict(raw))
 
     @property
+    def is_lookup(self) -> bool:
+        """A host-side lookup (ngram, suffix): no GPU pass, proposes only when a match exists (a
+        sequence without one verifies a single position)."""
+        return self.method in LOOKUP_METHODS
+
+    @property
+    def first_step_one_token(self) -> bool:
+        """The first draft step ingests one token per sequence whatever was emitted (self_spec
+        drafts over the target's own KV cache, which the target's passes already wrote)."""
+        return self.method == "self_spec"
+
+    @property
+    def proposes_in_steps(self) -> bool:
+        """Proposing K tokens is K sequential passes of the draft model over its full cache
+        (CostModel.steps_time_s): draft_model, eagle, eagle3, mtp, and self_spec without a KV budget."""
+        return (self.method not in ("medusa", "parallel") and not self.is_lookup
+                and not (self.method == "self_spec" and self.kv_budget_tokens))
+
+    @property
     def is_tree(self) -> bool:
         return self.method == "medusa" or (self.method in ("eagle", "eagle3") and self.tree)
 
@@ -116,7 +137,13 @@ class Drafter:
 
     @property
     def uses_gpu(self) -> bool:
-        return self.spec.method not in ("ngram", "suffix")
+        return not self.spec.is_lookup
+
+    @property
+    def chained_steps(self) -> bool:
+        """Proposing is K sequential draft passes priced by draft_cost.steps_time_s, nothing else
+        (what the compiled decode rounds reproduce)."""
+        return self.draft_cost is not None and self.spec.proposes_in_steps
 
     # ---- cost of proposing ---------------------------------------------------------------
     def propose_time_s(self, num_seqs, k: int, sum_context, catchup_tokens=None):
@@ -127,14 +154,14 @@ class Drafter:
         if k <= 0:
             return 0.0 * num_seqs
         s, m, B = self.spec, self.spec.method, num_seqs
-        if m in ("ngram", "suffix"):
+        if s.is_lookup:
             return (s.host_base_us + s.host_us_per_seq * B) * 1e-6
         dc = self.draft_cost
         assert dc is not None
         # NOTE: self_spec drafts with the target's own weights over (a window of) the target's KV
         # cache, which the target's prefill and verify passes already wrote (MagicDec, LayerSkip):
         # only the last emitted token of each sequence is new to it, never a whole prompt.
-        first = B if catchup_tokens is None or m == "self_spec" else catchup_tokens
+        first = B if catchup_tokens is None or s.first_step_one_token else catchup_tokens
         ctx = sum_context
         if m == "self_spec" and s.kv_budget_tokens:
             ctx = np.minimum(sum_context, B * s.kv_budget_tokens)
@@ -142,7 +169,7 @@ class Drafter:
             return dc.time_s(B, 0.0 * B, 0.0 * B, B, B)
         if m == "parallel":     # ingest the accepted tokens and K mask tokens in one forward
             n = first + k * B
-            return dc.time_s(n, ctx, ctx * (n / B) + n * (n / B + 1) / 2, k * B, B)
+            return dc.time_s(n, ctx, causal_pairs(n, ctx, B), k * B, B)
         # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
         # logits only where a token is proposed from: the last position of each sequence
         # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
@@ -151,13 +178,13 @@ class Drafter:
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:
         """HBM the drafter's own weights take on each GPU (shared embeddings/heads not counted)."""
-        if self.spec.method in ("ngram", "suffix", "self_spec") or self.draft_cost is None:
+        if self.spec.is_lookup or self.spec.method == "self_spec" or self.draft_cost is None:
             return 0.0
         dc = self.draft_cost
         return dc.model.params_total * DTYPE_BYTES[dc.dtype] / dc.tp
 
     def kv_bytes_per_token_per_gpu(self) -> float:
         """Extra KV bytes per cached token the drafter keeps (its own layers' cache)."""
-        if self.spec.method in ("ngram", "suffix", "medusa", "self_spec") or self.draft_cost is None:
+        if self.spec.is_lookup or self.spec.method in ("medusa", "self_spec") or self.draft_cost is None:
             return 0.0
         return float(self.draft_cost.kv_bytes_per_token)

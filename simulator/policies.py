@@ -28,6 +28,7 @@ import numpy as np
 
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .keys import reject_unknown
+from .spec_math import expected_tokens_by_k
 
 KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput")
 
@@ -41,14 +42,27 @@ class PolicyState:
     now_s: float = 0.0                                         # simulated time
     # expected tokens per sequence per round [k_max + 1] -> three [k_max + 1] arrays of seconds at
     # each K: this iteration (prefill chunks sharing the pass included), a decode round on its own,
-    # the drafter's one-off catch-up (Replica._iteration_s)
+    # the drafter's one-off catch-up (k_choice.py: Replica._iteration_s)
     iteration_s: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     remaining_tokens: float = math.inf                         # tokens a running sequence still has to emit (estimate)
 
 
 class Policy:
-    """Base policy: fixed K, ignores observations."""
+    """Base policy: fixed K, ignores observations.
+
+    A policy declares what it needs from the replica (the replica reads these, never the type):
+      speculates       False: K is 0 whatever the state (the replica never asks)
+      k_by_batch       choose_k reads the batch size and nothing else, so the replica asks once per
+                       batch size at start-up and may run decode rounds in compiled code
+      observes_rounds  observe() wants every speculative round's accepted drafts
+      prices_rounds    choose_k reads the full PolicyState, with the replica's price of this
+                       iteration at each K (iteration_s); without it, state carries round_time_s only
+    A subclass that changes what choose_k or observe read must declare it again."""
     kind = "base"
+    speculates = True
+    k_by_batch = False
+    observes_rounds = False
+    prices_rounds = False
 
     def __init__(self, k_max: int):
         self.k_max = int(k_max)
@@ -65,6 +79,7 @@ class Policy:
 
 class StaticPolicy(Policy):
     kind = "static"
+    k_by_batch = True
 
     def __init__(self, k_max: int, k: int | None = None):
         super().__init__(k_max)
@@ -76,6 +91,8 @@ class StaticPolicy(Policy):
 
 class OffPolicy(Policy):
     kind = "off"
+    speculates = False
+    k_by_batch = True
 
     def choose_k(self, batch_size: int, state: PolicyState) -> int:
         return 0
@@ -84,6 +101,7 @@ class OffPolicy(Policy):
 class BatchSchedulePolicy(Policy):
     """rows: ((max_batch, k), ...) with max_batch strictly increasing."""
     kind = "batch_schedule"
+    k_by_batch = True
 
     def __init__(self, k_max: int, rows):
         super().__init__(k_max)
@@ -104,6 +122,7 @@ class AdaptivePolicy(Policy):
     at K = 0 there would be no observations to climb back from (use batch_schedule to switch off).
     """
     kind = "adaptive"
+    observes_rounds = True
 
     def __init__(self, k_max: int, up: float = 0.8, down: float = 0.4, ema_decay: float = 0.8,
                  k_min: int = 1, k_init: int | None = None):
@@ -172,6 +191,8 @@ class GoodputPolicy(Policy):
         (tests/test_phenomena.py).
     """
     kind = "goodput"
+    observes_rounds = True
+    prices_rounds = True
 
     def __init__(self, k_max: int, prior_alphas=None, prior_strength: float = 10.0):
         super().__init__(k_max)
@@ -203,7 +224,7 @@ class GoodputPolicy(Policy):
     def expected_tokens(self) -> np.ndarray:
         """[k_max + 1] E_K: expected tokens a round at K emits per sequence (1 at K = 0)."""
         if self._tokens is None:
-            self._tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(self.alpha_hat()))))
+            self._tokens = expected_tokens_by_k(self.alpha_hat())
         return self._tokens
 
     def expected_rates(self, batch_size: int, state: PolicyState) -> np.ndarray:

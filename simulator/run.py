@@ -19,8 +19,9 @@ from .engine import Engine
 from .errors import SpecsightInputError
 from .kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
 from .metrics import RequestTable, speedups, summarize
-from .replica import FixedStepCost, Replica, RooflineStepCost
+from .replica import Replica
 from .scenario import Scenario, load_scenario
+from .step_cost import FixedStepCost, RooflineStepCost
 from .workload import generate_requests
 
 # child seeds of the scenario seed, by role (order is part of the reproducibility contract)
@@ -151,7 +152,7 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     acc_seeds = ss[SEED_ACCEPTANCE].spawn(sc.hardware.replicas)
     match_seeds = ss[SEED_MATCH].spawn(sc.hardware.replicas)
     verify_width = verify_width_fn(sc, dep.drafter)
-    ngram = d is not None and d.method in ("ngram", "suffix")
+    ngram = d is not None and d.is_lookup
     trace_list: list | None = [] if trace else None
 
     def make_replica(env, i, tbl, log, on_finish):

@@ -22,20 +22,30 @@ def check_k(k: int, field: str = "k") -> int:
     return require_int(field, k, lo=0)
 
 
+def expected_tokens_by_k(alphas) -> np.ndarray:
+    """[K + 1] E[tokens emitted per round] at each K = 0..K for conditional per-position rates
+    alpha_1..alpha_K: 1 + sum_{k<=K} prod_{j<=k} alpha_j (1 at K = 0; valid at alpha = 1).
+    The one writing of the rule: expected_tokens, the acceptance models and the goodput policy call it;
+    expected_tokens_per_round is its closed form for one i.i.d. alpha."""
+    return 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(np.asarray(alphas, dtype=float)))))
+
+
+def expected_tokens(alphas) -> float:
+    """E[tokens emitted per round] at K = len(alphas) (expected_tokens_by_k's last entry)."""
+    return float(expected_tokens_by_k(alphas)[-1])
+
+
 def expected_tokens_per_round(alpha, k):
-    """E[tokens emitted per round] = (1 - alpha^(K+1)) / (1 - alpha) (Leviathan et al. 2022, eq. 1)."""
+    """E[tokens emitted per round] = (1 - alpha^(K+1)) / (1 - alpha) (Leviathan et al. 2022, eq. 1):
+    expected_tokens_by_k's closed form for one i.i.d. alpha < 1, on floats or numpy arrays."""
     alpha = np.asarray(alpha, dtype=float)
     out = (1.0 - alpha ** (np.asarray(k) + 1)) / (1.0 - alpha)
     return float(out) if out.ndim == 0 else out
 
 
 def expected_tokens_per_position(alphas: Sequence[float]) -> float:
-    """1 + sum_k prod_{j<=k} alpha_j for conditional per-position rates alpha_1..alpha_K."""
-    total, run = 1.0, 1.0
-    for i, a in enumerate(alphas):
-        run *= check_alpha(a, f"alphas[{i}]")
-        total += run
-    return total
+    """expected_tokens for conditional per-position rates alpha_1..alpha_K, each checked to lie in [0, 1)."""
+    return expected_tokens([check_alpha(a, f"alphas[{i}]") for i, a in enumerate(alphas)])
 
 
 def accept_length_distribution(alphas: Sequence[float]) -> np.ndarray:
@@ -71,11 +81,14 @@ def compute_increase(alpha, k, c_hat):
         (1.0 - np.asarray(alpha) ** (np.asarray(k) + 1))
 
 
-def tree_depth_acceptance(alpha: float, branches: int) -> float:
-    """A depth is accepted if any of `branches` independent candidates is: 1 - (1 - alpha)^b."""
-    if branches < 1:
-        raise SpecsightInputError("branches", branches, "must be >= 1")
-    return 1.0 - (1.0 - check_alpha(alpha)) ** branches
+def tree_depth_acceptance(alpha, branches: int):
+    """A depth of a tree is accepted if any of its `branches` independent candidates is:
+    1 - (1 - alpha)^b. alpha: a float (checked to lie in [0, 1)), or rates as a sequence or numpy
+    array (per position, per request; returned as a float array of the same shape)."""
+    b = require_int("branches", branches, lo=1)
+    if isinstance(alpha, (list, tuple, np.ndarray)):
+        return 1.0 - (1.0 - np.asarray(alpha, dtype=float)) ** b
+    return 1.0 - (1.0 - check_alpha(alpha)) ** b
 
 
 def candidate_alpha(depth_alpha: float, branches: int) -> float:

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 
 from simulator.acceptance import (AcceptanceSpec, BetaAcceptance, IIDAcceptance, PerPositionAcceptance,
-                                  PrefixBlockSampler, TreeAcceptance, expected_tokens, sample_prefix_accepts, tree_acceptance,
-                                  tree_alphas)
+                                  PrefixBlockSampler, TreeAcceptance, expected_tokens, sample_prefix_accepts, tree_acceptance)
 from simulator.acceptance_presets import PRESETS, alpha_for_tau
 from simulator.acceptance_trace import TraceAcceptance, alphas_from_accept_lengths, alphas_from_counters
-from simulator.spec_math import accept_length_distribution, expected_tokens_per_round
+from simulator.spec_math import accept_length_distribution, expected_tokens_per_round, tree_depth_acceptance
 
 
 def conditional_rates(accepted, k):
@@ -114,9 +113,10 @@ def test_seeded_sampling_is_deterministic():
     assert np.array_equal(a, b)
 
 
-def test_tree_alphas():
-    np.testing.assert_allclose(tree_alphas([0.6, 0.5], 3), [1 - 0.4 ** 3, 1 - 0.5 ** 3])
-    np.testing.assert_allclose(tree_alphas([0.6], 1), [0.6])
+def test_tree_rule_on_per_position_rates():
+    np.testing.assert_allclose(tree_depth_acceptance([0.6, 0.5], 3), [1 - 0.4 ** 3, 1 - 0.5 ** 3])
+    np.testing.assert_allclose(tree_depth_acceptance([0.6], 1), [0.6])
+    np.testing.assert_allclose(tree_depth_acceptance(np.array([[0.6], [1.0]]), 2), [[0.84], [1.0]])   # per request, alpha 1
 
 
 def test_tree_acceptance_folds_branches_into_per_token_models_only():
@@ -138,14 +138,14 @@ def test_tree_acceptance_folds_branches_into_per_token_models_only():
 def test_tree_of_beta_uses_each_requests_own_alpha():
     # Request r has A_r ~ Beta(a, b); its depth is accepted with 1 - (1 - A_r)^m (m branches).
     # Over requests: P(depth 1 accepted) = 1 - E[(1 - A)^m] = 1 - prod_{i<m} (b + i) / (a + b + i)
-    # (Beta moments), which is not tree_alphas of the population rate a / (a + b).
+    # (Beta moments), which is not the tree rule on the population rate a / (a + b).
     n, m = 60_000, 3
     a, b = 0.5 * 2.0, 0.5 * 2.0
     t = tree_acceptance(BetaAcceptance(alpha=0.5, concentration=2.0), m).bind(n, np.random.default_rng(6))
     assert not t.is_population
     acc = t.sample(np.arange(n), 1, np.random.default_rng(7))
     closed = 1.0 - np.prod([(b + i) / (a + b + i) for i in range(m)])          # 0.75
-    population = float(tree_alphas([a / (a + b)], m)[0])                        # 0.875
+    population = float(tree_depth_acceptance([a / (a + b)], m)[0])                        # 0.875
     se = math.sqrt(closed * (1 - closed) / n)
     assert abs(acc.mean() - closed) < 4 * se
     assert abs(population - closed) > 20 * se

@@ -11,6 +11,7 @@ from simulator.drafters import Drafter, DrafterSpec
 from simulator.errors import SpecsightInputError
 from simulator.hardware import Efficiency, load_profile
 from simulator.model_spec import load_model
+from simulator.pass_shape import causal_pairs
 
 H100 = load_profile("h100-sxm")
 L8B = load_model("llama-3.1-8b")
@@ -300,13 +301,12 @@ def test_draft_steps_compute_logits_only_where_they_propose(method, model, tree)
     spec = DrafterSpec(method=method, model=model, num_speculative_tokens=3, tree=tree,
                        tree_nodes=12 if tree else 0, tree_branches=3 if tree else 1)
     d = Drafter(spec, target, cm)
-    calls = []
-    real = d.draft_cost.time_s
-    d.draft_cost.time_s = lambda n, c, pairs, logits, seqs=None: calls.append((n, logits)) or real(n, c, pairs, logits, seqs)
-    batch, catchup = 8, 8 * 3
-    d.propose_time_s(batch, 3, batch * 500, catchup_tokens=catchup)
+    dc, batch, catchup, ctx = d.draft_cost, 8, 8 * 3, 8 * 500
     width = 3 if tree else 1
-    assert calls == [(catchup, batch), (batch * width, batch * width), (batch * width, batch * width)]
+    nb = batch * width
+    steps = [dc.time_s(catchup, ctx, causal_pairs(catchup, ctx, batch), batch, batch)]
+    steps += [dc.time_s(nb, ctx + batch * j, causal_pairs(nb, ctx + batch * j, batch), nb, batch) for j in (1, 2)]
+    assert d.propose_time_s(batch, 3, ctx, catchup_tokens=catchup) == 0.0 + steps[0] + steps[1] + steps[2]
 
 
 def test_activations_are_as_wide_as_the_models_dtype():
@@ -362,3 +362,30 @@ def test_cost_cli_says_whether_the_batch_fits_in_memory(capsys):
     assert "exceeds llama-3.1-8b's context window of 131072 tokens" in capsys.readouterr().out
     assert cli([*args, "--batch", "0"]) == 2
     assert capsys.readouterr().err.strip() == "specsight: error: --batch=0: must be an integer >= 1"
+
+
+def test_causal_pairs_counts_each_new_tokens_keys():
+    """causal_pairs is the query-key pair count of a causal pass: new token j (1-based) of a
+    sequence with c cached tokens attends to c + j keys; exact on integers; B sequences sharing
+    T tokens evenly give B times one sequence's count; elementwise on arrays."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n, c = int(rng.integers(0, 300)), int(rng.integers(0, 5000))
+        assert causal_pairs(n, c) == sum(c + j for j in range(1, n + 1))
+        b = int(rng.integers(1, 9))
+        assert causal_pairs(b * n, b * c, b) == b * causal_pairs(n, c)
+    n, c = rng.integers(1, 64, 32), rng.integers(0, 4096, 32)
+    assert np.array_equal(causal_pairs(n, c), [causal_pairs(int(x), int(y)) for x, y in zip(n, c)])
+    shape = PassShape.from_sequences(zip(n.tolist(), c.tolist()))
+    assert shape.sum_attn_pairs == causal_pairs(n, c).sum()
+
+
+def test_drafter_kinds_are_properties_of_the_spec():
+    """Callers ask the drafter what it is (lookup, first step of one token, chained steps), not its method name."""
+    kinds = {m: DrafterSpec(method=m, model="x" if m in ("draft_model", "eagle", "eagle3", "mtp", "medusa", "parallel")
+                            else None) for m in ("draft_model", "eagle3", "medusa", "parallel", "ngram", "suffix",
+                                                 "self_spec")}
+    assert [m for m, s in kinds.items() if s.is_lookup] == ["ngram", "suffix"]
+    assert [m for m, s in kinds.items() if s.first_step_one_token] == ["self_spec"]
+    assert [m for m, s in kinds.items() if s.proposes_in_steps] == ["draft_model", "eagle3", "self_spec"]
+    assert not DrafterSpec(method="self_spec", kv_budget_tokens=512).proposes_in_steps

@@ -14,6 +14,7 @@ from simulator import decode_kernel as dk
 from simulator.cost_model import CostModel
 from simulator.hardware import HARDWARE_DIR, load_profile
 from simulator.model_spec import load_model
+from simulator.pass_time import from_row, pass_time_s, steps_time_s
 from simulator.replica import Replica
 from simulator.run import simulate
 from simulator.scenario import load_scenario
@@ -28,6 +29,12 @@ pytestmark = pytest.mark.skipif(os.environ.get("SPECSIGHT_KERNEL", "1") == "0",
 
 def test_the_kernel_compiles():
     assert KERNEL is not None, "simulator/decode_kernel.py did not compile (see the warning)"
+
+
+def test_the_kernels_disk_cache_is_keyed_on_the_physics_sources():
+    """numba keys its cache on this module's file and the compiled function's closure: the closure
+    holds a hash of pass_time.py and pass_shape.py, so editing either recompiles."""
+    assert [c.cell_contents for c in KERNEL.py_func.__closure__] == [dk._source_key()]
 
 
 def _terms(cm: CostModel, shapes) -> np.ndarray:
@@ -51,22 +58,44 @@ def _cost_models():
     yield "waves-tp2", CostModel(load_model("llama-3.1-70b"), load_profile("h200-sxm.calibrated"), tp=2)
 
 
+@pytest.fixture(scope="module")
+def compiled():
+    """pass_time_s and steps_time_s as the compiled rounds run them: on PassConstants read from
+    the kernel's row (CostModel.kernel_constants)."""
+    import numba
+
+    @numba.njit
+    def pass_s(rec, terms, T, ctx, pairs):
+        return pass_time_s(from_row(rec), dk.row(terms, 0), T, ctx, pairs)
+
+    @numba.njit
+    def steps_s(rec, terms, first, ctx, B, k, nb):
+        return steps_time_s(from_row(rec), dk.row(terms, 1), dk.row(terms, 0), first, ctx, B, k, nb)
+    return pass_s, steps_s
+
+
 @pytest.mark.parametrize("name,cm", list(_cost_models()), ids=lambda v: v if isinstance(v, str) else "")
-def test_pass_and_draft_step_times_are_the_cost_models_bit_for_bit(name, cm):
+def test_pass_and_draft_step_times_are_the_cost_models_bit_for_bit(name, cm, compiled):
+    """The one pass_time_s, compiled, on the kernel's rows gives CostModel.time_s's seconds;
+    the rounds' draft steps (compiled and in Python) give steps_time_s's."""
+    pass_s, steps_s = compiled
     rng = np.random.default_rng(7)
     for _ in range(200):
         B = int(rng.integers(1, 129))
-        hot = cm.kernel_constants(B)      # (the replica's constants for B sequences)
+        rec = cm.kernel_constants(B)      # (the replica's constants for B sequences)
+        assert from_row(rec) == cm.pass_constants(B)
         T = B * int(rng.integers(1, 9))
         ctx = int(rng.integers(0, 4096)) * B
         pairs = int(rng.integers(0, 10 ** 9))
         terms = _terms(cm, [(T, T)])
-        assert dk.pass_time_s(hot, terms, 0, T, ctx, pairs) == cm.time_s(T, ctx, pairs, T, B)
+        assert pass_s(rec, terms, T, ctx, pairs) == cm.time_s(T, ctx, pairs, T, B)
         k, branches = int(rng.integers(1, 8)), int(rng.integers(1, 4))
         first = int(rng.integers(B, B * (k + 1) + 1))
         nb = B * branches
         terms = _terms(cm, [(nb, nb), (first, B)])
-        assert dk.draft_steps_s(hot, terms, 1, first, ctx, B, k, nb) == cm.steps_time_s(first, ctx, B, k, nb)
+        want = cm.steps_time_s(first, ctx, B, k, nb)
+        assert steps_s(rec, terms, first, ctx, B, k, nb) == want
+        assert steps_time_s(cm.pass_constants(B), dk.row(terms, 1), dk.row(terms, 0), first, ctx, B, k, nb) == want
 
 
 # ---- trajectories ----------------------------------------------------------------------------

@@ -118,8 +118,9 @@ def test_every_pricing_of_a_speculative_round_carries_the_verify_step(tmp_path, 
     """The goodput policy's per-K prices (`Replica._iteration_s`) and `RooflineStepCost.round_time_s`
     add the verify step's fixed time at K > 0 and nothing at K = 0."""
     from simulator.drafters import Drafter, DrafterSpec
-    from simulator.replica import Replica, RooflineStepCost
+    from simulator.replica import Replica
     from simulator.run import simulate
+    from simulator.step_cost import RooflineStepCost
     base, prof, path = _verify_profile(tmp_path)
     m = load_model("llama-3.1-8b")
     spec = DrafterSpec(method="eagle3", model="eagle3-llama-3.1-8b", num_speculative_tokens=3)

@@ -163,3 +163,14 @@ def test_goodput_amortises_the_catch_up_over_the_remaining_tokens():
     for r in (5, 50, 500):
         net = v * 8 * tokens - decode - 0.1 * np.minimum(1, tokens / r) * (np.arange(7) > 0)
         assert g.choose_k(8, PolicyState(iteration_s=iteration(decode, once_s=0.1), remaining_tokens=r)) == int(np.argmax(net))
+
+
+def test_each_kind_declares_what_it_needs():
+    decl = {kind: (p.speculates, p.k_by_batch, p.observes_rounds, p.prices_rounds)
+            for kind, p in ((k, PolicySpec.from_mapping(raw, k_max=3)) for k, raw in
+                            (("static", "static"), ("off", "off"),
+                             ("batch_schedule", {"kind": "batch_schedule", "schedule": [[4, 2]]}),
+                             ("adaptive", "adaptive"), ("goodput", "goodput")))}
+    assert decl == {"static": (True, True, False, False), "off": (False, True, False, False),
+                    "batch_schedule": (True, True, False, False), "adaptive": (True, False, True, False),
+                    "goodput": (True, False, True, True)}

@@ -64,3 +64,17 @@ def test_candidate_alpha_inverts_the_tree_rule(depth_alpha, branches):
     a = sm.candidate_alpha(depth_alpha, branches)
     assert 0.0 <= a <= depth_alpha + 1e-12          # one candidate never accepts more than any of b
     assert sm.tree_depth_acceptance(a, branches) == pytest.approx(depth_alpha, abs=1e-12)
+
+
+def test_expected_tokens_by_k_is_the_closed_form_at_every_k():
+    np.testing.assert_allclose(sm.expected_tokens_by_k([0.7] * 5),
+                               [sm.expected_tokens_per_round(0.7, k) for k in range(6)], rtol=1e-12)
+    assert sm.expected_tokens_by_k([]).tolist() == [1.0]
+    assert sm.expected_tokens([1.0, 1.0]) == 3.0                 # alpha = 1: K + 1, where the closed form divides by 0
+
+
+def test_tree_rule_rejects_fewer_than_one_branch():
+    with pytest.raises(SpecsightInputError, match="branches"):
+        sm.tree_depth_acceptance(0.5, 0)
+    with pytest.raises(SpecsightInputError, match="branches"):
+        sm.tree_depth_acceptance([0.5], 0)

@@ -1,0 +1,119 @@
+"""The replica's glue to the compiled decode rounds (decode_kernel): every call into the kernel
+is here.
+
+`Replica.run` calls `_kernel_rounds` before planning an iteration inline; it runs the uneventful
+decode rounds that follow in compiled code and leaves the replica's state where the Python path
+would have left it after those rounds (tests/test_decode_kernel.py). `_kernel_plan` decides once
+per run whether the kernel applies (`Replica._kern`, a KernelPlan, None where it does not);
+`_kernel_first_index` and `_kernel_first_row` pick and build the catch-up rows the kernel reads
+(decode_kernel.KernelPlan holds the rest: the per-batch-size terms and constants).
+
+A mixin of `Replica` (simulator/replica.py): it reads and writes the decode batch's fields
+(decode_batch.py) and the replica's clock directly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .step_cost import FixedStepCost, RooflineStepCost
+
+
+class CompiledRounds:
+    """Runs stretches of uneventful decode rounds in decode_kernel (a `Replica` mixin)."""
+
+    def _kernel_plan(self):
+        """What decode_kernel needs that holds for the whole run, or None where it does not apply:
+        no n-gram matching, no policy that observes rounds; speculating, a static or batch-schedule
+        K and accept lengths from the block sampler; fixed step costs, or the roofline with a
+        drafter whose K steps are CostModel.steps_time_s (chained; none needed for K = 0 only)."""
+        if self._observes or self.ngram or (self.spec_on and (self._block is None or self._k_of_n is None)):
+            return None
+        from . import decode_kernel as dk
+        fn = dk.kernel()
+        if fn is None:
+            return None
+        cost, fixed = self.cost, dict(block_size=self.bs, capacity=self.capacity, index=self.index)
+        if isinstance(cost, FixedStepCost):
+            return dk.plan(fn, fixed_target_s=cost.target_step_s, fixed_draft_s=cost.draft_step_s, **fixed)
+        if not isinstance(cost, RooflineStepCost) or "time_s" in cost.cm.__dict__ or cost.target_s != cost.cm.time_s:
+            return None                                              # (instrumented: keep its calls)
+        if not self.spec_on:
+            return dk.plan(fn, target=cost.cm, **fixed)
+        drafter = cost.drafter
+        if drafter is None or not drafter.chained_steps:
+            return None
+        dc = drafter.draft_cost
+        if "time_s" in dc.__dict__ or cost.draft_s != drafter.propose_time_s:
+            return None
+        return dk.plan(fn, target=cost.cm, draft=dc, first_is_b=drafter.spec.first_step_one_token,
+                       branches=int(drafter.branches), **fixed)
+
+    def _kernel_first_index(self, dterms: np.ndarray, n: int) -> int:
+        """The row of dterms the next round's first draft step reads (1 + f - n, f the tokens it
+        ingests), or 0 where f lies outside the table."""
+        r = 1 + (n if self._kern.first_is_b else self.pend_sum) - n
+        return r if 1 <= r < len(dterms) else 0
+
+    def _kernel_first_row(self, dterms: np.ndarray, n: int) -> bool:
+        """Build the catch-up row the next round's first draft step needs, if it is in the table
+        and not built yet; True if it built one."""
+        return self._kern.first_row(dterms, self._kernel_first_index(dterms, n), n)
+
+    def _kernel_rounds(self, start: float, peek_s: float) -> int:
+        """Run the uneventful decode rounds that follow in decode_kernel (none where the next
+        round is not one), retiring the sequences a round finishes and going on after them;
+        returns how many rounds ran. start: the clock the inline chain started at."""
+        kp, blk = self._kern, self._block
+        total = 0
+        while self.n:
+            n = self.n
+            k = self._k_of_n[n] if self.spec_on else 0
+            if k != self._kv_k or (k and (blk.k != k or blk.pos + n > blk.rows)):
+                break
+            blocks = self._blocks
+            if blocks is None:
+                blocks = self._blocks = self._count_blocks(n)
+            if self.waiting and n < self.max_seqs and self.max_tokens > n * self.widths[k]:
+                # the queue's head stays out only if it does not fit now: the rounds only take KV away
+                if self._first_chunk(self.waiting[0], self.max_tokens - n * self.widths[k])[2] \
+                        <= self.capacity - blocks - self.pf_blocks:
+                    break
+            rc = kp.costs.get(n)
+            if rc is None:
+                rc = kp.costs[n] = kp.round_costs(n, k, self.widths[k], self._spec_overhead_s if k else self._overhead_s)
+            dterms = rc.draft_terms
+            first_x, xterms = -1, dterms
+            if k and kp.roofline:
+                if not self._kernel_first_index(dterms, n):
+                    first_x = self.pend_sum      # a first step outside the table (catching up on a prompt)
+                    xterms = kp.catchup_terms(dterms, first_x, n)
+                else:
+                    self._kernel_first_row(dterms, n)
+            m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp.fn(
+                self.d_kvc, self.d_lim, blk.em if k else kp.no_em, kp.out, self._scratch, kp.run, rc.round,
+                rc.constants, rc.target_terms, dterms, xterms, first_x, self._ctx_shift, self.sum_ctx, self.pend_sum,
+                self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0, float(self.now), float(start),
+                float(peek_s), self.silent_finish, self.track_catchup)
+            if not m:
+                break
+            total += m
+            self._logbuf.frombytes(kp.out[:m].tobytes())
+            self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
+            self.rounds_cum += m
+            if k:
+                blk.pos = pos
+                self.k_cum += k * m
+                if self.track_catchup:
+                    self._pend_em = self._scratch[:n].copy() if finished else blk.em[last:last + n]
+                    self.pend_sum = pend_sum
+            elif self.track_catchup:      # plain decode: every sequence emitted one token a round (the
+                if self._pend_em is not None:     # block counter's _res is recounted when next needed,
+                    self._sync_pend()             # whatever _phase says)
+                self.d_pend[:n] += m
+                self.pend_sum += n * m
+            if not finished:
+                if k and kp.roofline and self._kernel_first_row(dterms, n):
+                    continue                     # it stopped for a catch-up row not built yet
+                break
+            self._retire(n, now)
+        return total

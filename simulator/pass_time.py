@@ -1,0 +1,115 @@
+"""The time of one forward pass from its shape, written once for the Python path
+(`CostModel.time_s`) and the compiled decode rounds (simulator/decode_kernel.py).
+
+A pass's time is
+
+    t = weights + roof(attention) + head + rest [+ all-reduce] + launch
+
+(simulator/cost_model.py's module docstring states every term). (weights, head, rest, all-reduce),
+the pass's `PassTerms`, depend only on its tokens and logits: `CostModel` computes them (and caches
+them for the simulator's scalar calls); attention moves with the context. `pass_time_s` adds them
+in that order from the cost model's `PassConstants`. It is a plain function of numbers: on floats
+or numpy arrays (broadcast) in Python, and compiled by numba, unchanged, into the decode rounds,
+which take the constants as a float64 row (`constants_row`: numba passes a float array in a
+fraction of the time a NamedTuple or a numpy record costs it, microseconds per call) and turn it
+back into PassConstants with `from_row`, then read them by name. One source, same
+operations in the same order: the two paths agree bit for bit.
+
+What comes next, and where it goes:
+- A round made of several passes with their own shapes (an engine's round anatomy: a draft pass
+  over B (1 + K) tokens, a verify pass, a draft-extend pass): each pass is one pass_time_s call
+  with its own constants (the model that runs it) and terms (its tokens and logits), and the
+  round's time is their sum in the engine's order. `steps_time_s` (a drafter's K steps, which
+  CostModel.steps_time_s and the compiled rounds both call) is such a sequence already; an
+  engine's anatomy is another function beside it, written once here and compiled the same way.
+- Attention that depends on per-layer windows. The attention roof becomes a sum over layer
+  groups, each group (its layers, window or None, kind: softmax, or linear attention reading a
+  constant-size state) with its own FLOPs per pair and KV bytes per token and its own keys read
+  and pairs: the pass's (sum_context, pairs) for full attention, min(c_i, window) keys per
+  sequence for a sliding window, a constant state for linear attention. PassConstants'
+  attn_flops_per_pair and kv_bytes_per_token are today's models' one full-attention group (all
+  layers); with groups they become one (flops_per_pair, kv_bytes_per_token, window) triple per
+  group (a tuple in Python, more columns of the constants row in the kernel), pass_time_s adds
+  the roofs in group order between `weights` and `head` (t = weights, then t = t + roof_g: one
+  full-attention group is today's weights + roof, bit for bit), and the shape passes per group
+  (keys read, pairs) where it passes (sum_context, pairs) today, summed from the sequences where
+  the replica knows them and from the mean context where only sums are known (as the n-gram
+  path prices matched sequences). self_spec's bounded draft KV (kv_budget_tokens, a clamp of the
+  drafter's context in simulator/drafters.py) is such a window on the drafter's one group.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .pass_shape import causal_pairs
+
+
+class PassConstants(NamedTuple):
+    """A cost model's constants of the pass time (CostModel.constants), per tensor-parallel shard."""
+    roofline_p: float           # p of the soft roofline (inf: the sharp one, max())
+    inv_p: float                # 1 / p (0.0 for the sharp roofline)
+    peak_flops_s: float         # achieved FLOP/s (peak x efficiency.compute)
+    kv_bytes_s: float           # attention's KV-read bandwidth, B/s (/ the wave factor: CostModel.pass_constants)
+    attn_flops_per_pair: float  # attention FLOPs per query-key pair, all layers (the one full-attention group)
+    kv_bytes_per_token: float   # KV bytes read per cached token, all layers
+    launch_s: float             # kernel launches of one pass
+    allreduce_count: float      # all-reduces per pass (0: no tensor parallelism)
+    allreduce_fixed_s: float    # their fixed (latency) seconds
+    sharp: bool                 # the sharp roofline (max) rather than the soft one
+
+
+class PassTerms(NamedTuple):
+    """A pass's terms that depend only on its tokens and logits (CostModel.terms_row's columns)."""
+    weights: float              # linear layers + routed experts (their rooflines, summed)
+    head: float                 # LM head
+    rest: float                 # sampling + elementwise (+ host sampling)
+    allreduce: float            # all-reduce's per-token part
+
+
+def constants_row(c: PassConstants) -> np.ndarray:
+    """PassConstants as the compiled rounds take them: a float64 row, PassConstants' fields in order
+    (a float64 array costs numba's dispatch a fraction of a NamedTuple's or a record's)."""
+    return np.array([float(x) for x in c])
+
+
+def from_row(r) -> PassConstants:
+    """PassConstants from a constants_row (compiled: the rounds call it on their rows)."""
+    return PassConstants(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] != 0.0)
+
+
+def pass_time_s(c: PassConstants, terms, tokens, sum_context, pairs):
+    """Seconds for one pass: weights + roof(attention) + head + rest [+ all-reduce] + launch, added
+    in that order. terms: the pass's PassTerms (a 4-tuple); tokens, sum_context, pairs: its tokens,
+    cached tokens read and causal query-key pairs. Floats or numpy arrays; compiled as is."""
+    p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp = c
+    weights, head, rest, allreduce = terms
+    if sharp:
+        t = weights + np.maximum(flops_per_pair * pairs / flops_s,
+                                 kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s)
+    else:
+        t = weights + ((flops_per_pair * pairs / flops_s) ** p
+                       + (kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s) ** p) ** inv_p
+    t = t + head
+    t = t + rest
+    if ar_count:
+        t = t + allreduce + ar_fixed_s
+    return t + launch_s
+
+
+def steps_time_s(c: PassConstants, first_terms, later_terms, first, sum_context, num_seqs, k: int, n):
+    """Seconds for k sequential passes over B = num_seqs sequences (a drafter proposing k tokens):
+    step 0 takes `first` tokens (first_terms: its PassTerms), step j >= 1 takes n tokens
+    (later_terms) over sum_context + B j cached tokens, each pass's pairs causal_pairs(tokens,
+    context, B). The sum is 0.0 + step 0 + step 1 + ...; c: the constants of a pass over B
+    sequences. Floats or numpy arrays; compiled as is (terms as 4-tuples)."""
+    B, ctx = num_seqs, sum_context
+    t = 0.0
+    for j in range(k):
+        if j:
+            x = ctx + B * j
+            t = t + pass_time_s(c, later_terms, n, x, causal_pairs(n, x, B))
+        else:
+            t = t + pass_time_s(c, first_terms, first, ctx, causal_pairs(first, ctx, B))
+    return t
