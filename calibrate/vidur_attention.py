@@ -36,6 +36,7 @@ from simulator.cost_model import PREFILL_QUERY_TILE, CostModel, soft_roofline
 from simulator.errors import SpecsightInputError
 from simulator.hardware import HardwareProfile, load_profile
 from simulator.model_spec import ModelSpec
+from simulator.pass_shape import causal_pairs
 from simulator.paths import REPO_ROOT
 
 from .least_squares import ATTN, ape, fit_log_time, params_of, with_params
@@ -105,7 +106,8 @@ def price(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
         decode = (g["kind"] == "decode").to_numpy()
         # the num_seqs time_s is given: the decode sequences, or the prefill chunk's query tiles (attention_rows)
         rows = np.where(decode, B, -(-(B * n * cm.query_group) // PREFILL_QUERY_TILE))
-        pairs, T = B * n * (c + (n + 1) / 2), B * n
+        T = B * n
+        pairs = causal_pairs(T, B * c, B)
         t_c = cm.attn_flops_per_pair * pairs / cm.peak_flops_s
         t_m = cm.kv_bytes_per_token * (B * c + 2 * T) / (cm.bw_kv_bytes_s / cm.kv_wave_factor(rows))
         out[at] = soft_roofline(t_c, t_m, cm.p) + hw.overheads.kernel_launch_us * 1e-6
@@ -142,7 +144,8 @@ def prefill_class_time_s(df: pd.DataFrame, hw: HardwareProfile, x: Sequence[floa
         g = df.iloc[at]
         cm = CostModel(model_of(shape), hw, tp=int(shape[3]), dtype=DTYPE)
         B, n, c = (g[k].to_numpy(float) for k in ("batch", "new_tokens", "context"))
-        t_c = cm.attn_flops_per_pair * B * n * (c + w * (n + 1) / 2) / (hw.peak_flops(DTYPE) * eff_c)
+        cached, causal = B * n * c, causal_pairs(B * n, 0, B)
+        t_c = cm.attn_flops_per_pair * (cached + w * causal) / (hw.peak_flops(DTYPE) * eff_c)
         t_m = cm.kv_bytes_per_token * B * (c + 2 * n) / cm.bw_kv_bytes_s
         out[at] = soft_roofline(t_c, t_m, cm.p) + fixed_us * 1e-6
     return out

@@ -19,9 +19,10 @@ from calibrate.vidur_attention import (
     model_of,
     price,
 )
-from simulator.cost_model import CostModel, PassShape
+from simulator.cost_model import CostModel
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile
+from simulator.pass_shape import PassShape
 from simulator.paths import REPO_ROOT
 
 SHIPPED = REPO_ROOT / "data" / "vidur-profiling" / RELATIVE
