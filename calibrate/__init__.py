@@ -17,6 +17,7 @@ package imports nothing eagerly, so ``import calibrate`` stays cheap and torch-f
     rounds_check      speculative rounds composed from the passes, measured vs fitted
     profile_writer    the calibrated profile YAML (and a CPU's base profile)
     vidur             the same fit from Vidur's A100 operator tables
+    vidur_attention   the attention term against Vidur's A100 FlashAttention timings
     groundtruth       real speculative decoding in torch, timed per round
     host_work         a round's draws, verify kernel and commit (run and timed)
     validate          a ground-truth run predicted by the cost model and compared
