@@ -1,6 +1,7 @@
 """One error type for bad user input: it names the field, the value and what is allowed.
 
 The CLI prints it as one line and exits with code 2; library callers catch ValueError.
+Doubtful but valid input raises no error: it emits a `SpecsightWarning` through `warnings.warn`.
 """
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ class SpecsightInputError(ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"{field}={value!r}: {allowed}")
+
+
+class SpecsightWarning(UserWarning):
+    """Valid input that likely misleads (results are unchanged); the CLI prints it as one line
+    `specsight: warning: <message>` on stderr."""
 
 
 def closest_names(name: str, choices: Iterable[str], n: int = 3) -> str:

@@ -7,6 +7,7 @@ K = 0 baseline see identical arrivals and lengths.
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,9 +15,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from .acceptance import tree_acceptance
+from .acceptance_presets import shape_mismatch
 from .drafters import Drafter
 from .engine import Engine
-from .errors import SpecsightInputError
+from .errors import SpecsightInputError, SpecsightWarning
 from .kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
 from .metrics import RequestTable, speedups, summarize
 from .replica import Replica
@@ -106,6 +108,7 @@ def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: b
     merges `speedup_*` and `baseline_*` keys into the summary. trace=True records
     (time_s, event, request_id) tuples (arrive, admit, first_token, preempt, finish)."""
     sc = _as_scenario(scenario)
+    _warn_shape_mismatch(sc)
     result = _simulate_one(sc, trace)
     if not baseline:
         return result
@@ -113,6 +116,16 @@ def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: b
     summary = dict(result.summary)
     summary.update(speedups(result.summary, base.summary))
     return SimResult(sc, result.requests, result.iterations, summary, result.kv, base, result.trace)
+
+
+def _warn_shape_mismatch(sc: Scenario) -> None:
+    """A chain drafter given a tree-measured acceptance preset: warn, naming a chain preset (results unchanged)."""
+    preset = getattr(sc.acceptance, "preset", None)
+    if sc.drafter is None or preset is None:
+        return
+    message = shape_mismatch(preset.name, sc.drafter.method, sc.drafter.branches)
+    if message:
+        warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
 def _simulate_one(sc: Scenario, trace: bool) -> SimResult:

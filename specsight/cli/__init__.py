@@ -4,7 +4,8 @@ One module per command, each parsing its flags and calling the library (specsigh
 simulator).
 
 Every subcommand with --json prints one JSON object on stdout (cli/emit.py). Bad input prints one
-line `specsight: error: <field>=<value>: <what is allowed>` and exits with code 2. Flags shared by
+line `specsight: error: <field>=<value>: <what is allowed>` and exits with code 2; a SpecsightWarning
+(valid but doubtful input; results unchanged) prints one line `specsight: warning: <message>`. Flags shared by
 the commands have one spelling each (cli/args.py). Each command imports the simulator (and torch,
 if at all) inside its run function, so `specsight --help` stays fast.
 """
@@ -13,8 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
+from collections.abc import Callable
+from typing import TextIO
 
-from simulator.errors import SpecsightInputError
+from simulator.errors import SpecsightInputError, SpecsightWarning
 
 from . import analytic, breakeven, calibrate, cost, models, plan, profiles, simulate, sweep
 
@@ -29,9 +33,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None,
+                  _default: Callable[..., None] = warnings.showwarning) -> None:
+    """SpecsightWarning as one line on stderr; any other warning as Python prints it."""
+    if issubclass(category, SpecsightWarning):
+        text = " ".join(str(message).split())
+        print(f"specsight: warning: {text}", file=sys.stderr)
+    else:
+        _default(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except SpecsightInputError as e:
