@@ -11,7 +11,7 @@ A scenario writes a length as an int (fixed) or a mapping:
     {dist: empirical, path: ..., column: ..., order: sequential}   # rows in order, cycling
 
 Any of them may add `min` and/or `max` (tokens) to clip. Samples are rounded to integers and are
-always >= 1. Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
+always >= 1 and <= MAX_LENGTH_TOKENS (10^7, the schema's limit on one request's length). Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
 takes rows 0, 1, 2, ... in order (cycling past the last), so a prompt and an output length read
 from two columns of one trace are the same request's (no random draw).
 Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clipping.
@@ -36,6 +36,7 @@ KEYS = {
     "empirical": ("path", "column", "order"),
 }
 ORDERS = ("random", "sequential")
+MAX_LENGTH_TOKENS = 10 ** 7      # the longest prompt or output (the longest context windows are ~10^7)
 
 
 @dataclass(frozen=True)
@@ -131,5 +132,5 @@ class LengthDist:
                 x = np.resize(self._values, n)                 # rows 0..n-1, cycling
             else:
                 x = self._values[rng.integers(0, len(self._values), size=n)]
-        hi = self.max_len if self.max_len is not None else np.iinfo(np.int64).max
+        hi = self.max_len if self.max_len is not None else MAX_LENGTH_TOKENS
         return np.clip(x, max(1, self.min_len), hi).astype(np.int64)
