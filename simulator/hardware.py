@@ -275,6 +275,15 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     missing = [k for k in numeric if not str(sources.get(k, "")).strip()]
     if missing:
         raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
+    def num(path: str, v: Any) -> float:
+        """A profile number as a float: a string, a boolean or an integer too large for a float is refused."""
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise SpecsightInputError(f"{where}: {path}", v, "must be a number")
+        try:
+            return float(v)
+        except OverflowError:
+            raise SpecsightInputError(f"{where}: {path}", v, "must be a finite number") from None
+
     ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
     eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None,
                                                    "memory_attention": None, "attention_blocks": "split_kv"})
@@ -284,14 +293,16 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             name=str(get("name", str)),
             description=str(raw.get("description", "")),
             vendor=str(raw.get("vendor", "")),
-            memory_capacity_gb=float(get("memory_capacity_gb")),
-            memory_bandwidth_tb_s=float(get("memory_bandwidth_tb_s")),
-            peak_tflops={str(k): float(v) for k, v in get("peak_tflops", Mapping).items()},
-            interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
-            efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
+            memory_capacity_gb=num("memory_capacity_gb", get("memory_capacity_gb")),
+            memory_bandwidth_tb_s=num("memory_bandwidth_tb_s", get("memory_bandwidth_tb_s")),
+            peak_tflops={str(k): num(f"peak_tflops.{k}", v) for k, v in get("peak_tflops", Mapping).items()},
+            interconnect=Interconnect(str(ic["kind"]), num("interconnect.bandwidth_gb_s", ic["bandwidth_gb_s"]),
+                                      num("interconnect.latency_us", ic["latency_us"])),
+            efficiency=Efficiency(num("efficiency.memory", eff["memory"]), num("efficiency.compute", eff["compute"]),
+                                  num("efficiency.roofline_sharpness", eff["roofline_sharpness"]),
                                   eff["memory_gemv"], eff["memory_attention"],    # type-checked by Efficiency
                                   str(eff["attention_blocks"])),
-            overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"]),
+            overheads=Overheads(num("overheads.kernel_launch_us", ov["kernel_launch_us"]), num("overheads.iteration_us", ov["iteration_us"]),
                                 ov["sampling_row_us"], ov["verify_round_us"]),   # type-checked by HardwareProfile
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),

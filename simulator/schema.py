@@ -34,18 +34,18 @@ LIMIT_NOTE = " (the schema's limit: docs/schema.md)"
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and type(v).__name__ != "bool_"
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and type(v).__name__ not in ("bool", "bool_")
 
 
 def _is_real(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and type(v).__name__ != "bool_"
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and type(v).__name__ not in ("bool", "bool_")
 
 
 def _kind_of(v: Any) -> str:
     """What a wrong value is, for the error line."""
     if isinstance(v, str):
         return "a string"
-    if isinstance(v, bool) or type(v).__name__ == "bool_":
+    if type(v).__name__ in ("bool", "bool_"):
         return "a boolean (YAML reads yes/no/on/off/true/false as booleans)"
     if v is None:
         return "null"
@@ -98,7 +98,9 @@ class Int(Field):
             i = int(value)
         elif _is_real(value):
             f = float(value)
-            if not (math.isfinite(f) and f == int(f)):
+            if not math.isfinite(f):
+                raise self.refuse(value, where, " (NaN and infinities are refused)")
+            if f != int(f):
                 raise self.refuse(value, where, " (a whole number)")
             i = int(f)
         else:

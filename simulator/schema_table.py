@@ -10,6 +10,8 @@ is one more entry here with its type and limit.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from .acceptance import MODELS as ACCEPTANCE_MODELS
 from .acceptance_presets import PRESETS
 from .drafters import METHODS
@@ -32,12 +34,12 @@ MAX_BATCHED_TOKENS = 10 ** 8      # tokens per iteration
 MAX_BLOCK_SIZE = 65_536           # tokens per KV block
 MAX_BLOCKS = 10 ** 10             # KV blocks per replica
 MAX_TP = 1024                     # GPUs per replica
-MAX_REPLICAS = 100_000
+MAX_REPLICAS = 100_000           # replicas behind one router
 MAX_QPS = 10 ** 9                 # requests per second
 MIN_QPS = 1e-6                    # one request in 11.6 days: arrival times stay far from float64's limits
 MAX_SECONDS = 10 ** 7             # think time, step time (115 days)
 MAX_MS = 10 ** 9                  # SLO thresholds
-MAX_SEED = 2 ** 63 - 1
+MAX_SEED = 2 ** 63 - 1            # the seed (numpy takes any size; int64 keeps it portable)
 MAX_NAME = 200                    # characters of a name (scenario, column)
 MAX_PATH = 1024                   # characters of a catalog name or a file path
 MAX_TEXT = 10_000                 # characters of a description
@@ -256,15 +258,18 @@ MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc
 
 def schema_markdown() -> str:
     """docs/schema.md: the limits and every scenario key."""
-    limits = [(n, v) for n, v in globals().items() if n.startswith(("MAX_", "MIN_")) and n != "MAX_LENGTH_TOKENS"]
+    import re
+    notes = dict(re.findall(r"^((?:MAX|MIN)_\w+) = .*?# (.*)$", Path(__file__).read_text(), flags=re.M))
+    limits = [(n, v, notes.get(n, "")) for n, v in globals().items() if n in notes]
     lines = ["# Scenario schema (generated: `python -m simulator.schema_table > docs/schema.md`)", "",
              "Every scenario key with its type, range, unit, default and meaning, from "
              "`simulator/schema_table.py`. `load_scenario` checks a scenario against it before anything "
              "runs: keys must be strings, numbers must be numbers (no strings, no booleans, no NaN or "
              "infinities), integers and names stay within the limits below, and every error is one "
              "`SpecsightInputError` line naming the key path, the value and what is allowed.", "",
-             "## Limits", "", "| constant | value |", "| --- | --- |"]
-    lines += [f"| `{n}` | {v:,} |" if isinstance(v, int) else f"| `{n}` | {v:g} |" for n, v in limits]
+             "## Limits", "", "| constant | value | what |", "| --- | --- | --- |"]
+    lines += [f"| `{n}` | {v:,} | {note} |" if isinstance(v, int) else f"| `{n}` | {v:g} | {note} |"
+              for n, v, note in limits]
     lines += ["", "Work limits (`limits:` block, or `--set limits.max_tokens=...`) are checked after the "
               "scenario is built and before it runs: see `simulator/work_limits.py`.", "",
               "## Scenario keys", "", markdown(SCENARIO), "",
