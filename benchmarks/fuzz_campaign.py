@@ -5,8 +5,9 @@ through the CLI, counting every outcome.
         --subprocess 200 --state out/fuzz_campaign.json
 
 Outcomes: ok, input_error (a SpecsightInputError / one `specsight: error:` line, exit code 2),
-traceback (anything else), hang (a run over --timeout seconds), nonsense (a finished run with
-NaN, infinite, negative or out-of-order times). Case i is drawn from random.Random(seed, i), so
+traceback (anything else), hang (a run over --timeout CPU seconds, or ten times that in wall-clock
+time: a niced process on a shared machine can wait long without running), nonsense (a finished
+run with NaN, infinite, negative or out-of-order times). Case i is drawn from random.Random(seed, i), so
 a run is reproducible; --state keeps the counts and the next case, so an interrupted campaign
 resumes where it stopped. Progress and counts print every --every cases; at the end, up to
 --examples examples of each failure kind.
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -68,10 +70,16 @@ def cli_argv(rng: random.Random, raw, tmp: Path) -> list[str]:
 
 def run_subprocess(argv: list[str], timeout_s: float) -> tuple[str, str]:
     exe = ROOT / ".venv" / "bin" / "specsight"
+
+    def cpu_limit() -> None:           # the child is killed (SIGXCPU) past timeout_s of CPU time
+        resource.setrlimit(resource.RLIMIT_CPU, (int(timeout_s), int(timeout_s) + 5))
     try:
-        p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+        p = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=10 * timeout_s, cwd=ROOT,
+                           preexec_fn=cpu_limit)
     except subprocess.TimeoutExpired:
-        return "hang", " ".join(argv)[:300]
+        return "hang", f"over {10 * timeout_s} s wall-clock: " + " ".join(argv)[:300]
+    if p.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return "hang", f"over {timeout_s} CPU s: " + " ".join(argv)[:300]
     return fm.classify_cli(p.returncode, p.stderr)
 
 
@@ -81,7 +89,7 @@ def main() -> int:
     ap.add_argument("--cli", type=int, default=2_000)
     ap.add_argument("--subprocess", type=int, default=200)
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per run before it counts as a hang")
+    ap.add_argument("--timeout", type=float, default=60.0, help="CPU seconds per run before it counts as a hang")
     ap.add_argument("--state", default="out/fuzz_campaign.json")
     ap.add_argument("--every", type=int, default=1000)
     ap.add_argument("--examples", type=int, default=5)
@@ -97,7 +105,7 @@ def main() -> int:
     total = a.scenarios + a.cli
     cli_every = max(1, total // max(1, a.cli))
     sub_every = max(1, a.cli // max(1, a.subprocess)) if a.subprocess else 0
-    signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGPROF, _alarm)
     t0 = time.time() - state["seconds"]
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
@@ -115,16 +123,16 @@ def main() -> int:
                     what = "subprocess: " + " ".join(argv)[:300]
                 else:
                     what = "main(): " + " ".join(argv)[:300]
-            signal.setitimer(signal.ITIMER_REAL, a.timeout)
+            signal.setitimer(signal.ITIMER_PROF, a.timeout)       # CPU time of this process
             try:
                 if not is_cli:
                     outcome, detail = fm.run_in_process(raw)
                 elif not what.startswith("subprocess"):
                     outcome, detail = fm.run_cli(argv)
             except Hang:
-                outcome, detail = "hang", f"over {a.timeout} s"
+                outcome, detail = "hang", f"over {a.timeout} CPU s"
             finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_PROF, 0)
             state["counts"][where][outcome] += 1
             if outcome not in ("ok", "input_error"):
                 ex = state["examples"].setdefault(f"{where}/{outcome}", [])

@@ -44,7 +44,7 @@ MAX_NAME = 200                    # characters of a name (scenario, column)
 MAX_PATH = 1024                   # characters of a catalog name or a file path
 MAX_TEXT = 10_000                 # characters of a description
 MAX_LIST = 1024                   # per-position rates, schedule rows
-MAX_VOCAB = 2 ** 21               # kernel acceptance vocabulary
+MAX_VOCAB = 2 ** 18               # kernel acceptance vocabulary (its work grows with it: the largest real ones)
 MAX_GB = 10 ** 5                  # memory figures (GB per GPU)
 
 POS = dict(lo=0.0, lo_open=True)
@@ -209,6 +209,7 @@ LIMITS = Section(doc="work limits checked before a run (simulator/work_limits.py
                       hi=10 ** 15, default=2 * 10 ** 9),
     "max_batch_slots": Int(doc="replicas x max_num_seqs (per-slot arrays)", lo=1, hi=MAX_SEQS * MAX_REPLICAS,
                            default=10 ** 7),
+    "max_replicas": Int(doc="hardware.replicas (memory: about 100 kB each)", lo=1, hi=MAX_REPLICAS, default=10_000),
 })
 
 SCENARIO = Section(doc="a scenario", keys={

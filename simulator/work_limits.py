@@ -7,6 +7,7 @@ it runs, with the limit it exceeds and how to raise it.
       max_tokens: 2000000000      # num_requests x (mean prompt_len + mean output_len): the run's work
                                   # (the simulator covers 10^5-10^7 tokens per CPU-second)
       max_batch_slots: 10000000   # replicas x engine.max_num_seqs: arrays every replica holds
+      max_replicas: 10000         # hardware.replicas: about 100 kB each (2,000 replicas: 186 MB peak)
 
 The defaults (LIMITS in simulator/schema_table.py) fit a laptop; a fleet study raises them, up to
 the schema's maxima (docs/schema.md). A closed loop's `concurrency` costs nothing by itself:
@@ -57,6 +58,10 @@ def check_work_limits(sc: Any) -> None:
     if total > lim:
         raise _refuse("workload", f"{n:,} requests x {per_request:,.0f} tokens",
                       f"{total:.3g} tokens to simulate", "max_tokens", lim)
+    lim = limit(src, "max_replicas")
+    if sc.hardware.replicas > lim:
+        raise _refuse("hardware.replicas", sc.hardware.replicas, f"{sc.hardware.replicas:,} replicas (about 100 kB "
+                      "of memory each)", "max_replicas", lim)
     slots = int(sc.hardware.replicas) * int(sc.engine.max_num_seqs)
     lim = limit(src, "max_batch_slots")
     if slots > lim:

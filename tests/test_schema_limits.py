@@ -97,3 +97,9 @@ def test_lengths_never_exceed_the_schema_limit():
     sc = load_scenario(_with("workload.output_len", {"dist": "lognormal", "mean": 9_000_000, "sigma": 5}))
     x = sc.workload.output_len.sample(np.random.default_rng(0), 10_000)
     assert x.min() >= 1 and x.max() == MAX_LENGTH_TOKENS
+
+
+def test_replicas_beyond_the_limit_are_refused():
+    with pytest.raises(SpecsightInputError, match=r"hardware\.replicas.*limits\.max_replicas = 10,000"):
+        load_scenario(_with("hardware.replicas", 20_000))
+    assert load_scenario(_with("hardware.replicas", 20_000), ["limits.max_replicas=20000"]).hardware.replicas == 20_000
