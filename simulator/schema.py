@@ -152,11 +152,12 @@ class Bool(Field):
 class Str(Field):
     max_len: int = 200
     choices: tuple[str, ...] = ()
+    min_len: int = 1
 
     def allowed(self) -> str:
         if self.choices:
             return "one of " + ", ".join(self.choices)
-        return f"a string of 1 to {self.max_len} characters"
+        return f"a string of {self.min_len} to {self.max_len} characters"
 
     def check(self, value: Any, where: str) -> Any:
         if hasattr(value, "__fspath__") and not self.choices:
@@ -169,7 +170,7 @@ class Str(Field):
         if self.choices:
             if text not in self.choices:
                 raise SpecsightInputError(where, value, closest_names(text, self.choices))
-        elif not 1 <= len(text) <= self.max_len or "\x00" in text:
+        elif not self.min_len <= len(text) <= self.max_len or "\x00" in text:
             raise SpecsightInputError(where, value, f"must be {self.allowed()} (no NUL)")
         return value
 

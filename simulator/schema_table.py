@@ -147,7 +147,7 @@ POLICY = OneOf(doc="speculation policy (docs/simulator_models.md); default stati
 
 _QPS = Float(doc="requests per second", unit="1/s", lo=MIN_QPS, hi=MAX_QPS, default=REQUIRED)
 ARRIVAL = Variants(doc="arrival process (a string names the process, its keys then sit in workload)",
-                   tag="process", variants={
+                   tag="process", default=REQUIRED, variants={
     "poisson": {"qps": _QPS},
     "gamma": {"qps": _QPS, "cv": Float(doc="coefficient of variation of the gaps", lo=1e-3, hi=1e3, default=REQUIRED)},
     "constant": {"qps": _QPS},
@@ -215,7 +215,7 @@ LIMITS = Section(doc="work limits checked before a run (simulator/work_limits.py
 SCENARIO = Section(doc="a scenario", keys={
     "name": Str(doc="reported as `scenario` in the summary (default: the file stem)", max_len=MAX_NAME,
                 nullable=True),
-    "description": Str(doc="free text", max_len=MAX_TEXT, nullable=True),
+    "description": Str(doc="free text", max_len=MAX_TEXT, min_len=0, nullable=True),
     "seed": Int(doc="every random stream derives from it", lo=0, hi=MAX_SEED, default=0),
     "hardware": HARDWARE,
     "model": _path("catalog name (models/<name>.json) or config.json path (required unless hardware.kind fixed)",
@@ -274,6 +274,11 @@ def schema_markdown() -> str:
     lines += ["", "Work limits (`limits:` block, or `--set limits.max_tokens=...`) are checked after the "
               "scenario is built and before it runs: see `simulator/work_limits.py`.", "",
               "## Scenario keys", "", markdown(SCENARIO), "",
+              "Files: a scenario or hardware profile YAML holds at most 1 MiB, a config.json 16 MiB, a CSV 256 MiB "
+              "(`simulator/input_files.py`); YAML duplicate keys and tags (`!!python/...`) are refused.", "",
+              "Kept so by `tests/test_schema.py`, `tests/test_schema_files.py`, `tests/test_schema_limits.py`, the "
+              "seeded fuzz test `tests/test_fuzz.py`, the invariants of `tests/test_properties.py`, and the long "
+              "campaign `benchmarks/fuzz_campaign.py` (results: `benchmarks/results/fuzz_campaign.md`).", "",
               "## Model config.json keys read (integers)", "", "| key | allowed | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{k}` | {f.allowed()} | {f.doc} |" for k, f in MODEL_CONFIG.items()]
     return "\n".join(lines) + "\n"

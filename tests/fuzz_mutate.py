@@ -70,6 +70,17 @@ KEY_NAMES = ["qps", "concurrency", "k", "alpha", "max", "min", "sigma", "num_req
              "process", "dist", "model", "name", "bogus", "num_speculative_token", "tree_nodes", "block_size"]
 
 
+def with_value(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of `base` with the dotted `path` set to `value` (missing mappings created)."""
+    raw = copy.deepcopy(base)
+    node = raw
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    node[keys[-1]] = value
+    return raw
+
+
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
     out = [prefix]
     if isinstance(node, dict):

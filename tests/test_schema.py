@@ -8,6 +8,8 @@ import copy
 import numpy as np
 import pytest
 
+from fuzz_mutate import with_value
+
 from simulator.errors import SpecsightInputError
 from simulator.scenario import load_scenario
 from simulator.schema import Float, Int, check
@@ -24,13 +26,7 @@ ROOF = {"hardware": {"gpu": "h100-sxm"}, "model": "llama-3.1-8b",
 
 
 def _with(base: dict, path: str, value) -> dict:
-    raw = copy.deepcopy(base)
-    node = raw
-    keys = path.split(".")
-    for k in keys[:-1]:
-        node = node.setdefault(k, {})
-    node[keys[-1]] = value
-    return raw
+    return with_value(base, path, value)
 
 
 def _refused(raw, field: str, *words: str) -> SpecsightInputError:

@@ -2,10 +2,11 @@
 work limits is refused before it runs, naming the limit and how to raise it."""
 from __future__ import annotations
 
-import copy
 import tracemalloc
 
 import pytest
+
+from fuzz_mutate import with_value
 
 from simulator.errors import SpecsightInputError
 from simulator.run import simulate
@@ -18,13 +19,7 @@ CLOSED = {"name": "closed", "seed": 3, "hardware": {"kind": "fixed", "target_ste
 
 
 def _with(path: str, value, base: dict = CLOSED) -> dict:
-    raw = copy.deepcopy(base)
-    node = raw
-    keys = path.split(".")
-    for k in keys[:-1]:
-        node = node.setdefault(k, {})
-    node[keys[-1]] = value
-    return raw
+    return with_value(base, path, value)
 
 
 def _peak_bytes(raw: dict):
