@@ -66,7 +66,7 @@ def read_text(path: object, field: str, kind: str) -> str:
         raise SpecsightInputError(field, shown, "no such file") from None
     except PermissionError:
         raise SpecsightInputError(field, shown, "permission denied: the file is not readable") from None
-    except (OSError, ValueError) as e:         # ENAMETOOLONG, ENOTDIR, ELOOP, a NUL byte in the name
+    except (OSError, ValueError, TypeError) as e:     # ENAMETOOLONG, ENOTDIR, ELOOP, a NUL byte in the name, not a path
         why = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
         if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
             why += " (at most 255 characters per path component)"
