@@ -73,9 +73,6 @@ class Field:
     def allowed(self) -> str:
         raise NotImplementedError
 
-    def type_name(self) -> str:
-        return type(self).__name__.lower()
-
     def check(self, value: Any, where: str) -> Any:
         raise NotImplementedError
 
