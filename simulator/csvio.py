@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import SpecsightInputError
+from .input_files import read_text, usable_file
 from .paths import REPO_ROOT
 
 
@@ -17,19 +18,27 @@ def resolve_path(path: object, field: str) -> Path:
     """`path` as given if it exists (relative to the cwd), else relative to the repository root."""
     if not isinstance(path, (str, Path)) or not str(path):
         raise SpecsightInputError(field, path, "must be a path to a CSV file")
-    p = Path(path).expanduser()
-    if p.is_file():
-        return p
-    alt = REPO_ROOT / p
-    if not p.is_absolute() and alt.is_file():
-        return alt
+    try:
+        p = Path(path).expanduser()
+    except RuntimeError:            # ~user of an unknown user
+        p = Path(path)
+    cands = (p,) if p.is_absolute() else (p, REPO_ROOT / p)
+    for cand in cands:
+        if usable_file(cand):
+            return cand
+    for cand in cands:              # there but not a readable regular file: read_text says why
+        try:
+            there = cand.exists()
+        except (OSError, ValueError):
+            there = True
+        if there:
+            read_text(cand, field, "csv")
     raise SpecsightInputError(field, str(path), f"file not found (looked in the current directory and {REPO_ROOT})")
 
 
 def read_csv_columns(path: Path, field: str) -> dict[str, np.ndarray]:
     """Every column of a headed CSV as a float64 array; a non-numeric cell is an error naming it."""
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
+    rows = list(csv.reader(read_text(path, field, "csv").splitlines()))
     if not rows or not rows[0]:
         raise SpecsightInputError(field, str(path), "CSV is empty (a header row is required)")
     header = [h.strip() for h in rows[0]]

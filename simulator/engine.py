@@ -2,8 +2,11 @@
 
 Processes (all SimPy generators taking `env` through their object):
   - one arrival process for an open-loop workload (all requests, in arrival order; requests
-    arriving at the same instant are submitted together), or one process per closed-loop user
-    (issue a request, wait for it to finish, think, repeat);
+    arriving at the same instant are submitted together); for a closed loop, one process that
+    issues the first request of each of min(concurrency, num_requests) users at t = 0, after
+    which a finish schedules that user's next step (an event; think_time_s later a timeout),
+    so memory grows with the requests in flight, never with `concurrency`, and the events are
+    the ones a process per user would schedule, in the same order;
   - one process per replica (`Replica.run`): at most one SimPy timeout per iteration (iterations
     that end before the next scheduled event run without one, on the same trajectory).
 `env.run()` returns when no event is left, i.e. when every request has finished.
@@ -35,8 +38,7 @@ class Engine:
         for r in self.replicas:       # open loop: a finish schedules nothing (`_on_finish`), so any
             r.silent_finish = closed_loop is None     # iteration may run inline (Replica.run)
         self._next_rid = 0
-        self._owner: np.ndarray | None = None
-        self._user_events: list = []
+        self._think_s = 0.0 if closed_loop is None else float(closed_loop[1])
 
     # ---- submission -----------------------------------------------------------------------
     def _submit(self, rid: int) -> None:
@@ -59,29 +61,36 @@ class Engine:
                 self._submit(i)
                 i += 1
 
-    def _user(self, u: int, think_s: float):
-        env = self.env
-        first = True
-        while self._next_rid < self.table.n:
-            if not first and think_s > 0:
-                yield env.timeout(think_s)
-            first = False
-            if self._next_rid >= self.table.n:
-                return
-            rid = self._next_rid
-            self._next_rid += 1
-            self.table.arrival_s[rid] = env.now
-            assert self._owner is not None
-            self._owner[rid] = u
-            ev = self._user_events[u] = env.event()
-            self._submit(rid)
-            yield ev
+    def _start_users(self, concurrency: int):
+        """Each user's first request at t = 0 (users past num_requests never issue one)."""
+        for _ in range(min(concurrency, self.table.n)):
+            self._issue()
+        return
+        yield   # a generator: SimPy runs it as a process, where the user processes started
+
+    def _issue(self, _event=None) -> None:
+        """A closed-loop user sends the next request, if any is left."""
+        rid = self._next_rid
+        if rid >= self.table.n:
+            return
+        self._next_rid = rid + 1
+        self.table.arrival_s[rid] = self.env.now
+        self._submit(rid)
+
+    def _reply(self, _event) -> None:
+        """A user got its reply: the next request after think_time_s (at once without one)."""
+        if self._next_rid >= self.table.n:
+            return
+        if self._think_s > 0:
+            self.env.timeout(self._think_s).callbacks.append(self._issue)
+        else:
+            self._issue()
 
     def _on_finish(self, rid: int) -> None:
-        if self._owner is not None:
-            ev = self._user_events[int(self._owner[rid])]
-            if ev is not None and not ev.triggered:
-                ev.succeed()
+        if self.closed_loop is not None:
+            ev = self.env.event()
+            ev.callbacks.append(self._reply)
+            ev.succeed()
 
     # ---- run ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -91,11 +100,7 @@ class Engine:
         if self.closed_loop is None:
             env.process(self._open_loop())
         else:
-            concurrency, think_s = self.closed_loop
-            self._owner = np.full(self.table.n, -1, dtype=np.int64)
-            self._user_events = [None] * concurrency
-            for u in range(concurrency):
-                env.process(self._user(u, think_s))
+            env.process(self._start_users(int(self.closed_loop[0])))
         env.run()
         unfinished = int(np.isnan(self.table.finish_s).sum())
         if unfinished:

@@ -10,6 +10,21 @@ import math
 from typing import Iterable
 
 
+MAX_SHOWN_CHARS = 120     # an error line shows at most this much of a value (a 10**400, a 300-character name)
+
+
+def shown(value: object) -> str:
+    """repr(value), its middle cut out when it is longer than MAX_SHOWN_CHARS."""
+    try:
+        text = repr(value)
+    except ValueError:                  # an int too long for repr (sys.int_info.str_digits_check_threshold)
+        text = f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"   # type: ignore[attr-defined]
+    if len(text) <= MAX_SHOWN_CHARS:
+        return text
+    half = MAX_SHOWN_CHARS // 2 - 10
+    return f"{text[:half]}...<{len(text)} characters>...{text[-half:]}"
+
+
 class SpecsightInputError(ValueError):
     """Bad input: `field` had `value`; `allowed` says what would be accepted."""
 
@@ -17,7 +32,7 @@ class SpecsightInputError(ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r}: {allowed}")
+        super().__init__(f"{field}={shown(value)}: {allowed}")
 
 
 class SpecsightWarning(UserWarning):

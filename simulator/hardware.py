@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from .errors import SpecsightInputError, closest_names, require_range
+from .input_files import read_yaml, usable_file
 from .paths import HARDWARE_DIR, REPO_ROOT
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -134,23 +133,25 @@ class HardwareProfile:
     sm_count: int | None = None
 
     def __post_init__(self) -> None:
-        require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, lo_open=True)
-        require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, lo_open=True)
+        # upper limits: no device has more (they keep every derived figure finite)
+        require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, 1e5, lo_open=True)
+        require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, 1e4, lo_open=True)
         for dt, v in self.peak_tflops.items():
             if dt not in DTYPE_BYTES:
                 raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v, f"dtype must be one of {sorted(DTYPE_BYTES)}")
-            require_range(f"{self.name}.peak_tflops.{dt}", v, 0, lo_open=True)
+            require_range(f"{self.name}.peak_tflops.{dt}", v, 0, 1e7, lo_open=True)
         require_range(f"{self.name}.efficiency.memory", self.efficiency.memory, 0, 1, lo_open=True)
         require_range(f"{self.name}.efficiency.compute", self.efficiency.compute, 0, 1, lo_open=True)
-        require_range(f"{self.name}.efficiency.roofline_sharpness", self.efficiency.roofline_sharpness, 1)
-        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, lo_open=True)
-        require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0)
-        require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0)
-        require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0)
+        require_range(f"{self.name}.efficiency.roofline_sharpness", self.efficiency.roofline_sharpness, 1, 1e3)
+        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, 1e7, lo_open=True)
+        require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0, 1e9)
+        require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0, 1e9)
+        require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0, 1e9)
         for key in ("sampling_row_us", "verify_round_us"):
-            _optional_number(f"{self.name}.overheads.{key}", getattr(self.overheads, key), "a number >= 0 (or absent: 0)", 0)
+            _optional_number(f"{self.name}.overheads.{key}", getattr(self.overheads, key), "a number >= 0 (or absent: 0)",
+                             0, 1e9)
         if self.sm_count is not None and (not isinstance(self.sm_count, numbers.Integral) or isinstance(self.sm_count, bool)
-                                          or self.sm_count < 1):
+                                          or not 1 <= self.sm_count <= 10 ** 7):
             raise SpecsightInputError(f"{self.name}.sm_count", self.sm_count, "a whole number >= 1 (or absent)")
         require_sm_count(self.name, self.efficiency, self.sm_count)
 
@@ -244,6 +245,9 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     """Build and validate a profile from parsed YAML; `where` names the file in errors."""
     if not isinstance(raw, Mapping):
         raise SpecsightInputError(where, type(raw).__name__, "a hardware profile must be a YAML mapping")
+    from .schema import check_keys, check_shape
+    check_shape(raw, where)
+    check_keys(raw, where)
 
     def get(key: str, kind: type | tuple = (int, float)) -> Any:
         if key not in raw:
@@ -271,6 +275,15 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     missing = [k for k in numeric if not str(sources.get(k, "")).strip()]
     if missing:
         raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
+    def num(path: str, v: Any) -> float:
+        """A profile number as a float: a string, a boolean or an integer too large for a float is refused."""
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise SpecsightInputError(f"{where}: {path}", v, "must be a number")
+        try:
+            return float(v)
+        except OverflowError:
+            raise SpecsightInputError(f"{where}: {path}", v, "must be a finite number") from None
+
     ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
     eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None,
                                                    "memory_attention": None, "attention_blocks": "split_kv"})
@@ -280,21 +293,23 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             name=str(get("name", str)),
             description=str(raw.get("description", "")),
             vendor=str(raw.get("vendor", "")),
-            memory_capacity_gb=float(get("memory_capacity_gb")),
-            memory_bandwidth_tb_s=float(get("memory_bandwidth_tb_s")),
-            peak_tflops={str(k): float(v) for k, v in get("peak_tflops", Mapping).items()},
-            interconnect=Interconnect(str(ic["kind"]), float(ic["bandwidth_gb_s"]), float(ic["latency_us"])),
-            efficiency=Efficiency(float(eff["memory"]), float(eff["compute"]), float(eff["roofline_sharpness"]),
+            memory_capacity_gb=num("memory_capacity_gb", get("memory_capacity_gb")),
+            memory_bandwidth_tb_s=num("memory_bandwidth_tb_s", get("memory_bandwidth_tb_s")),
+            peak_tflops={str(k): num(f"peak_tflops.{k}", v) for k, v in get("peak_tflops", Mapping).items()},
+            interconnect=Interconnect(str(ic["kind"]), num("interconnect.bandwidth_gb_s", ic["bandwidth_gb_s"]),
+                                      num("interconnect.latency_us", ic["latency_us"])),
+            efficiency=Efficiency(num("efficiency.memory", eff["memory"]), num("efficiency.compute", eff["compute"]),
+                                  num("efficiency.roofline_sharpness", eff["roofline_sharpness"]),
                                   eff["memory_gemv"], eff["memory_attention"],    # type-checked by Efficiency
                                   str(eff["attention_blocks"])),
-            overheads=Overheads(float(ov["kernel_launch_us"]), float(ov["iteration_us"]),
+            overheads=Overheads(num("overheads.kernel_launch_us", ov["kernel_launch_us"]), num("overheads.iteration_us", ov["iteration_us"]),
                                 ov["sampling_row_us"], ov["verify_round_us"]),   # type-checked by HardwareProfile
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),
             path=where,
             sm_count=raw.get("sm_count"),                                       # type-checked by HardwareProfile
         )
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         if isinstance(e, SpecsightInputError):
             raise SpecsightInputError(f"{where}: {e.field}", e.value, e.allowed) from None
         raise SpecsightInputError(where, "?", f"malformed profile: {e}") from None
@@ -307,16 +322,14 @@ def available_profiles() -> list[str]:
 def load_profile(name_or_path: str) -> HardwareProfile:
     """A profile by catalog name (file stem in hardware_profiles/) or by path to a YAML file."""
     p = Path(str(name_or_path))
-    if not (p.suffix in (".yaml", ".yml") and p.exists()):
+    if p.suffix in (".yaml", ".yml"):
+        if usable_file(p) is None:
+            read_yaml(p, "gpu", "profile")       # says why: missing, a directory, unreadable, a name too long
+    else:
         p = HARDWARE_DIR / f"{name_or_path}.yaml"
-        if not p.exists():
+        if usable_file(p) is None:
             raise SpecsightInputError("gpu", name_or_path, closest_names(str(name_or_path), available_profiles()))
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" line {mark.line + 1}" if mark is not None else ""
-        raise SpecsightInputError(str(p), "malformed YAML", f"fix the YAML syntax{at}") from None
+    raw = read_yaml(p, str(p), "profile")
     prof = profile_from_dict(raw, str(p))
     if p.parent == HARDWARE_DIR and prof.name != p.stem:
         raise SpecsightInputError(f"{p}: name", prof.name, f"must equal the file stem {p.stem!r}")

@@ -11,7 +11,7 @@ A scenario writes a length as an int (fixed) or a mapping:
     {dist: empirical, path: ..., column: ..., order: sequential}   # rows in order, cycling
 
 Any of them may add `min` and/or `max` (tokens) to clip. Samples are rounded to integers and are
-always >= 1. Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
+always >= 1 and <= MAX_LENGTH_TOKENS (10^7, the schema's limit on one request's length). Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
 takes rows 0, 1, 2, ... in order (cycling past the last), so a prompt and an output length read
 from two columns of one trace are the same request's (no random draw).
 Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clipping.
@@ -25,17 +25,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
-from .errors import SpecsightInputError, closest_names, require_int, require_range
-from .keys import reject_unknown
+from .errors import SpecsightInputError
 
 DISTS = ("fixed", "uniform", "lognormal", "empirical")
-KEYS = {
-    "fixed": ("value",),
-    "uniform": ("low", "high"),
-    "lognormal": ("mean", "median", "sigma"),
-    "empirical": ("path", "column", "order"),
-}
 ORDERS = ("random", "sequential")
+MAX_LENGTH_TOKENS = 10 ** 7      # the longest prompt or output (the longest context windows are ~10^7)
 
 
 @dataclass(frozen=True)
@@ -57,18 +51,18 @@ class LengthDist:
     @classmethod
     def from_value(cls, v: Any, field: str) -> "LengthDist":
         """An int (fixed length) or a {dist: ...} mapping; errors name `field` and the key."""
+        from .schema import check
+        from .schema_table import LENGTH
+        v = check(LENGTH, v, field)            # types, ranges, names: the schema's table
         if isinstance(v, Mapping):
             return cls._from_mapping(v, field)
-        return cls(dist="fixed", value=require_int(field, v, lo=1))
+        return cls(dist="fixed", value=v)
 
     @classmethod
     def _from_mapping(cls, raw: Mapping[str, Any], where: str) -> "LengthDist":
-        dist = raw.get("dist")
-        if dist not in DISTS:
-            raise SpecsightInputError(f"{where}.dist", dist, closest_names(str(dist), DISTS))
-        reject_unknown(raw, ("dist", "min", "max") + KEYS[dist], where)
-        lo = require_int(f"{where}.min", raw.get("min", 1), lo=1)
-        hi = None if raw.get("max") is None else require_int(f"{where}.max", raw["max"], lo=1)
+        dist = raw["dist"]
+        lo = raw.get("min", 1)
+        hi = raw.get("max")
         if hi is not None and hi < lo:
             raise SpecsightInputError(f"{where}.max", hi, f"must be >= min ({lo})")
         kw: dict[str, Any] = {"dist": dist, "min_len": lo, "max_len": hi}
@@ -79,18 +73,19 @@ class LengthDist:
             return raw[key]
 
         if dist == "fixed":
-            kw["value"] = require_int(f"{where}.value", need("value"), lo=1)
+            kw["value"] = need("value")
         elif dist == "uniform":
-            kw["low"] = require_int(f"{where}.low", need("low"), lo=1)
-            kw["high"] = require_int(f"{where}.high", need("high"), lo=kw["low"])
+            kw["low"], kw["high"] = need("low"), need("high")
+            if kw["high"] < kw["low"]:
+                raise SpecsightInputError(f"{where}.high", kw["high"], f"must be >= low ({kw['low']})")
         elif dist == "lognormal":
-            sigma = require_range(f"{where}.sigma", need("sigma"), 0.0, 5.0)
+            sigma = float(need("sigma"))
             if ("mean" in raw) == ("median" in raw):
                 raise SpecsightInputError(f"{where}.mean", raw.get("mean"), "give exactly one of mean or median (tokens)")
             if "mean" in raw:
-                mu = math.log(require_range(f"{where}.mean", raw["mean"], 1.0)) - sigma ** 2 / 2.0
+                mu = math.log(raw["mean"]) - sigma ** 2 / 2.0
             else:
-                mu = math.log(require_range(f"{where}.median", raw["median"], 1.0))
+                mu = math.log(raw["median"])
             kw.update(mu=mu, sigma=sigma)
         else:
             p = resolve_path(need("path"), f"{where}.path")
@@ -101,8 +96,6 @@ class LengthDist:
             if len(values) == 0:
                 raise SpecsightInputError(f"{where}.path", str(p), "has no rows")
             order = raw.get("order", "random")
-            if order not in ORDERS:
-                raise SpecsightInputError(f"{where}.order", order, closest_names(str(order), ORDERS))
             kw.update(path=str(p), column=str(col), order=order, _values=values)
         return cls(**kw)
 
@@ -131,5 +124,5 @@ class LengthDist:
                 x = np.resize(self._values, n)                 # rows 0..n-1, cycling
             else:
                 x = self._values[rng.integers(0, len(self._values), size=n)]
-        hi = self.max_len if self.max_len is not None else np.iinfo(np.int64).max
+        hi = self.max_len if self.max_len is not None else MAX_LENGTH_TOKENS
         return np.clip(x, max(1, self.min_len), hi).astype(np.int64)

@@ -7,12 +7,12 @@ KV bytes per token, attention FLOPs per query-key pair. A head shipped in models
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SpecsightInputError, closest_names
+from .input_files import read_json, usable_file
 from .paths import MODELS_DIR
 
 HEAD_KINDS = ("eagle", "eagle3", "mtp", "medusa")
@@ -221,10 +221,20 @@ def _get(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, re
 
 
 def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> int:
+    """An integer key (under any of its names), range-checked by schema_table.MODEL_CONFIG: NaN,
+    infinities, strings, booleans and absurd sizes are refused by name."""
+    from .schema import check
+    from .schema_table import MODEL_CONFIG
+    key = next((k for k in keys if k in cfg and cfg[k] is not None), keys[0])
     v = _get(cfg, where, *keys, default=default, required=required)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
-        raise SpecsightInputError(f"{where}: {keys[0]}", v, "must be an integer")
-    return int(v)
+    return int(check(MODEL_CONFIG[keys[0]], v, f"{where}: {key}"))
+
+
+def _flag(cfg: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
+    v = cfg.get(key, default)
+    if not isinstance(v, bool):
+        raise SpecsightInputError(f"{where}: {key}", v, "must be true or false")
+    return v
 
 
 def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "ModelSpec | None" = None) -> ModelSpec:
@@ -232,7 +242,14 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "Mod
     if not isinstance(cfg, Mapping):
         raise SpecsightInputError(where, type(cfg).__name__, "a config.json must hold a JSON object")
     meta = cfg.get("specsight") or {}
+    if not isinstance(meta, Mapping):
+        raise SpecsightInputError(f"{where}: specsight", meta, 'must be a mapping {"kind": ..., "target": ...}')
     head_kind = meta.get("kind")
+    if head_kind is not None and head_kind not in HEAD_KINDS:
+        raise SpecsightInputError(f"{where}: specsight.kind", head_kind, f"one of {', '.join(HEAD_KINDS)}")
+    archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise SpecsightInputError(f"{where}: architectures", archs, "must be a list of strings")
     if "medusa_num_heads" in cfg and head_kind is None:
         head_kind = "medusa"
     base: dict[str, Any] = {}
@@ -254,15 +271,15 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "Mod
     inter = _int(merged, where, "intermediate_size", default=4 * d if head_kind != "medusa" else 0)
     if n_experts and not moe_inter:
         moe_inter = inter   # Mixtral: each expert is a full-size MLP
-    arch = " ".join(cfg.get("architectures") or [])
+    arch = " ".join(archs)
     return ModelSpec(
         name=name,
         hidden_size=d, num_layers=n_layers, num_heads=h, num_kv_heads=kvh, head_dim=hd,
         intermediate_size=inter,
         vocab_size=_int(merged, where, "vocab_size", required=True),
-        tie_word_embeddings=bool(merged.get("tie_word_embeddings", False)),
+        tie_word_embeddings=_flag(merged, where, "tie_word_embeddings", False),
         gated_mlp=not ("GPT2" in arch or merged.get("hidden_act") == "gelu_new"),
-        attention_bias=bool(merged.get("attention_bias", "Qwen2" in arch)),
+        attention_bias=_flag(merged, where, "attention_bias", "Qwen2" in arch),
         num_experts=n_experts,
         experts_per_token=_int(merged, where, "num_experts_per_tok", default=0) if n_experts else 0,
         moe_intermediate_size=moe_inter,
@@ -274,7 +291,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "Mod
         qk_nope_head_dim=_int(merged, where, "qk_nope_head_dim", default=0),
         v_head_dim=_int(merged, where, "v_head_dim", default=0),
         head_kind=head_kind,
-        target=meta.get("target"),
+        target=None if meta.get("target") is None else str(meta.get("target")),
         draft_vocab_size=_int(merged, where, "draft_vocab_size", default=0),
         medusa_num_heads=_int(merged, where, "medusa_num_heads", default=0),
         medusa_num_layers=_int(merged, where, "medusa_num_layers", default=0),
@@ -288,30 +305,34 @@ def available_models() -> list[str]:
     return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
 
 
-def _read_json(p: Path) -> Mapping[str, Any]:
+def _is_dir(p: Path) -> bool:
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise SpecsightInputError(str(p), f"line {e.lineno} column {e.colno}", f"malformed JSON: {e.msg}") from None
+        return p.is_dir()
+    except (OSError, ValueError):      # a name too long to be a directory
+        return False
 
 
-def load_model(name_or_path: str, field: str = "model") -> ModelSpec:
-    """A model by catalog name (models/<name>.json) or by path to any HF config.json."""
+def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> ModelSpec:
+    """A model by catalog name (models/<name>.json) or by path to any HF config.json.
+    (_head: loading a head's target, which may not be a head itself.)"""
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path):
+        raise SpecsightInputError(field, name_or_path, "a catalog name (models/<name>.json) or a config.json path")
     p = Path(str(name_or_path))
-    if p.suffix == ".json" or p.is_dir():
-        if p.is_dir():
+    if p.suffix == ".json" or _is_dir(p):
+        if _is_dir(p):
             p = p / "config.json"
-        if not p.exists():
-            raise SpecsightInputError(field, str(name_or_path), "no such config.json file")
         name = p.parent.name if p.name == "config.json" else p.stem
     else:
         p = MODELS_DIR / f"{name_or_path}.json"
-        if not p.exists():
+        if usable_file(p) is None:
             raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models()))
         name = p.stem
-    cfg = _read_json(p)
+    cfg = read_json(p, field, "config")
     meta = cfg.get("specsight") if isinstance(cfg, Mapping) else None
     target = None
     if isinstance(meta, Mapping) and meta.get("target"):
-        target = load_model(str(meta["target"]), field=f"{p}: specsight.target")
+        if _head:
+            raise SpecsightInputError(f"{field}: specsight.target", meta["target"],
+                                      "a head's target must be a full model, not another head")
+        target = load_model(str(meta["target"]), field=f"{p}: specsight.target", _head=True)
     return spec_from_config(cfg, name, str(p), target)

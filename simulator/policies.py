@@ -257,7 +257,10 @@ class PolicySpec:
     def from_mapping(raw: Any, where: str = "policy", k_max: int = 0, prior_alphas=None) -> Policy:
         """raw: None (static), a kind name, or a mapping with `kind`. k_max: the drafter's
         num_speculative_tokens. prior_alphas: the acceptance model's alphas(k_max), for goodput."""
+        from .schema import check
+        from .schema_table import POLICY
         k_max = require_int(f"{where}.k_max", k_max, lo=0)
+        raw = check(POLICY, raw, where)      # types, ranges, names: the schema's table
         if raw is None:
             raw = {"kind": "static"}
         if isinstance(raw, str):

@@ -12,8 +12,10 @@
     slo: {tpot_ms_p99: 50, ttft_ms_p99: 2000}
 
 `load_scenario(path_or_mapping, overrides)` applies `key.path=value` overrides (the value is
-parsed as YAML) before validating, and every error names the key path it is about. The full
-schema, with units and defaults, is in docs/simulator.md.
+parsed as YAML), checks every key's type and range against the schema (simulator/schema_table.py,
+docs/schema.md), builds the specs, and refuses work beyond the scenario's limits
+(simulator/work_limits.py); every error names the key path it is about. Units and defaults:
+docs/simulator.md.
 """
 from __future__ import annotations
 
@@ -23,18 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import yaml
-
 from .drafters import DrafterSpec
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .hardware import DTYPE_BYTES
+from .input_files import parse_yaml, read_yaml
 from .keys import reject_unknown
+from .schema import check, check_shape
+from .schema_table import HARDWARE_KINDS, ROUTERS, SCENARIO, TOP_KEYS
+from .work_limits import check_work_limits
 from .workload import ARRIVAL_KEYS, WorkloadSpec
-
-TOP_KEYS = ("name", "description", "seed", "hardware", "model", "drafter", "acceptance", "policy",
-            "workload", "engine", "slo")
-HARDWARE_KINDS = ("roofline", "fixed")
-ROUTERS = ("round_robin", "least_outstanding")
 
 
 @dataclass(frozen=True)
@@ -158,10 +157,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     keys = [k.strip() for k in path.strip().split(".")]
     if not keys or any(not k for k in keys):
         raise SpecsightInputError("--set", assignment, "the key path must be dotted names, e.g. engine.max_num_seqs=64")
-    try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError:
-        raise SpecsightInputError(f"--set {path}", text, "the value must parse as YAML") from None
+    value = parse_yaml(text, f"--set {path}", text) if text.strip() else None
     if keys[0] not in TOP_KEYS:
         raise SpecsightInputError(f"--set {keys[0]}", text, f"unknown top-level key; {closest_names(keys[0], TOP_KEYS)}")
     node: Any = raw
@@ -179,34 +175,16 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
 
 
 # ---- loading -----------------------------------------------------------------------------
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpecsightInputError("scenario", str(path), "no such file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecsightInputError(str(path), "malformed YAML", f"fix the YAML syntax{at}") from None
-
-
-def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    v = raw.get(key)
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        raise SpecsightInputError(key, v, "must be a mapping")
-    return v
-
-
-def _dataclass_from(cls: type, raw: Mapping[str, Any], where: str, skip: Iterable[str] = ()) -> Any:
-    names = [f.name for f in dataclasses.fields(cls) if f.name not in skip]
-    reject_unknown(raw, names, where)
+def _dataclass_from(cls: type, raw: Mapping[str, Any] | None, where: str) -> Any:
+    raw = raw or {}
+    reject_unknown(raw, [f.name for f in dataclasses.fields(cls)], where)
     return cls(**dict(raw))
 
 
-def _normalise_workload(raw: Mapping[str, Any]) -> dict[str, Any]:
+def _normalise_workload(raw: Any) -> Any:
     """Accept the flat form `{arrival: poisson, qps: 2, ...}` as well as `{arrival: {process: poisson, qps: 2}}`."""
+    if not isinstance(raw, Mapping):
+        return raw
     w = dict(raw)
     arr = w.get("arrival")
     if isinstance(arr, str):
@@ -227,36 +205,44 @@ def _normalise_policy(raw: Any) -> Any:
     return raw
 
 
+def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """The scenario mapping read, overridden, normalised (flat workload and `policy: off` forms)
+    and checked against the schema: every key a string, every value of its type and in range."""
+    if isinstance(path_or_mapping, Mapping):
+        check_shape(path_or_mapping, "scenario")
+        raw: Any = copy.deepcopy(dict(path_or_mapping))
+    else:
+        raw = read_yaml(path_or_mapping, "scenario", "scenario")
+        check_shape(raw, str(path_or_mapping))
+    if not isinstance(raw, dict):
+        raise SpecsightInputError("scenario", type(raw).__name__, "a scenario must be a YAML mapping")
+    for a in overrides:
+        apply_override(raw, a)
+    check_shape(raw, "scenario")
+    if "workload" in raw:
+        raw["workload"] = _normalise_workload(raw["workload"])
+    if "policy" in raw:
+        raw["policy"] = _normalise_policy(raw["policy"])
+    return check(SCENARIO, raw, "")
+
+
 def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
     """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
     from .acceptance import AcceptanceSpec, tree_acceptance
     from .policies import PolicySpec
 
-    if isinstance(path_or_mapping, Mapping):
-        raw: Any = copy.deepcopy(dict(path_or_mapping))
-        default_name = "scenario"
-    else:
-        p = Path(path_or_mapping)
-        raw = _read_yaml(p)
-        default_name = p.stem
-    if not isinstance(raw, dict):
-        raise SpecsightInputError("scenario", type(raw).__name__, "a scenario must be a YAML mapping")
-    for a in overrides:
-        apply_override(raw, a)
-    reject_unknown(raw, TOP_KEYS, "scenario")
-
+    raw = checked_source(path_or_mapping, overrides)
+    default_name = "scenario" if isinstance(path_or_mapping, Mapping) else Path(path_or_mapping).stem
     name = str(raw.get("name") or default_name)
     seed = require_int("seed", raw.get("seed", 0), lo=0)
-    hardware = _dataclass_from(HardwareSpec, _section(raw, "hardware"), "hardware")
+    hardware = _dataclass_from(HardwareSpec, raw.get("hardware"), "hardware")
     model = raw.get("model")
-    if model is not None and not isinstance(model, (str, Path)):
-        raise SpecsightInputError("model", model, "must be a catalog name (models/<name>.json) or a config.json path")
     if model is None and not hardware.is_fixed:
         raise SpecsightInputError("model", None, "required: a catalog name (models/<name>.json) or a config.json path")
 
     drafter = None
     if raw.get("drafter") is not None:
-        drafter = DrafterSpec.from_mapping(_section(raw, "drafter"), where="drafter")
+        drafter = DrafterSpec.from_mapping(raw["drafter"], where="drafter")
     k_max = 0 if drafter is None else int(drafter.num_speculative_tokens)
 
     acc_raw = raw.get("acceptance")
@@ -266,7 +252,7 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
         acc_raw = {"model": "iid", "alpha": 0.0}
     acceptance = AcceptanceSpec.from_mapping(acc_raw, where="acceptance", k_max=max(k_max, 1))
 
-    pol_raw = _normalise_policy(raw.get("policy"))
+    pol_raw = raw.get("policy")
     if pol_raw is None:
         pol_raw = {"kind": "static" if k_max > 0 else "off"}
     # the goodput policy's prior: per-depth rates for a tree drafter (as the engine samples them)
@@ -274,14 +260,11 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
     prior = tree_acceptance(acceptance, branches).alphas(k_max) if k_max > 0 else None
     policy = PolicySpec.from_mapping(pol_raw, where="policy", k_max=k_max, prior_alphas=prior)
 
-    wl_raw = raw.get("workload")
-    if wl_raw is None:
-        raise SpecsightInputError("workload", None, "required: arrival, num_requests, prompt_len, output_len")
-    if not isinstance(wl_raw, Mapping):
-        raise SpecsightInputError("workload", wl_raw, "must be a mapping")
-    workload = WorkloadSpec.from_mapping(_normalise_workload(wl_raw), where="workload")
-    engine = _dataclass_from(EngineSpec, _section(raw, "engine"), "engine")
-    slo = _dataclass_from(SLOSpec, _section(raw, "slo"), "slo")
-    return Scenario(name=name, seed=seed, hardware=hardware, model=None if model is None else str(model),
-                    drafter=drafter, acceptance=acceptance, policy=policy, workload=workload,
-                    engine=engine, slo=slo, description=str(raw.get("description") or ""), source=raw)
+    workload = WorkloadSpec.from_mapping(raw["workload"], where="workload")
+    engine = _dataclass_from(EngineSpec, raw.get("engine"), "engine")
+    slo = _dataclass_from(SLOSpec, raw.get("slo"), "slo")
+    sc = Scenario(name=name, seed=seed, hardware=hardware, model=None if model is None else str(model),
+                  drafter=drafter, acceptance=acceptance, policy=policy, workload=workload,
+                  engine=engine, slo=slo, description=str(raw.get("description") or ""), source=raw)
+    check_work_limits(sc)
+    return sc

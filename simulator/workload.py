@@ -35,7 +35,6 @@ import numpy as np
 
 from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from .errors import SpecsightInputError, closest_names, require_int, require_range
-from .keys import reject_unknown
 from .length_dist import LengthDist
 
 ARRIVALS = ("poisson", "gamma", "constant", "closed_loop", "trace")
@@ -46,8 +45,6 @@ ARRIVAL_KEYS = {
     "closed_loop": ("concurrency", "think_time_s"),
     "trace": ("path", "time_scale", "max_requests"),
 }
-REQUIRED_ARRIVAL_KEYS = {"poisson": ("qps",), "gamma": ("qps", "cv"), "constant": ("qps",),
-                         "closed_loop": ("concurrency",), "trace": ("path",)}
 DEFAULT_NUM_REQUESTS = 1000
 TRACE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 
@@ -113,26 +110,17 @@ class WorkloadSpec:
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "workload") -> "WorkloadSpec":
         """Build from a scenario's `workload:` mapping; unknown keys name their path."""
-        if not isinstance(raw, Mapping):
-            raise SpecsightInputError(where, raw, "must be a mapping with arrival, num_requests, prompt_len, output_len")
-        allowed = ("arrival", "num_requests", "prompt_len", "output_len")
-        reject_unknown(raw, allowed, where)
-        arr = raw.get("arrival")
-        if not isinstance(arr, Mapping) or "process" not in arr:
-            raise SpecsightInputError(f"{where}.arrival", arr, "must be a mapping {process: " + "|".join(ARRIVALS) + ", ...}")
+        from .schema import check
+        from .schema_table import WORKLOAD
+        raw = check(WORKLOAD, raw, where)       # types, ranges, names: the schema's table
+        arr = raw["arrival"]
         proc = arr["process"]
-        if proc not in ARRIVALS:
-            raise SpecsightInputError(f"{where}.arrival.process", proc, closest_names(str(proc), ARRIVALS))
-        reject_unknown(arr, ("process",) + ARRIVAL_KEYS[proc], f"{where}.arrival")
-        for key in REQUIRED_ARRIVAL_KEYS[proc]:
-            if key not in arr:
-                raise SpecsightInputError(f"{where}.arrival.{key}", None, f"required for process {proc}")
         kw: dict[str, Any] = {"arrival": proc}
         for key in ARRIVAL_KEYS[proc]:
-            if key in arr:
+            if arr.get(key) is not None:
                 kw["trace_path" if key == "path" else key] = arr[key]
-        if "num_requests" in raw:
-            kw["num_requests"] = require_int(f"{where}.num_requests", raw["num_requests"], lo=1)
+        if raw.get("num_requests") is not None:
+            kw["num_requests"] = raw["num_requests"]
         for name in ("prompt_len", "output_len"):
             if raw.get(name) is not None:
                 kw[name] = LengthDist.from_value(raw[name], f"{where}.{name}")
