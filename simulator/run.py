@@ -72,6 +72,8 @@ def verify_width_fn(scenario: Scenario, drafter: Drafter | None):
 def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deployment:
     """Cost model, drafter and KV capacity of one replica (roofline), or the fixed step costs."""
     hw, eng = scenario.hardware, scenario.engine
+    if eng.kind != "ideal":
+        raise SpecsightInputError("engine.kind", eng.kind, "only ideal is priced in this version")
     if hw.is_fixed:
         cost = FixedStepCost(hw.target_step_s, hw.draft_step_s)   # type: ignore[arg-type]
         cap = eng.num_gpu_blocks

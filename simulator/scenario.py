@@ -31,7 +31,7 @@ from .hardware import DTYPE_BYTES
 from .input_files import parse_yaml, read_yaml
 from .keys import reject_unknown
 from .schema import check, check_shape
-from .schema_table import HARDWARE_KINDS, ROUTERS, SCENARIO, TOP_KEYS
+from .schema_table import ENGINE_KINDS, HARDWARE_KINDS, ROUTERS, SCENARIO, TOP_KEYS
 from .work_limits import check_work_limits
 from .workload import ARRIVAL_KEYS, WorkloadSpec
 
@@ -87,6 +87,8 @@ class EngineSpec:
     router: str = "round_robin"             # round_robin | least_outstanding
     num_gpu_blocks: int | None = None       # override the computed KV capacity (blocks per replica)
     activation_reserve_gb: float | None = None   # per GPU; None: estimated (docs/simulator.md)
+    kind: str = "ideal"                     # ideal | vllm | sglang | trtllm: whose rounds (docs/engines.md)
+    version: str | None = None              # the engine's version; None: the engine's default
 
     def __post_init__(self) -> None:
         w = "engine"
@@ -96,6 +98,8 @@ class EngineSpec:
         require_range(f"{w}.gpu_memory_utilization", self.gpu_memory_utilization, 0.0, 1.0, lo_open=True)
         if self.router not in ROUTERS:
             raise SpecsightInputError(f"{w}.router", self.router, closest_names(str(self.router), ROUTERS))
+        if self.kind not in ENGINE_KINDS:
+            raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), ENGINE_KINDS))
         if self.max_num_batched_tokens < self.max_num_seqs:   # as vLLM requires
             raise SpecsightInputError(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens,
                                       f"must be >= max_num_seqs ({self.max_num_seqs})")

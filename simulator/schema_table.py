@@ -23,6 +23,7 @@ from .workload import ARRIVALS
 
 HARDWARE_KINDS = ("roofline", "fixed")
 ROUTERS = ("round_robin", "least_outstanding")
+ENGINE_KINDS = ("ideal", "vllm", "sglang", "trtllm")   # how a round is priced (docs/engines.md)
 
 # ---- limits (the schema's maxima; docs/schema.md lists them) -----------------------------------
 MAX_REQUESTS = 10 ** 9            # requests in one scenario (a fleet-day); work limits: simulator/work_limits.py
@@ -185,6 +186,10 @@ WORKLOAD = Section(doc="requests", default=REQUIRED, keys={
 })
 
 ENGINE = Section(doc="the serving engine per replica (vLLM's names and defaults)", nullable=True, keys={
+    "kind": Str(doc="whose rounds: ideal (the cost model's passes alone) or a named engine's", choices=ENGINE_KINDS,
+                default="ideal"),
+    "version": Str(doc="the engine's version where its behaviour differs (default: the engine's own)", max_len=MAX_NAME,
+                   nullable=True),
     "max_num_seqs": Int(doc="running sequences", unit="sequences", lo=1, hi=MAX_SEQS, default=256),
     "max_num_batched_tokens": Int(doc="tokens per iteration (>= max_num_seqs)", unit="tokens", lo=1,
                                   hi=MAX_BATCHED_TOKENS, default=8192),
