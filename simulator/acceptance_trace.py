@@ -24,12 +24,16 @@ the list there.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .acceptance import PerPositionAcceptance
 from .csvio import as_counts, read_csv_columns, resolve_path
 from .errors import SpecsightInputError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 POS_COLUMN = re.compile(r"^num_accepted_tokens_per_pos_(\d+)$")
 
@@ -60,16 +64,16 @@ class TraceAcceptance(PerPositionAcceptance):
     """Per-position acceptance estimated from a recorded trace (see the module docstring)."""
     name = "trace"
 
-    def __init__(self, alphas, path: str, fmt: str, rounds: int):
+    def __init__(self, alphas: ArrayLike, path: str, fmt: str, rounds: int):
         super().__init__(alphas, source=path)
         self.path, self.format, self.rounds = path, fmt, rounds   # rounds: observations behind it
 
     @classmethod
     def from_csv(cls, path: object, field: str, k: int | None = None,
-                 counters: str = "delta") -> "TraceAcceptance":
+                 counters: str = "delta") -> TraceAcceptance:
         p = resolve_path(path, field)
         cols = read_csv_columns(p, field)
-        pos_cols = sorted(((int(m.group(1)), c) for c in cols if (m := POS_COLUMN.match(c))))
+        pos_cols = sorted((int(m.group(1)), c) for c in cols if (m := POS_COLUMN.match(c)))
         if "accepted" in cols:
             acc = as_counts(cols["accepted"], field, "accepted", lo=0)
             if len(acc) == 0:
@@ -83,7 +87,8 @@ class TraceAcceptance(PerPositionAcceptance):
             rates, fmt, rounds = alphas_from_accept_lengths(acc, ks), "accept_lengths", len(acc)
         elif "num_drafts" in cols and pos_cols:
             if [i for i, _ in pos_cols] != list(range(len(pos_cols))):
-                raise SpecsightInputError(field, str(p), "num_accepted_tokens_per_pos_<i> columns must run 0, 1, 2, ... without gaps")
+                raise SpecsightInputError(field, str(p),
+                                          "num_accepted_tokens_per_pos_<i> columns must run 0, 1, 2, ... without gaps")
             drafts = cols["num_drafts"]
             per_pos = np.stack([cols[c] for _, c in pos_cols], axis=1)     # [rows, positions]
             if len(drafts) == 0:
@@ -93,7 +98,8 @@ class TraceAcceptance(PerPositionAcceptance):
             else:
                 n, per = float(drafts.sum()), per_pos.sum(axis=0)
             if np.any(per < 0) or np.any(np.diff(np.concatenate(([n], per))) > 0):
-                raise SpecsightInputError(field, str(p), "counters must satisfy num_drafts >= pos_0 >= pos_1 >= ... >= 0")
+                raise SpecsightInputError(field, str(p),
+                                          "counters must satisfy num_drafts >= pos_0 >= pos_1 >= ... >= 0")
             rates, fmt, rounds = alphas_from_counters(n, per), "vllm_counters", int(n)
         else:
             raise SpecsightInputError(field, str(p), "needs column `accepted` (optionally `k`), or `num_drafts` and "

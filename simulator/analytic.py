@@ -20,7 +20,7 @@ from .pass_shape import causal_pairs
 from .spec_math import expected_tokens_per_round, tree_depth_acceptance
 
 
-def plain_step_time_s(cm: CostModel, batch, context):
+def plain_step_time_s(cm: CostModel, batch: float | np.ndarray, context: float | np.ndarray) -> float | np.ndarray:
     """One decode iteration of `batch` sequences, each with `context` cached tokens."""
     return cm.time_s(batch, batch * context, batch * causal_pairs(1, context), batch, batch) + cm.round_overhead_s(0)
 
@@ -31,7 +31,7 @@ def effective_alpha(drafter: Drafter, alpha: float) -> float:
     return tree_depth_acceptance(alpha, s.branches) if s.branches > 1 else alpha
 
 
-def expected_tokens(drafter: Drafter, alpha: float, k: int):
+def expected_tokens(drafter: Drafter, alpha: float, k: int) -> float:
     """Mean tokens emitted per sequence per round, counting rounds where an n-gram finds no match."""
     e = expected_tokens_per_round(effective_alpha(drafter, alpha), k)
     if drafter.spec.is_lookup:
@@ -40,7 +40,8 @@ def expected_tokens(drafter: Drafter, alpha: float, k: int):
     return e
 
 
-def spec_step_time_s(cm: CostModel, drafter: Drafter, batch, context, k: int, alpha: float):
+def spec_step_time_s(cm: CostModel, drafter: Drafter, batch: float | np.ndarray, context: float | np.ndarray, k: int,
+                     alpha: float) -> float | np.ndarray:
     """One speculative round: propose k, verify the verify width, plus the iteration overhead and
     the verification step's fixed time."""
     if k <= 0:
@@ -55,7 +56,8 @@ def spec_step_time_s(cm: CostModel, drafter: Drafter, batch, context, k: int, al
     return t_draft + t_verify + cm.round_overhead_s(k)
 
 
-def speedup(cm: CostModel, drafter: Drafter, batch, context, k: int, alpha: float):
+def speedup(cm: CostModel, drafter: Drafter, batch: float | np.ndarray, context: float | np.ndarray, k: int,
+            alpha: float) -> float | np.ndarray:
     """Output-token throughput of speculation over plain decoding at the same batch and context."""
     return expected_tokens(drafter, alpha, k) * plain_step_time_s(cm, batch, context) / \
         spec_step_time_s(cm, drafter, batch, context, k, alpha)
@@ -86,7 +88,9 @@ def breakeven_batch(cm: CostModel, drafter: Drafter, context: float, k: int, alp
     """Solve speedup(B) = 1 for B in [1, max_batch] (the first crossing from above)."""
     from scipy.optimize import brentq  # NOTE: imported here; scipy.optimize costs seconds at CLI start-up
 
-    f = lambda b: float(speedup(cm, drafter, b, context, k, alpha)) - 1.0
+    def f(b: float) -> float:
+        return float(speedup(cm, drafter, b, context, k, alpha)) - 1.0
+
     s1 = f(1.0) + 1.0
     if s1 < 1.0:
         return BreakEven(k, None, s1, True)

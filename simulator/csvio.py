@@ -51,7 +51,8 @@ def read_csv_columns(path: Path, field: str) -> dict[str, np.ndarray]:
                 vals[i] = float(r[j])
             except (IndexError, ValueError):
                 cell = r[j] if j < len(r) else None
-                raise SpecsightInputError(field, str(path), f"row {i + 2}, column {name!r}: {cell!r} is not a number") from None
+                raise SpecsightInputError(field, str(path),
+                                          f"row {i + 2}, column {name!r}: {cell!r} is not a number") from None
         if not np.all(np.isfinite(vals)):
             raise SpecsightInputError(field, str(path), f"column {name!r} holds NaN or infinite values")
         cols[name] = vals

@@ -15,8 +15,9 @@ Every family the README's "What it models" lists; names follow vLLM's `method` v
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,8 @@ class DrafterSpec:
             raise SpecsightInputError("drafter.method", self.method, f"one of {', '.join(METHODS)}")
         require_int("drafter.num_speculative_tokens", self.num_speculative_tokens, lo=0, hi=64)
         if self.method in NEEDS_MODEL and not self.model:
-            raise SpecsightInputError("drafter.model", self.model, f"method {self.method} needs a draft model or head config")
+            raise SpecsightInputError("drafter.model", self.model,
+                                      f"method {self.method} needs a draft model or head config")
         require_int("drafter.tree_nodes", self.tree_nodes, lo=0)
         require_int("drafter.tree_branches", self.tree_branches, lo=1)
         require_range("drafter.match_probability", self.match_probability, 0.0, 1.0)
@@ -63,13 +65,14 @@ class DrafterSpec:
         require_int("drafter.kv_budget_tokens", self.kv_budget_tokens, lo=0)
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any], where: str = "drafter") -> "DrafterSpec":
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "drafter") -> DrafterSpec:
         if not isinstance(raw, Mapping):
             raise SpecsightInputError(where, raw, "must be a mapping with at least `method`")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(raw) - names)
         if unknown:
-            raise SpecsightInputError(f"{where}.{unknown[0]}", raw[unknown[0]], f"unknown key; allowed: {', '.join(sorted(names))}")
+            raise SpecsightInputError(f"{where}.{unknown[0]}", raw[unknown[0]],
+                                      f"unknown key; allowed: {', '.join(sorted(names))}")
         if "method" not in raw:
             raise SpecsightInputError(f"{where}.method", None, f"required; one of {', '.join(METHODS)}")
         return cls(**dict(raw))
@@ -114,7 +117,8 @@ class Drafter:
         if m in NEEDS_MODEL:
             dm = load_model(spec.model, field="drafter.model")
             if m in HEAD_METHODS and dm.head_kind is None:
-                raise SpecsightInputError("drafter.model", spec.model, f"method {m} needs a {m} head config (models/*{m}*.json)")
+                raise SpecsightInputError("drafter.model", spec.model,
+                                          f"method {m} needs a {m} head config (models/*{m}*.json)")
             if m in ("draft_model", "parallel") and dm.vocab_size != target.vocab_size:
                 raise SpecsightInputError("drafter.model", spec.model,
                                           f"vocabulary {dm.vocab_size} differs from the target's {target.vocab_size}")
@@ -146,7 +150,8 @@ class Drafter:
         return self.draft_cost is not None and self.spec.proposes_in_steps
 
     # ---- cost of proposing ---------------------------------------------------------------
-    def propose_time_s(self, num_seqs, k: int, sum_context, catchup_tokens=None):
+    def propose_time_s(self, num_seqs: float | np.ndarray, k: int, sum_context: float | np.ndarray,
+                       catchup_tokens: float | np.ndarray | None = None) -> float | np.ndarray:
         """Seconds to propose k tokens for num_seqs sequences holding sum_context cached tokens.
 
         catchup_tokens: tokens the drafter must first ingest (those emitted last round; default

@@ -13,7 +13,7 @@ Processes (all SimPy generators taking `env` through their object):
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import simpy
@@ -68,7 +68,7 @@ class Engine:
         return
         yield   # a generator: SimPy runs it as a process, where the user processes started
 
-    def _issue(self, _event=None) -> None:
+    def _issue(self, _event: simpy.Event | None = None) -> None:
         """A closed-loop user sends the next request, if any is left."""
         rid = self._next_rid
         if rid >= self.table.n:
@@ -77,7 +77,7 @@ class Engine:
         self.table.arrival_s[rid] = self.env.now
         self._submit(rid)
 
-    def _reply(self, _event) -> None:
+    def _reply(self, _event: simpy.Event) -> None:
         """A user got its reply: the next request after think_time_s (at once without one)."""
         if self._next_rid >= self.table.n:
             return

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Iterable
-
+from collections.abc import Iterable
 
 MAX_SHOWN_CHARS = 120     # an error line shows at most this much of a value (a 10**400, a 300-character name)
 

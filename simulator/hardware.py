@@ -9,9 +9,10 @@ datasheet defaults only when it is named explicitly, and says so (`describe()`).
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecsightInputError, closest_names, require_range
 from .input_files import read_yaml, usable_file
@@ -39,7 +40,7 @@ def _optional_number(field: str, value: Any, allowed: str, lo: float, hi: float 
     require_range(field, value, lo, hi, lo_open=lo_open)
 
 
-def require_sm_count(name: str, efficiency: "Efficiency", sm_count: int | None) -> None:
+def require_sm_count(name: str, efficiency: Efficiency, sm_count: int | None) -> None:
     """A profile (or a CostModel's efficiency override) whose attention runs per (sequence, KV
     head) must say how many multiprocessors run the blocks."""
     if efficiency.attention_blocks == "per_sequence_head" and sm_count is None:
@@ -138,19 +139,22 @@ class HardwareProfile:
         require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, 1e4, lo_open=True)
         for dt, v in self.peak_tflops.items():
             if dt not in DTYPE_BYTES:
-                raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v, f"dtype must be one of {sorted(DTYPE_BYTES)}")
+                raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v,
+                                          f"dtype must be one of {sorted(DTYPE_BYTES)}")
             require_range(f"{self.name}.peak_tflops.{dt}", v, 0, 1e7, lo_open=True)
         require_range(f"{self.name}.efficiency.memory", self.efficiency.memory, 0, 1, lo_open=True)
         require_range(f"{self.name}.efficiency.compute", self.efficiency.compute, 0, 1, lo_open=True)
         require_range(f"{self.name}.efficiency.roofline_sharpness", self.efficiency.roofline_sharpness, 1, 1e3)
-        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, 1e7, lo_open=True)
+        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, 1e7,
+                      lo_open=True)
         require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0, 1e9)
         require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0, 1e9)
         require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0, 1e9)
         for key in ("sampling_row_us", "verify_round_us"):
-            _optional_number(f"{self.name}.overheads.{key}", getattr(self.overheads, key), "a number >= 0 (or absent: 0)",
-                             0, 1e9)
-        if self.sm_count is not None and (not isinstance(self.sm_count, numbers.Integral) or isinstance(self.sm_count, bool)
+            _optional_number(f"{self.name}.overheads.{key}", getattr(self.overheads, key),
+                             "a number >= 0 (or absent: 0)", 0, 1e9)
+        if self.sm_count is not None and (not isinstance(self.sm_count, numbers.Integral)
+                                          or isinstance(self.sm_count, bool)
                                           or not 1 <= self.sm_count <= 10 ** 7):
             raise SpecsightInputError(f"{self.name}.sm_count", self.sm_count, "a whole number >= 1 (or absent)")
         require_sm_count(self.name, self.efficiency, self.sm_count)
@@ -171,7 +175,8 @@ class HardwareProfile:
     def peak_flops(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; a clear error if this GPU lacks it."""
         if dtype not in self.peak_tflops:
-            raise SpecsightInputError("dtype", dtype, f"{self.name} has peak figures for {', '.join(sorted(self.peak_tflops))}")
+            raise SpecsightInputError("dtype", dtype,
+                                      f"{self.name} has peak figures for {', '.join(sorted(self.peak_tflops))}")
         return float(self.peak_tflops[dtype]) * 1e12
 
     @property
@@ -191,7 +196,8 @@ class HardwareProfile:
             fit = (f"fit: memory {e.memory:.3g}{rates}, compute {e.compute:.3g}, sharpness {e.roofline_sharpness:.3g}, "
                    f"launch {o.kernel_launch_us:.4g} us, iteration {o.iteration_us:.4g} us"
                    + (f", sampling {o.sampling_row_us:.3g} us per row" if o.sampling_row_us is not None else "")
-                   + (f", verify {o.verify_round_us:.3g} us per speculative round" if o.verify_round_us is not None else "")
+                   + (f", verify {o.verify_round_us:.3g} us per speculative round"
+                      if o.verify_round_us is not None else "")
                    + (f", held-out median error {100 * float(held):.1f} %" if held is not None else ""))
             return (f"hardware profile {self.name} (CALIBRATED: {c.get('method', 'fit')} on "
                     f"{c.get('device_name', '?')} {c.get('date', '')}; {fit}; overrides the defaults of base profile "
@@ -237,8 +243,8 @@ def _numeric_leaves(d: Mapping[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-_SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency", "overheads",
-                     "sm_count")
+_SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency",
+                     "overheads", "sm_count")
 
 
 def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
@@ -254,7 +260,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             raise SpecsightInputError(f"{where}: {key}", None, "required key is missing")
         v = raw[key]
         if not isinstance(v, kind) or isinstance(v, bool):
-            raise SpecsightInputError(f"{where}: {key}", v, f"must be {getattr(kind, '__name__', 'a number or mapping')}")
+            raise SpecsightInputError(f"{where}: {key}", v,
+                                      f"must be {getattr(kind, '__name__', 'a number or mapping')}")
         return v
 
     def sub(section: str, keys: tuple[str, ...], optional: Mapping[str, Any] = {}) -> dict[str, Any]:
@@ -274,7 +281,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     numeric = _numeric_leaves({k: raw[k] for k in _SOURCED_SECTIONS if k in raw})
     missing = [k for k in numeric if not str(sources.get(k, "")).strip()]
     if missing:
-        raise SpecsightInputError(f"{where}: sources", ", ".join(missing), "every number needs a source string under sources")
+        raise SpecsightInputError(f"{where}: sources", ", ".join(missing),
+                                  "every number needs a source string under sources")
     def num(path: str, v: Any) -> float:
         """A profile number as a float: a string, a boolean or an integer too large for a float is refused."""
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
@@ -302,7 +310,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
                                   num("efficiency.roofline_sharpness", eff["roofline_sharpness"]),
                                   eff["memory_gemv"], eff["memory_attention"],    # type-checked by Efficiency
                                   str(eff["attention_blocks"])),
-            overheads=Overheads(num("overheads.kernel_launch_us", ov["kernel_launch_us"]), num("overheads.iteration_us", ov["iteration_us"]),
+            overheads=Overheads(num("overheads.kernel_launch_us", ov["kernel_launch_us"]),
+                                num("overheads.iteration_us", ov["iteration_us"]),
                                 ov["sampling_row_us"], ov["verify_round_us"]),   # type-checked by HardwareProfile
             sources={str(k): str(v) for k, v in sources.items()},
             calibration=raw.get("calibration"),

@@ -86,7 +86,7 @@ def read_text(path: object, field: str, kind: str) -> str:
 class _StrictLoader(yaml.SafeLoader):
     """The safe loader, refusing duplicate keys."""
 
-    def construct_mapping(self, node, deep=False):          # type: ignore[override]
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:   # type: ignore[override]
         if isinstance(node, yaml.MappingNode):
             seen: set = set()
             for key_node, _ in node.value:
@@ -114,8 +114,9 @@ def parse_yaml(text: str, field: str, shown: str) -> Any:
         problem = str(getattr(e, "problem", "") or "")
         if "could not determine a constructor for the tag" in problem:
             tag = problem.split("tag", 1)[1].strip(" '")
-            raise SpecsightInputError(field, shown, f"unsupported YAML tag {tag}{at}: only plain YAML is read (mappings, "
-                                                    "lists, strings, numbers, booleans, null); nothing is executed") \
+            raise SpecsightInputError(field, shown, f"unsupported YAML tag {tag}{at}: only plain YAML is read "
+                                                    "(mappings, lists, strings, numbers, booleans, null); "
+                                                    "nothing is executed") \
                 from None
         if problem.startswith("duplicate key"):
             raise SpecsightInputError(field, shown, f"{problem}{at}") from None

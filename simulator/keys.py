@@ -1,7 +1,8 @@
 """Unknown-key checks for scenario mappings (the error names the full key path)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .errors import SpecsightInputError, closest_names
 

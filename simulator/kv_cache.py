@@ -83,7 +83,8 @@ def kv_budget(cm: CostModel, drafter_weight_bytes: float, drafter_kv_bytes_per_t
             raise SpecsightInputError(
                 "hardware.tp", cm.tp,
                 f"no room for a KV cache on {cm.hw.name}: per GPU {usable * gb:.1f} GB usable, "
-                f"target weights {cm.weight_bytes_per_gpu * gb:.1f} GB, drafter weights {drafter_weight_bytes * gb:.1f} GB, "
+                f"target weights {cm.weight_bytes_per_gpu * gb:.1f} GB, "
+                f"drafter weights {drafter_weight_bytes * gb:.1f} GB, "
                 f"activation reserve {activation_reserve_bytes * gb:.1f} GB; raise tp, gpu_memory_utilization "
                 f"or pick a larger GPU")
     return KVBudget(hbm, usable, float(cm.weight_bytes_per_gpu), float(drafter_weight_bytes),

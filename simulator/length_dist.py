@@ -11,7 +11,8 @@ A scenario writes a length as an int (fixed) or a mapping:
     {dist: empirical, path: ..., column: ..., order: sequential}   # rows in order, cycling
 
 Any of them may add `min` and/or `max` (tokens) to clip. Samples are rounded to integers and are
-always >= 1 and <= MAX_LENGTH_TOKENS (10^7, the schema's limit on one request's length). Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
+always >= 1 and <= MAX_LENGTH_TOKENS (10^7, the schema's limit on one request's length).
+Empirical `order`: `random` (default) resamples rows with replacement; `sequential`
 takes rows 0, 1, 2, ... in order (cycling past the last), so a prompt and an output length read
 from two columns of one trace are the same request's (no random draw).
 Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clipping.
@@ -19,8 +20,9 @@ Lognormal: mu = ln(mean) - sigma^2 / 2, so E[length] = mean before rounding/clip
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +51,7 @@ class LengthDist:
     _values: np.ndarray | None = field(default=None, repr=False, compare=False)   # empirical samples
 
     @classmethod
-    def from_value(cls, v: Any, field: str) -> "LengthDist":
+    def from_value(cls, v: Any, field: str) -> LengthDist:
         """An int (fixed length) or a {dist: ...} mapping; errors name `field` and the key."""
         from .schema import check
         from .schema_table import LENGTH
@@ -59,7 +61,7 @@ class LengthDist:
         return cls(dist="fixed", value=v)
 
     @classmethod
-    def _from_mapping(cls, raw: Mapping[str, Any], where: str) -> "LengthDist":
+    def _from_mapping(cls, raw: Mapping[str, Any], where: str) -> LengthDist:
         dist = raw["dist"]
         lo = raw.get("min", 1)
         hi = raw.get("max")
@@ -81,7 +83,8 @@ class LengthDist:
         elif dist == "lognormal":
             sigma = float(need("sigma"))
             if ("mean" in raw) == ("median" in raw):
-                raise SpecsightInputError(f"{where}.mean", raw.get("mean"), "give exactly one of mean or median (tokens)")
+                raise SpecsightInputError(f"{where}.mean", raw.get("mean"),
+                                          "give exactly one of mean or median (tokens)")
             if "mean" in raw:
                 mu = math.log(raw["mean"]) - sigma ** 2 / 2.0
             else:

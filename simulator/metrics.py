@@ -26,9 +26,15 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .scenario import SLOSpec
 
 ITER_COLUMNS = ("replica", "start_s", "end_s", "batch", "num_decode", "num_prefill_tokens", "k",
                 "tokens_emitted", "first_tokens", "draft_s", "verify_s", "prefill_s", "overhead_s",
@@ -59,7 +65,7 @@ class RequestTable:
         self.drafted = np.zeros(n, dtype=np.int64)     # drafts proposed
         self.preemptions = np.zeros(n, dtype=np.int64)
 
-    def frame(self):
+    def frame(self) -> pd.DataFrame:
         import pandas as pd
         return pd.DataFrame({
             "id": np.arange(self.n, dtype=np.int64), "replica": self.replica,
@@ -78,7 +84,7 @@ class IterationLog:
     def __len__(self) -> int:
         return len(self.buf) // N_ITER_COLS
 
-    def frame(self, kv_capacity_blocks: list[int]):
+    def frame(self, kv_capacity_blocks: list[int]) -> pd.DataFrame:
         import pandas as pd
         a = np.frombuffer(self.buf, dtype=np.float64).reshape(-1, N_ITER_COLS) if len(self.buf) else \
             np.zeros((0, N_ITER_COLS))
@@ -111,7 +117,7 @@ def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> fl
     return float(v[order][min(i, len(v) - 1)])
 
 
-def per_request_latencies(req) -> dict[str, np.ndarray]:
+def per_request_latencies(req: pd.DataFrame) -> dict[str, np.ndarray]:
     """TTFT, TPOT, E2E in seconds per request ([N] float64; TPOT NaN for 1-token outputs)."""
     ttft = (req["first_token_s"] - req["arrival_s"]).to_numpy()
     e2e = (req["finish_s"] - req["arrival_s"]).to_numpy()
@@ -121,7 +127,8 @@ def per_request_latencies(req) -> dict[str, np.ndarray]:
     return {"ttft": ttft, "tpot": tpot, "e2e": e2e}
 
 
-def summarize(req, it, acc_hist: np.ndarray, slo, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def summarize(req: pd.DataFrame, it: pd.DataFrame, acc_hist: np.ndarray, slo: SLOSpec,
+              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary dict of one run (see the module docstring and docs/simulator.md)."""
     s: dict[str, Any] = {}
     n = len(req)

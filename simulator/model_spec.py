@@ -7,9 +7,10 @@ KV bytes per token, attention FLOPs per query-key pair. A head shipped in models
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecsightInputError, closest_names
 from .input_files import read_json, usable_file
@@ -91,7 +92,8 @@ class ModelSpec:
         d, h = self.hidden_size, self.num_heads
         if self.is_mla:
             qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            q = (d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * h * qk) if self.q_lora_rank else d * h * qk
+            q = ((d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * h * qk) if self.q_lora_rank
+                 else d * h * qk)
             kv_a = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)
             o = h * self.v_head_dim * d
@@ -170,7 +172,8 @@ class ModelSpec:
         """Per-layer weights every token multiplies: attention, norms, and the dense MLP or the
         shared experts and router of a MoE layer (summed over all layers)."""
         dense = self.num_dense_layers * (self.attn_params + self.norm_params + self.dense_mlp_params)
-        moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params + self.router_params)
+        moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params
+                                     + self.router_params)
         return dense + moe
 
     @property
@@ -237,7 +240,7 @@ def _flag(cfg: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
     return v
 
 
-def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: "ModelSpec | None" = None) -> ModelSpec:
+def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: ModelSpec | None = None) -> ModelSpec:
     """Parse HF config keys. A head's missing dimensions are taken from its target."""
     if not isinstance(cfg, Mapping):
         raise SpecsightInputError(where, type(cfg).__name__, "a config.json must hold a JSON object")

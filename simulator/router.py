@@ -6,7 +6,7 @@ least_outstanding  the replica with the fewest requests waiting or running; ties
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class RoundRobinRouter:
@@ -33,7 +33,7 @@ class LeastOutstandingRouter:
         return best
 
 
-def make_router(kind: str, num_replicas: int):
+def make_router(kind: str, num_replicas: int) -> RoundRobinRouter | LeastOutstandingRouter:
     if kind == "least_outstanding":
         return LeastOutstandingRouter(num_replicas)
     return RoundRobinRouter(num_replicas)

@@ -7,11 +7,15 @@ section 3.1: alpha = E[sum_x min(p(x), q(x))]); alpha_k the conditional acceptan
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import SpecsightInputError, require_int, require_range
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 def check_alpha(alpha: float, field: str = "alpha") -> float:
@@ -22,7 +26,7 @@ def check_k(k: int, field: str = "k") -> int:
     return require_int(field, k, lo=0)
 
 
-def expected_tokens_by_k(alphas) -> np.ndarray:
+def expected_tokens_by_k(alphas: ArrayLike) -> np.ndarray:
     """[K + 1] E[tokens emitted per round] at each K = 0..K for conditional per-position rates
     alpha_1..alpha_K: 1 + sum_{k<=K} prod_{j<=k} alpha_j (1 at K = 0; valid at alpha = 1).
     The one writing of the rule: expected_tokens, the acceptance models and the goodput policy call it;
@@ -30,12 +34,12 @@ def expected_tokens_by_k(alphas) -> np.ndarray:
     return 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(np.asarray(alphas, dtype=float)))))
 
 
-def expected_tokens(alphas) -> float:
+def expected_tokens(alphas: ArrayLike) -> float:
     """E[tokens emitted per round] at K = len(alphas) (expected_tokens_by_k's last entry)."""
     return float(expected_tokens_by_k(alphas)[-1])
 
 
-def expected_tokens_per_round(alpha, k):
+def expected_tokens_per_round(alpha: ArrayLike, k: ArrayLike) -> float | np.ndarray:
     """E[tokens emitted per round] = (1 - alpha^(K+1)) / (1 - alpha) (Leviathan et al. 2022, eq. 1):
     expected_tokens_by_k's closed form for one i.i.d. alpha < 1, on floats or numpy arrays."""
     alpha = np.asarray(alpha, dtype=float)
@@ -60,7 +64,7 @@ def accept_length_distribution(alphas: Sequence[float]) -> np.ndarray:
     return probs
 
 
-def speedup_batch1(alpha, k, c):
+def speedup_batch1(alpha: ArrayLike, k: ArrayLike, c: ArrayLike) -> float | np.ndarray:
     """Walltime improvement at batch 1 (Leviathan et al. 2022, Thm 3.8):
     (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1)), c = draft step time / target step time."""
     return expected_tokens_per_round(alpha, k) / (np.asarray(k) * c + 1.0)
@@ -74,14 +78,14 @@ def optimal_k(alpha: float, c: float, k_max: int = 32) -> int:
     return int(ks[np.argmax(speedup_batch1(alpha, ks, c))])
 
 
-def compute_increase(alpha, k, c_hat):
+def compute_increase(alpha: ArrayLike, k: ArrayLike, c_hat: ArrayLike) -> float | np.ndarray:
     """Factor by which total arithmetic grows (Leviathan et al. 2022, Thm 3.11):
     (1 - alpha)(K c_hat + K + 1) / (1 - alpha^(K+1)), c_hat = draft/target arithmetic per token."""
     return (1.0 - np.asarray(alpha)) * (np.asarray(k) * c_hat + np.asarray(k) + 1.0) / \
         (1.0 - np.asarray(alpha) ** (np.asarray(k) + 1))
 
 
-def tree_depth_acceptance(alpha, branches: int):
+def tree_depth_acceptance(alpha: ArrayLike, branches: int) -> float | np.ndarray:
     """A depth of a tree is accepted if any of its `branches` independent candidates is:
     1 - (1 - alpha)^b. alpha: a float (checked to lie in [0, 1)), or rates as a sequence or numpy
     array (per position, per request; returned as a float array of the same shape)."""
