@@ -62,10 +62,11 @@ def _tokens(chars: float) -> float:
     return chars / LLAMA3_CHARS_PER_TOKEN
 
 
-SARATHI = ("Sarathi-Serve (Agrawal et al., OSDI 2024, arXiv 2403.02310), Table 2, openchat_sharegpt4; the same "
-           "lengths as microsoft/sarathi-serve data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv "
-           "(commit 72339db, 30,731 rows)")
+SARATHI = ("microsoft/sarathi-serve data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv (commit "
+           "72339db, 30,731 requests; openchat_sharegpt4 as the Sarathi-Serve paper, arXiv 2403.02310, and Vidur use "
+           "it): prompt median 1730, P90 5696; output median 415, P90 834")
 MT_BENCH_FILE = "lm-sys/FastChat fastchat/llm_judge/data/mt_bench/question.jsonl (commit 0e6d3e4), 80 first turns"
+SPEC_BENCH_FILE = "hemingkx/Spec-Bench data/spec_bench/question.jsonl (commit fd2c1cd)"
 GSM8K_FILE = "openai/grade-school-math grade_school_math/data/test.jsonl (commit 3101c7d), 1,319 problems"
 
 PRESETS: dict[str, WorkloadPreset] = {p.name: p for p in (
@@ -102,17 +103,20 @@ PRESETS: dict[str, WorkloadPreset] = {p.name: p for p in (
                    Published("output", "median", 256, 0.0, "vLLM MTBenchDataset.DEFAULT_OUTPUT_LEN"))),
     WorkloadPreset(
         name="cnn_dailymail",
-        prompt=(("dist", "fixed"), ("value", 781)),
-        output=(("dist", "fixed"), ("value", 56)),
-        tokenizer="PTB word tokens (Stanford CoreNLP PTBTokenizer), not a subword tokenizer",
-        source="abisee/cnn_dailymail dataset card (huggingface/datasets datasets/cnn_dailymail/README.md), "
-               "\"Mean Token Count\": article 781, highlights 56; See et al., ACL 2017 (P17-1099), Section 4",
-        notes="Only means are published, so both lengths are fixed at them (no spread is invented). Word "
-              "tokens: a subword tokenizer gives more per article. Output is the reference highlights; engine "
-              "summarisation benchmarks cap generation instead (vLLM's spec_bench_output_len 256, Spec-Bench's "
-              "1024).",
-        published=(Published("prompt", "mean", 781, 0.0, "cnn_dailymail card"),
-                   Published("output", "mean", 56, 0.0, "cnn_dailymail card"))),
+        prompt=(("dist", "lognormal"), ("median", round(_tokens(2990.5), 2)), ("sigma", 0.4987),
+                ("min", 151), ("max", 1493)),
+        output=(("dist", "fixed"), ("value", 256)),
+        tokenizer="Llama-3 (prompt: characters / 4.58694); output: max_tokens, tokenizer-independent",
+        source=f"prompt: {SPEC_BENCH_FILE}, category summarization (80 CNN/DailyMail articles after "
+               "\"Summarize: \"): median 2,990.5 characters, sd of ln 0.4987, range 692-6,847; output: vLLM "
+               "`vllm bench serve --dataset-name spec_bench` default --spec-bench-output-len 256",
+        notes="CNN/DailyMail as speculative-decoding benchmarks send it (Spec-Bench's summarization task, which "
+              "vLLM's spec_bench dataset replays). The dataset card's means are 781 article and 56 highlight PTB "
+              "word tokens (abisee/cnn_dailymail card, \"Mean Token Count\"; See et al., ACL 2017). Output 256 is "
+              "vLLM's cap; Spec-Bench's own runs cap at 1024 (evaluation/inference_baseline.py "
+              "--max-new-tokens), and a summary that stops at EOS is shorter: set output_len for those.",
+        published=(Published("prompt", "median", _tokens(2990.5), 0.001, SPEC_BENCH_FILE),
+                   Published("output", "median", 256, 0.0, "vLLM --spec-bench-output-len default"))),
     WorkloadPreset(
         name="gsm8k",
         prompt=(("dist", "lognormal"), ("median", round(_tokens(222), 2)), ("sigma", 0.3894),
