@@ -20,6 +20,7 @@ from .length_dist import DISTS, MAX_LENGTH_TOKENS, ORDERS
 from .policies import KINDS as POLICY_KINDS
 from .schema import REQUIRED, Bool, Float, Int, ListOf, OneOf, Pair, Section, Str, Variants, markdown
 from .workload import ARRIVALS
+from .workload_presets import PRESETS as WORKLOAD_PRESETS
 
 HARDWARE_KINDS = ("roofline", "fixed")
 ROUTERS = ("round_robin", "least_outstanding")
@@ -181,6 +182,8 @@ WORKLOAD = Section(doc="requests", default=REQUIRED, keys={
     "arrival": ARRIVAL,
     "num_requests": Int(doc="requests (trace: default every row)", lo=1, hi=MAX_REQUESTS, nullable=True,
                         default=1000),
+    "preset": Str(doc="published dataset lengths (simulator/workload_presets.py); prompt_len / output_len win",
+                  choices=tuple(WORKLOAD_PRESETS), nullable=True),
     "prompt_len": LENGTH,
     "output_len": LENGTH,
 })

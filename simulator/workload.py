@@ -8,6 +8,11 @@ A scenario's `workload:` block, e.g.
       prompt_len: {dist: lognormal, mean: 1000, sigma: 0.8, max: 8192}   # tokens
       output_len: 256                           # tokens (an int is a fixed length)
 
+`preset: <name>` (simulator/workload_presets.py: sharegpt, mtbench, cnn_dailymail, gsm8k, pg19) fills
+prompt_len and output_len with a published dataset's length distributions; a prompt_len or
+output_len the scenario sets wins over the preset's. Arrivals and num_requests still come from the
+scenario.
+
 Arrival processes (every synthetic process puts its first request at t = 0):
   poisson      {qps}                 i.i.d. exponential gaps, mean 1/qps
   gamma        {qps, cv}             i.i.d. Gamma gaps, shape 1/cv^2, mean 1/qps (cv = 1 is Poisson)
@@ -36,6 +41,7 @@ import numpy as np
 from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .length_dist import LengthDist
+from .workload_presets import preset_lengths
 
 ARRIVALS = ("poisson", "gamma", "constant", "closed_loop", "trace")
 ARRIVAL_KEYS = {
@@ -81,6 +87,7 @@ class WorkloadSpec:
     num_requests: int | None = None          # None: DEFAULT_NUM_REQUESTS, or every trace row
     prompt_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
     output_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
+    preset: str | None = None                # simulator/workload_presets.py name that filled the lengths
     _trace: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -121,9 +128,18 @@ class WorkloadSpec:
                 kw["trace_path" if key == "path" else key] = arr[key]
         if raw.get("num_requests") is not None:
             kw["num_requests"] = raw["num_requests"]
+        lengths: Mapping[str, Any] = raw
+        if raw.get("preset") is not None:
+            kw["preset"] = raw["preset"]
+            lengths = preset_lengths(raw["preset"], raw, where)
+            if lengths["output_len"] is None and proc != "trace":
+                raise SpecsightInputError(f"{where}.output_len", None,
+                                          f"required: preset {raw['preset']} gives prompt lengths only")
         for name in ("prompt_len", "output_len"):
-            if raw.get(name) is not None:
-                kw[name] = LengthDist.from_value(raw[name], f"{where}.{name}")
+            if lengths.get(name) is not None:
+                own = raw.get(name) is not None
+                kw[name] = LengthDist.from_value(lengths[name], f"{where}.{name}" if own else
+                                                 f"{where}.preset ({raw['preset']}) {name}")
         try:
             return cls(**kw)
         except SpecsightInputError as e:   # __post_init__ names paths under "workload"
