@@ -102,6 +102,13 @@ def test_the_engine_column_falls_back_to_ideal_while_an_engine_is_not_priced():
         assert (kind, label) == ((row.engine, row.engine) if priced else ("ideal", NOT_MODELLED))
 
 
+def test_a_priced_engine_is_used_with_no_change_here(monkeypatch):
+    """When resolve_deployment accepts a real engine (issue 14, item 1), its rows run under it."""
+    import simulator.run
+    monkeypatch.setattr(simulator.run, "resolve_deployment", lambda scenario, *a, **k: None)
+    assert engine_for(ROW4, CAT.datasets) == ("vllm", "vllm")
+
+
 def test_a_stated_tree_accept_length_converts_exactly():
     """Row 3 states AL 5.88 on a depth-8, top-8 tree: the per-token alpha's tree rule gives the
     per-depth alpha whose 1 + a + ... + a^8 is 5.88."""

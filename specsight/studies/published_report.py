@@ -163,7 +163,8 @@ A row runs under its own engine (`engine.kind`) when specsight prices that engin
 decides this for each row by asking `resolve_deployment` whether it accepts the row's engine, so
 the table follows the engines as they are priced, with no change here. Constants are untuned:
 nothing is fitted to these rows. Rows whose publication states no acceptance take the nearest
-published figure and are marked `assumed`; they are reported apart from the goals.
+published figure and are marked `assumed`; they are reported apart from the goals. Plain rows
+(acceptance `n/a`) count with the stated rows: their figure does not depend on acceptance.
 
 Regenerate: `python -m specsight.studies.published_report > docs/validation.md` (the test suite
 checks this page is current). The table alone: `specsight validate --published [--json]`.
