@@ -111,8 +111,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _device_args(g)
     g.set_defaults(func=run_groundtruth)
 
-    v = subparsers.add_parser("validate", help="simulate a ground-truth run and compare with what was measured")
-    v.add_argument("run", help="groundtruth RUN.json or its folder")
+    v = subparsers.add_parser("validate", help="simulate a ground-truth run and compare with what was measured; "
+                                               "--published: the table of published engine results")
+    v.add_argument("run", nargs="?", default=None, help="groundtruth RUN.json or its folder (not with --published)")
+    v.add_argument("--published", action="store_true",
+                   help="compare with published engine results (data/published/engine_results.yaml) instead")
     add_hardware(v, help="profile the rounds are costed with (default: the datasheet profile of the run's GPU)")
     v.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16", "fp8"],
                    help="cost the rounds at this dtype (default: the run's own)")
@@ -218,6 +221,10 @@ def run_groundtruth(args: argparse.Namespace) -> int:
 
 # ---- validate -------------------------------------------------------------------------------
 def run_validate(args: argparse.Namespace) -> int:
+    if args.published:
+        return _validate_published(args)
+    if args.run is None:
+        raise SpecsightInputError("run", None, "a groundtruth RUN.json or its folder (or --published)")
     from calibrate.pipeline import validate_run
     res = validate_run(args.run, hardware=args.hardware, dtype=args.dtype)
     if args.out:
@@ -227,6 +234,24 @@ def run_validate(args: argparse.Namespace) -> int:
         emit_json({**res.summary, "rows": json.loads(res.table.to_json(orient="records"))}, indent=None)
     else:
         print(res.markdown)
+    return 0
+
+
+def _validate_published(args: argparse.Namespace) -> int:
+    """`validate --published`: the published-results table (--out writes docs/validation.md's page)."""
+    for flag, value in (("run", args.run), ("--hardware", args.hardware), ("--dtype", args.dtype)):
+        if value is not None:
+            raise SpecsightInputError(flag, value, "not with --published: each row states its own setup")
+    from specsight.studies.published import validate_published
+    from specsight.studies.published_report import report_json, report_text, validation_markdown
+    table = validate_published()
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(validation_markdown(table))
+    if args.json:
+        emit_json(report_json(table), indent=None)
+    else:
+        print(report_text(table))
     return 0
 
 

@@ -1,0 +1,226 @@
+"""The published-results validation table as text, JSON and docs/validation.md.
+
+`specsight validate --published` prints `report_text`; `--json` prints `report_json`;
+docs/validation.md is `validation_markdown` (regenerate: python -m specsight.studies.published_report
+> docs/validation.md; tests/test_published.py checks it is current).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import numpy as np
+
+from .published import (
+    NOT_MODELLED,
+    PREDICTION_COLUMNS,
+    SIDE_BAND,
+    SPEEDUP_MAX_ERROR,
+    SPEEDUP_MEDIAN_MAX_ERROR,
+    TOKENS_PER_S_MAX_ERROR,
+    PublishedCatalog,
+    load_published,
+    predict,
+    validate_published,
+)
+
+JSON_COLUMNS = ("name", "ref", "engine", "published_engine", "version", "figure", "basis", "published", "predicted",
+                "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+
+
+def _max(values: Any) -> float:
+    return float(np.max(values)) if len(values) else math.nan
+
+
+def group_goals(df: Any) -> dict[str, Any]:
+    """The issue's goals over one group of rows; a goal with no rows in the group is None (not met, not missed)."""
+    tok = df[df["figure"] == "tokens_per_s"]
+    sp = df[df["figure"] == "speedup"]
+    side = sp[(sp["published"] < SIDE_BAND[0]) | (sp["published"] > SIDE_BAND[1])]
+    med = float(np.median(sp["error"])) if len(sp) else math.nan
+    return {
+        "tokens_per_s_rows": len(tok), "tokens_per_s_max_error": _max(tok["error"]),
+        "tokens_per_s_met": bool((tok["error"] <= TOKENS_PER_S_MAX_ERROR).all()) if len(tok) else None,
+        "speedup_rows": len(sp), "speedup_median_error": med, "speedup_max_error": _max(sp["error"]),
+        "speedup_median_met": bool(med <= SPEEDUP_MEDIAN_MAX_ERROR) if len(sp) else None,
+        "speedup_max_met": bool((sp["error"] <= SPEEDUP_MAX_ERROR).all()) if len(sp) else None,
+        "side_rows": len(side), "side_met": bool(side["side_ok"].astype(bool).all()) if len(side) else None,
+    }
+
+
+def goals(df: Any) -> dict[str, dict[str, Any]]:
+    """Goals over the rows with stated acceptance (plain rows count here: their figure does not
+    depend on acceptance), and the same figures over the assumed-acceptance rows, reported apart."""
+    assumed = df["acceptance"] == "assumed"
+    return {"stated": group_goals(df[~assumed]), "assumed": group_goals(df[assumed])}
+
+
+def _met(v: bool | None) -> str:
+    return "no rows" if v is None else "met" if v else "NOT met"
+
+
+def _side(v: bool | None) -> str:
+    return "no rows" if v is None else "right on every row" if v else "wrong on some rows"
+
+
+def _pct(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{100 * x:.1f} %"
+
+
+def goals_lines(g: dict[str, dict[str, Any]]) -> list[str]:
+    s, a = g["stated"], g["assumed"]
+    return [
+        f"- plain tokens/s at batch 1 within {_pct(TOKENS_PER_S_MAX_ERROR)} ({s['tokens_per_s_rows']} rows): "
+        f"{_met(s['tokens_per_s_met'])} (max error {_pct(s['tokens_per_s_max_error'])})",
+        f"- speedup error median <= {_pct(SPEEDUP_MEDIAN_MAX_ERROR)} ({s['speedup_rows']} rows with stated "
+        f"acceptance): {_met(s['speedup_median_met'])} (median {_pct(s['speedup_median_error'])})",
+        f"- speedup error max <= {_pct(SPEEDUP_MAX_ERROR)}: {_met(s['speedup_max_met'])} "
+        f"(max {_pct(s['speedup_max_error'])})",
+        f"- side of 1 right where the published speedup lies outside {SIDE_BAND[0]}-{SIDE_BAND[1]} "
+        f"({s['side_rows']} rows): {_met(s['side_met'])}",
+        f"- assumed-acceptance rows, reported apart ({a['speedup_rows']} speedup rows): error median "
+        f"{_pct(a['speedup_median_error'])}, max {_pct(a['speedup_max_error'])}; side of 1 {_side(a['side_met'])}",
+    ]
+
+
+def _fig(row: Any, v: float) -> str:
+    return f"{v:.1f} tok/s" if row["figure"] == "tokens_per_s" else f"{v:.2f}x"
+
+
+def table_markdown(df: Any) -> str:
+    """The table as the command prints it: one line per row."""
+    head = ["| row | engine | figure | published | predicted | error | side of 1 | acceptance | why it misses |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = []
+    for _, r in df.iterrows():
+        fig = "plain tokens/s, batch 1" if r["figure"] == "tokens_per_s" else f"speedup ({r['basis']})"
+        side = "" if r["side_ok"] is None else ("yes" if r["side_ok"] else "NO")
+        lines.append(f"| {r['name']} ({_ref(r['ref'])}) | {r['engine']} | {fig} | {_fig(r, r['published'])} | "
+                     f"{_fig(r, r['predicted'])} | {_pct(r['error'])} | {side} | {r['acceptance']} | "
+                     f"{r['why'] or 'meets its goal'} |")
+    return "\n".join(head + lines)
+
+
+def report_text(df: Any) -> str:
+    """What `specsight validate --published` prints: the table, then the goals."""
+    return "\n".join([table_markdown(df), "", "Goals (rows with stated acceptance; engine and version as published):",
+                      *goals_lines(goals(df))])
+
+
+def report_json(df: Any) -> dict[str, Any]:
+    """{"rows": [...], "median_error": the speedup error median over the stated-acceptance rows, "goals": ...}."""
+    g = goals(df)
+    rows = [{c: (None if isinstance(v, float) and not math.isfinite(v) else v) for c, v in r.items()}
+            for r in df[list(JSON_COLUMNS)].to_dict("records")]
+    return {"rows": rows, "median_error": g["stated"]["speedup_median_error"], "goals": g}
+
+
+def _ref(ref: str) -> str:
+    """'5' -> '#5' (a row of engines.md §4); other references as they are."""
+    return f"#{ref}" if ref[:1].isdigit() else ref
+
+
+def _setup_line(row: Any, cat: PublishedCatalog) -> str:
+    s = row.setup
+    ds = cat.datasets[s["dataset"]]
+    d = row.drafter
+    drafter = "none (plain decoding)"
+    if d is not None:
+        tree = d.get("tree")
+        shape = (f"tree of depth {d['k']}, {tree['nodes'] + 1} verify tokens, top-{tree['branches']}" if tree
+                 else f"chain K = {d['k']}")
+        drafter = f"{d['method']} `{d['model']}`, {shape}"
+    lengths = (f"{s.get('prompt_tokens', ds['prompt_tokens'])} prompt / {s.get('output_tokens', ds['output_tokens'])} "
+               f"output tokens")
+    acc = "" if d is None else (f"; acceptance {row.acceptance}: "
+                                + (f"`{row.acceptance_preset}`, " if row.acceptance_preset else "")
+                                + row.acceptance_source)
+    return (f"- **{row.name}** (engines.md §4 #{row.ref}; {row.engine}, {row.version}): `{s['model']}` on "
+            f"{s['tp']}x `{s['gpu']}` (TP {s['tp']}), {s['precision']}, batch {s['batch']}, {s['dataset']} "
+            f"({lengths}); drafter {drafter}{acc}. Assumed: {row.assumed or 'nothing'}. Source: {row.source}.")
+
+
+INTRO = """# Validation against published engine results
+
+Every measured row of the engine reference (`engines.md` §4, the project's shared reference) whose
+setup the catalog can express is a row here, with the further measurements of the same
+publications (vLLM issue #20780: TPOT and accept length at each K from 2 to 7, EAGLE-1 and
+EAGLE-3); the data, with sources, is `data/published/engine_results.yaml`. For each row specsight builds the row's scenario (closed
+loop of `batch` users with fixed lengths, the row's model, drafter, K or tree, GPUs, TP and
+precision), runs it with `simulate(..., baseline=True)` and compares the figure the publication
+reports (`specsight/studies/published.py`):
+
+- **plain tokens/s, batch 1**: 1000 / the simulated mean TPOT (ms), against the published tokens/s
+  (vLLM: 1000 / its serving TPOT);
+- **speedup (tpot)**: plain TPOT / speculative TPOT at batch 1; **speedup (throughput)**: speculative
+  / plain output tokens/s of the loaded run;
+- **error**: |predicted - published| / published; **side of 1**: predicted and published speedup
+  on the same side of 1.
+
+A row runs under its own engine (`engine.kind`) when specsight prices that engine; otherwise under
+`ideal`, shown as `ideal (engine not modelled)`. `engine_for` in `specsight/studies/published.py`
+decides this for each row by asking `resolve_deployment` whether it accepts the row's engine, so
+the table follows the engines as they are priced, with no change here. Constants are untuned:
+nothing is fitted to these rows. Rows whose publication states no acceptance take the nearest
+published figure and are marked `assumed`; they are reported apart from the goals. Plain rows
+(acceptance `n/a`) count with the stated rows: their figure does not depend on acceptance.
+
+Regenerate: `python -m specsight.studies.published_report > docs/validation.md` (the test suite
+checks this page is current). The table alone: `specsight validate --published [--json]`.
+"""
+
+
+SENSITIVITY_ROWS = ("vllm-v1-llama3.1-8b-h100-plain", "vllm-v1-llama3.1-8b-h100-eagle3-k4",
+                    "sglang-llama3.3-70b-tp8-h100-eagle3")
+SENSITIVITY_LENGTHS = ((128, 128), (128, 512), (128, 1024), (1024, 512))   # (prompt, output) tokens
+
+
+def sensitivity_lines(cat: PublishedCatalog) -> list[str]:
+    """How much a batch-1 row's predicted figure moves with the assumed lengths (the rows' datasets
+    state none): the figure at each (prompt, output) of SENSITIVITY_LENGTHS, under ideal."""
+    head = " | ".join(f"{p} / {o}" for p, o in SENSITIVITY_LENGTHS)
+    out = ["How much the batch-1 figures move with the assumed lengths (predicted figure under `ideal` at "
+           "prompt / output tokens):", "", f"| row | {head} |", "| --- |" + " --- |" * len(SENSITIVITY_LENGTHS)]
+    rows = {r.name: r for r in cat.rows}
+    for name in SENSITIVITY_ROWS:
+        row = rows[name]
+        vals = []
+        for p, o in SENSITIVITY_LENGTHS:
+            ds = {k: {**v, "prompt_tokens": p, "output_tokens": o} for k, v in cat.datasets.items()}
+            v = predict(row, ds, "ideal")["predicted"]
+            vals.append(f"{v:.1f} tok/s" if row.checks == "tokens_per_s" else f"{v:.2f}x")
+        out.append(f"| {name} | " + " | ".join(vals) + " |")
+    return out
+
+
+def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = None) -> str:
+    """docs/validation.md."""
+    cat = cat or load_published()
+    df = validate_published() if df is None else df
+    g = goals(df)
+    out = [INTRO, "## The table (as `specsight validate --published` prints it)", "", table_markdown(df), "",
+           "## Goals", "", "Over the rows with stated acceptance, engine and version of each publication:", "",
+           *goals_lines(g), ""]
+    out += ["## Why rows miss", "",
+            "The table's last column gives each miss from the numbers: the simulated against the published "
+            "TPOT or tokens/s, plain and speculative, the accept length, and for a stated accept length the "
+            "round (TPOT x accept length) against the published one."]
+    if (df["engine"] == NOT_MODELLED).any():
+        out += ["", "Rows run as `ideal (engine not modelled)` price only the cost model's passes: none of the "
+                "engine's extra passes, host work, syncs or CUDA-graph padding (issue 14, item 1), so they "
+                "understate the speculative round and overstate speedups."]
+    out += ["", "## Setup of each row", "", *[_setup_line(r, cat) for r in cat.rows], ""]
+    out += ["Dataset lengths (the rows' prompt and output tokens where the publication does not state them):", ""]
+    out += [f"- {name}: {d['prompt_tokens']} prompt / {d['output_tokens']} output tokens. {d['basis']}."
+            for name, d in cat.datasets.items()]
+    out += ["", *sensitivity_lines(cat)]
+    out += ["", "## Rows waiting for the catalog (the seed-systems issue)", ""]
+    out += [f"- {_ref(w['ref'])}: {w['what']}. Needs: {w['needs']}." for w in cat.waiting]
+    out += ["", "## Not rows", ""]
+    out += [f"- {_ref(e['ref'])}: {e['why']}." for e in cat.excluded]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(validation_markdown())
