@@ -33,8 +33,9 @@ speculative run of a comparison, seeded alike, see identical requests.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -110,12 +111,13 @@ class WorkloadSpec:
         else:
             for name in ("prompt_len", "output_len"):
                 if getattr(self, name) is None:
-                    raise SpecsightInputError(f"{w}.{name}", None, "required (an int or {dist: ...}) unless arrival is a trace")
+                    raise SpecsightInputError(f"{w}.{name}", None,
+                                              "required (an int or {dist: ...}) unless arrival is a trace")
         if self.num_requests is not None:
             require_int(f"{w}.num_requests", self.num_requests, lo=1)
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any], where: str = "workload") -> "WorkloadSpec":
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "workload") -> WorkloadSpec:
         """Build from a scenario's `workload:` mapping; unknown keys name their path."""
         from .schema import check
         from .schema_table import WORKLOAD

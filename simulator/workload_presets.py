@@ -15,8 +15,9 @@ eval/tokenizer-efficiency/tokenizer-eval-en.md, row "Llama 3", NousResearch/Meta
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SpecsightInputError, closest_names
 

@@ -8,8 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from simulator.acceptance import (AcceptanceSpec, BetaAcceptance, IIDAcceptance, PerPositionAcceptance,
-                                  PrefixBlockSampler, TreeAcceptance, expected_tokens, sample_prefix_accepts, tree_acceptance)
+from simulator.acceptance import (
+    AcceptanceSpec,
+    BetaAcceptance,
+    IIDAcceptance,
+    PerPositionAcceptance,
+    PrefixBlockSampler,
+    TreeAcceptance,
+    expected_tokens,
+    sample_prefix_accepts,
+    tree_acceptance,
+)
 from simulator.acceptance_presets import PRESETS, alpha_for_tau
 from simulator.acceptance_trace import TraceAcceptance, alphas_from_accept_lengths, alphas_from_counters
 from simulator.spec_math import accept_length_distribution, expected_tokens_per_round, tree_depth_acceptance
@@ -116,7 +125,8 @@ def test_seeded_sampling_is_deterministic():
 def test_tree_rule_on_per_position_rates():
     np.testing.assert_allclose(tree_depth_acceptance([0.6, 0.5], 3), [1 - 0.4 ** 3, 1 - 0.5 ** 3])
     np.testing.assert_allclose(tree_depth_acceptance([0.6], 1), [0.6])
-    np.testing.assert_allclose(tree_depth_acceptance(np.array([[0.6], [1.0]]), 2), [[0.84], [1.0]])   # per request, alpha 1
+    # per request, alpha 1
+    np.testing.assert_allclose(tree_depth_acceptance(np.array([[0.6], [1.0]]), 2), [[0.84], [1.0]])
 
 
 def test_tree_acceptance_folds_branches_into_per_token_models_only():
@@ -174,7 +184,8 @@ def test_accept_length_conversion_hand_example(tmp_path):
     np.testing.assert_allclose(alphas_from_accept_lengths(acc, k), [0.75, 0.5, 0.0])
     f = tmp_path / "acc.csv"
     f.write_text("accepted,k\n1,1\n0,2\n2,3\n1,3\n")
-    np.testing.assert_allclose(AcceptanceSpec.from_mapping({"model": "trace", "path": str(f)}).alphas(3), [0.75, 0.5, 0.0])
+    alphas = AcceptanceSpec.from_mapping({"model": "trace", "path": str(f)}).alphas(3)
+    np.testing.assert_allclose(alphas, [0.75, 0.5, 0.0])
 
 
 def test_trace_resampling_reproduces_recorded_distribution(tmp_path):

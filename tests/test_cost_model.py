@@ -3,7 +3,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.analytic import breakeven_batch, speedup
 from simulator.cost_model import CostModel, PassShape
@@ -267,6 +268,7 @@ def test_bad_memory_gemv_is_named(bad):
 @pytest.mark.parametrize("bad", [0, 1.2, "fast", [0.9]])
 def test_bad_memory_gemv_in_a_profile_file_is_one_line(tmp_path, bad):
     import yaml
+
     from simulator.hardware import profile_from_dict
     raw = yaml.safe_load(open(H100.path))
     raw["efficiency"]["memory_gemv"] = bad
@@ -278,6 +280,7 @@ def test_bad_memory_gemv_in_a_profile_file_is_one_line(tmp_path, bad):
 
 def test_memory_gemv_in_a_profile_needs_a_source_and_round_trips():
     import yaml
+
     from simulator.hardware import profile_from_dict
     raw = yaml.safe_load(open(H100.path))
     raw["efficiency"]["memory_gemv"] = 0.9
@@ -346,6 +349,7 @@ def test_cost_cli_says_whether_the_batch_fits_in_memory(capsys):
     bf16 holds 131072 B of KV per token, so 512 sequences of 1024 tokens (68.7 GB) beside 16.06 GB of
     weights exceed an 80 GB H100 and 256 of them (34.4 GB) do not."""
     import json as _json
+
     from specsight.cli import main as cli
     args = ["cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--new-tokens", "1", "--context", "1023", "--json"]
     assert cli([*args, "--batch", "256"]) == 0

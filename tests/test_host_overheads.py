@@ -41,7 +41,8 @@ def test_each_logit_costs_the_rate_in_every_pass_path():
         assert bd.ops["sampling"].time_s - cm0.breakdown(shape).ops["sampling"].time_s == pytest.approx(d, rel=1e-9)
         assert bd.time_s == pytest.approx(float(cm1.shape_time_s(shape)), rel=1e-12)
     # arrays
-    T = np.array([1.0, 8.0, 40.0]); lg = np.array([1.0, 8.0, 40.0])
+    T = np.array([1.0, 8.0, 40.0])
+    lg = np.array([1.0, 8.0, 40.0])
     d = cm1.time_s(T, 1000 * T, 1000 * T, lg) - cm0.time_s(T, 1000 * T, 1000 * T, lg)
     np.testing.assert_allclose(d, RATE_US * 1e-6 * lg, rtol=1e-9)
     # a drafter's k steps: B logits per step
@@ -102,8 +103,9 @@ def test_verify_round_is_charged_once_per_speculative_round(tmp_path):
     sc = {"name": "verify", "seed": 0, "hardware": {"profile": str(path)}, "model": "llama-3.1-8b",
           "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
           "acceptance": {"model": "iid", "alpha": 0.7},
-          "policy": {"kind": "static"},          # K = 3 wherever a sequence decodes; prefill-only
-          "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 40,   # iterations: K = 0
+          # K = 3 wherever a sequence decodes; prefill-only iterations: K = 0
+          "policy": {"kind": "static"},
+          "workload": {"arrival": {"process": "closed_loop", "concurrency": 4}, "num_requests": 40,
                        "prompt_len": 256, "output_len": {"dist": "uniform", "low": 8, "high": 64}}}
     it = simulate(sc).iterations
     spec_rows = (it["k"] > 0) & (it["num_decode"] > 0)
@@ -127,7 +129,8 @@ def test_every_pricing_of_a_speculative_round_carries_the_verify_step(tmp_path, 
     cm0, cm1 = CostModel(m, base), CostModel(m, prof)
     s0, s1 = RooflineStepCost(cm0, Drafter(spec, m, cm0)), RooflineStepCost(cm1, Drafter(spec, m, cm1))
     assert s1.round_time_s(8, 0, 1000.0, 1) == s0.round_time_s(8, 0, 1000.0, 1)
-    assert s1.round_time_s(8, 3, 1000.0, 4) - s0.round_time_s(8, 3, 1000.0, 4) == pytest.approx(VERIFY_US * 1e-6, rel=1e-9)
+    d_round_s = s1.round_time_s(8, 3, 1000.0, 4) - s0.round_time_s(8, 3, 1000.0, 4)
+    assert d_round_s == pytest.approx(VERIFY_US * 1e-6, rel=1e-9)
     seen = []
     real = Replica._iteration_s
 

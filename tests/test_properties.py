@@ -50,7 +50,8 @@ def scenarios(draw, speculative: bool | None = None):
         sc["acceptance"] = draw(st.one_of(
             rates, st.fixed_dictionaries({"model": st.just("beta"), "alpha": st.floats(0.05, 0.95),
                                           "concentration": st.floats(0.5, 50)}),
-            st.fixed_dictionaries({"model": st.just("per_position"), "alphas": st.lists(rates, min_size=1, max_size=6)})))
+            st.fixed_dictionaries({"model": st.just("per_position"),
+                                   "alphas": st.lists(rates, min_size=1, max_size=6)})))
         sc["policy"] = draw(st.sampled_from([{"kind": "static"}, {"kind": "adaptive"}, {"kind": "goodput"},
                                              {"kind": "batch_schedule", "schedule": [[4, d["num_speculative_tokens"]],
                                                                                      [16, 1]]}]))

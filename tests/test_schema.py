@@ -7,14 +7,13 @@ import copy
 
 import numpy as np
 import pytest
-
 from fuzz_mutate import with_value
 
 from simulator.errors import SpecsightInputError
+from simulator.paths import REPO_ROOT
 from simulator.scenario import load_scenario
 from simulator.schema import Float, Int, check
 from simulator.schema_table import SCENARIO, schema_markdown
-from simulator.paths import REPO_ROOT
 
 BASE = {"name": "t", "seed": 0, "hardware": {"kind": "fixed", "target_step_s": 0.01},
         "drafter": {"method": "ngram", "num_speculative_tokens": 2}, "acceptance": {"model": "iid", "alpha": 0.6},
@@ -158,8 +157,9 @@ def test_every_scenario_key_is_documented_and_the_reference_is_current():
 
 
 def test_shipped_scenarios_pass_the_schema_unchanged():
-    from simulator.scenario import checked_source
     import yaml
+
+    from simulator.scenario import checked_source
     for p in sorted((REPO_ROOT / "scenarios").glob("*.yaml")):
         raw = yaml.safe_load(p.read_text())
         clean = checked_source(p)

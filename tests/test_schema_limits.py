@@ -5,7 +5,6 @@ from __future__ import annotations
 import tracemalloc
 
 import pytest
-
 from fuzz_mutate import with_value
 
 from simulator.errors import SpecsightInputError
@@ -87,8 +86,9 @@ def test_batch_slots_beyond_the_limit_are_refused():
 
 
 def test_lengths_never_exceed_the_schema_limit():
-    from simulator.length_dist import MAX_LENGTH_TOKENS
     import numpy as np
+
+    from simulator.length_dist import MAX_LENGTH_TOKENS
     sc = load_scenario(_with("workload.output_len", {"dist": "lognormal", "mean": 9_000_000, "sigma": 5}))
     x = sc.workload.output_len.sample(np.random.default_rng(0), 10_000)
     assert x.min() >= 1 and x.max() == MAX_LENGTH_TOKENS

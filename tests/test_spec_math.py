@@ -1,7 +1,8 @@
 """Closed forms of speculative decoding (Leviathan et al. 2022)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator import spec_math as sm
 from simulator.errors import SpecsightInputError
@@ -16,7 +17,8 @@ def test_issue_figures():
 @given(st.floats(0, 0.99), st.integers(0, 12))
 @settings(max_examples=60, deadline=None)
 def test_iid_equals_per_position_with_equal_rates(alpha, k):
-    assert sm.expected_tokens_per_position([alpha] * k) == pytest.approx(sm.expected_tokens_per_round(alpha, k), rel=1e-9)
+    closed_form = sm.expected_tokens_per_round(alpha, k)
+    assert sm.expected_tokens_per_position([alpha] * k) == pytest.approx(closed_form, rel=1e-9)
 
 
 @given(st.lists(st.floats(0, 0.99), min_size=0, max_size=8))

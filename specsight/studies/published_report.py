@@ -143,13 +143,13 @@ def _setup_line(row: Any, cat: PublishedCatalog) -> str:
 
 INTRO = """# Validation against published engine results
 
-Every measured row of the engine reference (`engines.md` §4, the project's shared reference) whose
+Every measured row of the engine reference ([reference/engines.md](reference/engines.md) §4) whose
 setup the catalog can express is a row here, with the further measurements of the same
 publications (vLLM issue #20780: TPOT and accept length at each K from 2 to 7, EAGLE-1 and
-EAGLE-3); the data, with sources, is `data/published/engine_results.yaml`. For each row specsight builds the row's scenario (closed
-loop of `batch` users with fixed lengths, the row's model, drafter, K or tree, GPUs, TP and
-precision), runs it with `simulate(..., baseline=True)` and compares the figure the publication
-reports (`specsight/studies/published.py`):
+EAGLE-3); the data, with sources, is `data/published/engine_results.yaml`. For each row specsight
+builds the row's scenario (closed loop of `batch` users with fixed lengths, the row's model,
+drafter, K or tree, GPUs, TP and precision), runs it with `simulate(..., baseline=True)` and
+compares the figure the publication reports (`specsight/studies/published.py`):
 
 - **plain tokens/s, batch 1**: 1000 / the simulated mean TPOT (ms), against the published tokens/s
   (vLLM: 1000 / its serving TPOT);
