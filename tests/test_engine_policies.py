@@ -4,6 +4,7 @@ engine.kind each needs."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -228,15 +229,22 @@ def test_sglang_rule_needs_an_eagle_chain():
                        "drafter": {**BASE["drafter"], "tree": True, "tree_branches": 2}})
 
 
-@pytest.mark.parametrize("policy, engine", [({"kind": "vllm_dynamic", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}, "vllm"),
-                                            ({"kind": "sglang_adaptive"}, "sglang"),
-                                            ({"kind": "trtllm_schedule", "max_concurrency": 8}, "trtllm")])
+SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "llama8b-h100-eagle3-chat.yaml"
+
+
+@pytest.mark.parametrize("policy, engine", [
+    ("{kind: vllm_dynamic, num_speculative_tokens_per_batch_size: [[1, 8, 3], [9, 256, 1]]}", "vllm"),
+    ("{kind: sglang_adaptive}", "sglang"),
+    ("{kind: trtllm_schedule, max_concurrency: 8, acceptance_window: 16, acceptance_length_threshold: 0.5}", "trtllm")])
 def test_end_to_end_under_its_engine(policy, engine):
-    sc = load_scenario({**BASE, "policy": policy, "engine": {**BASE["engine"], "kind": engine}})
+    """A shipped scenario (EAGLE-3, K = 3) under each engine with its own rule; skipped while
+    simulate refuses the engine."""
+    sc = load_scenario(SHIPPED, [f"policy={policy}", f"engine.kind={engine}", "workload.num_requests=64"])
     try:
         res = simulate(sc)
     except SpecsightInputError as e:
         if str(e).startswith("engine.kind="):
             pytest.skip(f"simulate does not price engine.kind {engine} yet: {e}")
         raise
-    assert res.summary["policy"] == policy["kind"] and (res.iterations["k"] <= 4).all()
+    k = res.iterations["k"]
+    assert res.summary["policy"] == sc.policy.kind and (k <= 3).all() and res.summary["num_requests"] == 64
