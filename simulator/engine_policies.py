@@ -238,8 +238,10 @@ def engine_policy(kind: str, raw: Mapping[str, Any], where: str, k_max: int) -> 
     if k_max < 1:
         raise SpecsightInputError(f"{where}.kind", kind, "needs a drafter with num_speculative_tokens >= 1")
     if kind == "vllm_dynamic":
-        return VllmDynamicPolicy(k_max, _vllm_ranges(raw["num_speculative_tokens_per_batch_size"],
-                                                     f"{where}.num_speculative_tokens_per_batch_size"))
+        rows, w = raw.get("num_speculative_tokens_per_batch_size"), f"{where}.num_speculative_tokens_per_batch_size"
+        if not rows:                  # (the bare string `vllm_dynamic` carries no ranges)
+            raise SpecsightInputError(w, rows, "required: rows [start, end, K], the first starting at 1")
+        return VllmDynamicPolicy(k_max, _vllm_ranges(rows, w))
     if kind == "sglang_adaptive":
         return SglangAdaptivePolicy(k_max, _sglang_entries(raw.get("adaptive_config"), f"{where}.adaptive_config", k_max),
                                     raw.get("ema_alpha", 0.2), raw.get("warmup_batches", 10),

@@ -52,6 +52,11 @@ def test_vllm_ranges_gaps_tail_and_cap():
     assert p.reads_request_counts and p.reserves_k_max and not p.k_by_batch
 
 
+def test_vllm_needs_its_ranges():
+    with pytest.raises(SpecsightInputError, match="num_speculative_tokens_per_batch_size=None: required"):
+        build("vllm_dynamic")
+
+
 @pytest.mark.parametrize("rows, text", [([[2, 4, 1]], "start at 1"), ([[1, 4, 2], [4, 8, 1]], "overlap"),
                                         ([[1, 4, 2], [8, 5, 1]], "start must be <= end")])
 def test_vllm_schedule_refused_as_vllm_refuses(rows, text):
