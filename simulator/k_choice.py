@@ -5,7 +5,8 @@ decode positions would exceed max_num_batched_tokens. What the policy hears depe
 declares (policies.Policy): a policy with `k_by_batch` is asked once per batch size at start-up
 (`_k_by_batch_table`); one with `prices_rounds` gets this iteration's state and prices
 (`_iteration_s`: the pass `Replica._schedule` would build at each K, priced with the same
-cost-model calls); the others get `round_time_s` alone.
+cost-model calls); one with `reads_request_counts` gets the requests the previous iteration
+scheduled and the requests the replica holds; the others get `round_time_s` alone.
 
 A mixin of `Replica` (simulator/replica.py).
 """
@@ -40,6 +41,13 @@ class KChoice:
             self.state = PolicyState(round_time_s=self._round_time_s, mean_context=self.sum_ctx / n,
                                      num_waiting=len(self.waiting), now_s=self.now,
                                      iteration_s=self._iteration_s, remaining_tokens=remaining)
+        elif self._counts_requests:
+            # the previous iteration's log row holds the requests it scheduled (ITER_COLUMNS "batch":
+            # decode sequences + prefill chunks); none before the first
+            held = n + len(self.prefills) + len(self.waiting)
+            self.state = PolicyState(round_time_s=self._round_time_s, num_waiting=len(self.waiting), now_s=self.now,
+                                     scheduled_requests=self._row[3] if self._row else 0,
+                                     active_requests=min(held, self.max_seqs))
         k = self.policy.choose_k(n, self.state)
         while k and n * self.widths[k] > self.max_tokens:    # the decode positions must fit the budget
             k -= 1

@@ -17,6 +17,8 @@ Kinds (scenario `policy:` block, key `kind`; a bare string is the kind):
   goodput         {prior_strength = 10}: the K maximising expected emitted tokens per second
                   (SmartSpec-style), from online per-position acceptance and the engine's price
                   of this iteration at each K (prefill chunks in the pass, drafter catch-up)
+  vllm_dynamic, sglang_adaptive, trtllm_schedule
+                  the engines' own rules, each under its own engine.kind (simulator/engine_policies.py)
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from .errors import SpecsightInputError, closest_names, require_int, require_ran
 from .keys import reject_unknown
 from .spec_math import expected_tokens_by_k
 
-KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput")
+ENGINE_RULES = {"vllm_dynamic": "vllm", "sglang_adaptive": "sglang", "trtllm_schedule": "trtllm"}   # kind -> engine.kind
+KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput") + tuple(ENGINE_RULES)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,11 @@ class PolicyState:
     # the drafter's one-off catch-up (k_choice.py: Replica._iteration_s)
     iteration_s: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     remaining_tokens: float = math.inf                         # tokens a running sequence still has to emit (estimate)
+    # request counts (policies that declare reads_request_counts): requests scheduled in the
+    # previous iteration (decode and prefill chunks), and requests the replica holds (decoding,
+    # in prefill, waiting; at most max_num_seqs)
+    scheduled_requests: int = 0
+    active_requests: int = 0
 
 
 class Policy:
@@ -57,12 +65,20 @@ class Policy:
       observes_rounds  observe() wants every speculative round's accepted drafts
       prices_rounds    choose_k reads the full PolicyState, with the replica's price of this
                        iteration at each K (iteration_s); without it, state carries round_time_s only
+      reads_request_counts  choose_k reads state.scheduled_requests and state.active_requests
+      observes_plain_rounds observe_plain() wants every plain (K = 0) decode round's batch size
+      observes_finishes     observe_finish() wants every finished request's output tokens and rounds
+      reserves_k_max   KV lookahead is reserved for k_max drafts whatever K a round proposes
     A subclass that changes what choose_k or observe read must declare it again."""
     kind = "base"
     speculates = True
     k_by_batch = False
     observes_rounds = False
     prices_rounds = False
+    reads_request_counts = False
+    observes_plain_rounds = False
+    observes_finishes = False
+    reserves_k_max = False
 
     def __init__(self, k_max: int):
         self.k_max = int(k_max)
@@ -72,6 +88,12 @@ class Policy:
 
     def observe(self, k: int, accepted: np.ndarray) -> None:
         """Per-sequence accepted drafts ([B] int64, 0..k) of a round that proposed k."""
+
+    def observe_plain(self, batch_size: int) -> None:
+        """A plain (K = 0) decode round of batch_size sequences."""
+
+    def observe_finish(self, output_tokens: int, decode_rounds: int) -> None:
+        """A request finished: its output tokens and the decode rounds it took part in."""
 
     def reset(self) -> None:
         """Forget online state before a new run."""
@@ -270,6 +292,10 @@ class PolicySpec:
         kind = raw.get("kind")
         if kind not in KINDS:
             raise SpecsightInputError(f"{where}.kind", kind, closest_names(str(kind), KINDS))
+        if kind in ENGINE_RULES:
+            from .engine_policies import KEYS, engine_policy
+            reject_unknown(raw, ("kind",) + KEYS[kind], where)
+            return engine_policy(kind, raw, where, k_max)
         keys = {"static": ("k",), "off": (), "batch_schedule": ("schedule",),
                 "adaptive": ("up", "down", "ema_decay", "k_min", "k_init"),
                 "goodput": ("prior_strength",)}[kind]

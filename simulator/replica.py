@@ -73,7 +73,10 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
         # what the policy declares it needs (policies.Policy)
         self.spec_on = self.k_max > 0 and policy.speculates
         self.prices_rounds = bool(policy.prices_rounds)            # goodput: reads iteration_s
-        self._observes = bool(policy.observes_rounds)              # adaptive, goodput
+        self._observes = bool(policy.observes_rounds)              # adaptive, goodput, sglang_adaptive
+        self._observes_plain = bool(policy.observes_plain_rounds)  # sglang_adaptive: K = 0 rounds count too
+        self._observes_finishes = bool(policy.observes_finishes)   # trtllm_schedule's acceptance window
+        self._counts_requests = bool(policy.reads_request_counts)  # vllm_dynamic, trtllm_schedule
         self.ngram = match_rng is not None and self.match_p < 1.0
         self.track_catchup = bool(getattr(cost, "uses_catchup", False)) and self.spec_on
         self.state = PolicyState(round_time_s=self._round_time_s)
@@ -86,6 +89,10 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
         self._block = PrefixBlockSampler(acceptance.alphas, acc_rng, self.k_max) \
             if acceptance.is_population and PrefixBlockSampler.supports(acc_rng) else None
         self._init_batch(self.max_seqs)
+        # KV lookahead held at k_max whatever K (vllm_dynamic: vLLM reserves num_speculative_tokens)
+        self._kv_fixed = bool(policy.reserves_k_max) and self.spec_on
+        if self._kv_fixed:
+            self._kv_k, self._ctx_shift = self.k_max, self.k_max + self.bs - 1
         self._init_queues()
         self._logbuf = log.buf
         self._k_of_n = self._k_by_batch_table()     # K by decode batch size (static, batch_schedule)
@@ -173,7 +180,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
             k = 0
         # KV for the decode sequences: context + K lookahead slots each, in blocks
         if n:
-            if k != self._kv_k:
+            if k != self._kv_k and not self._kv_fixed:
                 self.d_kvc[:n] += k - self._kv_k
                 self._kv_k = k
                 self._ctx_shift = k + bs - 1
@@ -281,6 +288,8 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
                 emitted, finished_any = self._advance(n, k, em, es)
             else:
                 emitted, finished_any = n, self._advance_plain(n)
+                if self._observes_plain:
+                    self.policy.observe_plain(n)
         else:
             emitted, finished_any = 0, False
 
@@ -295,8 +304,11 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
         self._logbuf.fromlist(row)              # (array.fromlist: half extend's cost on a list)
 
     def _finish(self, rid: int, now: float) -> None:
-        self.table.finish_s[rid] = now
+        t = self.table
+        t.finish_s[rid] = now
         self.outstanding -= 1
+        if self._observes_finishes:
+            self.policy.observe_finish(int(t.output[rid]), int(t.rounds[rid]))
         if self.trace is not None:
             self.trace.append((now, "finish", rid))
         self.on_finish(rid)

@@ -233,6 +233,7 @@ def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: I
 def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
     """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
     from .acceptance import AcceptanceSpec, tree_acceptance
+    from .engine_policies import check_policy_engine
     from .policies import PolicySpec
 
     raw = checked_source(path_or_mapping, overrides)
@@ -266,6 +267,7 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
 
     workload = WorkloadSpec.from_mapping(raw["workload"], where="workload")
     engine = _dataclass_from(EngineSpec, raw.get("engine"), "engine")
+    check_policy_engine(policy, engine.kind, drafter)      # an engine's own rule runs under that engine only
     slo = _dataclass_from(SLOSpec, raw.get("slo"), "slo")
     sc = Scenario(name=name, seed=seed, hardware=hardware, model=None if model is None else str(model),
                   drafter=drafter, acceptance=acceptance, policy=policy, workload=workload,

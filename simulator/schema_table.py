@@ -144,6 +144,44 @@ POLICY = OneOf(doc="speculation policy (docs/simulator_models.md); default stati
                      "k_init": Int(doc="first K (default k_max)", lo=1, hi=MAX_K, nullable=True)},
         "goodput": {"prior_strength": Float(doc="weight of the acceptance prior, in observations", hi=1e9, **POS,
                                             default=10.0)},
+        "vllm_dynamic": {"num_speculative_tokens_per_batch_size": ListOf(
+            doc="vLLM: rows [start, end, K], inclusive ranges of requests scheduled per step (prefills "
+                "included), the first starting at 1; gaps inherit the previous K; K capped at "
+                "num_speculative_tokens (engine.kind vllm)", max_len=MAX_LIST,
+            item=Pair(items=(Int(doc="start", lo=1, hi=MAX_SEQS), Int(doc="end", lo=1, hi=MAX_SEQS),
+                             Int(doc="K", lo=0, hi=MAX_K))), default=REQUIRED)},
+        "sglang_adaptive": {
+            "adaptive_config": ListOf(doc="SGLang --speculative-adaptive-config, one entry per batch-size key "
+                                          "(default {1: [1,3,5,7], 8: [0,1,3], 32: [0,1], 64: [0]}, steps above the "
+                                          "drafter's K dropped; engine.kind sglang)", max_len=MAX_LIST, nullable=True,
+                                      item=Section(keys={
+                "batch_size": Int(doc="batch-size key", lo=1, hi=MAX_SEQS, default=REQUIRED),
+                "candidate_steps": ListOf(doc="speculative steps (K) this key may use", max_len=MAX_LIST,
+                                          item=Int(doc="steps", lo=0, hi=MAX_K), default=REQUIRED),
+                "up_hysteresis": Float(doc="step up when ema > steps - 0.5 + this", lo=-MAX_K, hi=MAX_K, default=0.0),
+                "down_hysteresis": Float(doc="step down when ema <= lower - 0.5 + this (0.5 + this to 0)",
+                                         lo=-MAX_K, hi=MAX_K, default=-0.25),
+                "ceiling_coeff": Float(doc="cap a non-rising step at ceil(ema x this); 0: none", lo=0.0, hi=MAX_K,
+                                       default=0.0)})),
+            "ema_alpha": Float(doc="weight of each batch's mean accepted drafts in the EMA", **POS, hi=1.0, default=0.2),
+            "warmup_batches": Int(doc="batches per key before the first update", lo=0, hi=MAX_REQUESTS, default=10),
+            "update_interval": Int(doc="batches between updates", lo=1, hi=MAX_REQUESTS, default=5),
+            "cuda_graph_bs": ListOf(doc="SGLang CUDA-graph batch sizes a batch pads to before its key is chosen "
+                                        "(default: SGLang's capture list with speculation on, up to 256)",
+                                    max_len=MAX_LIST, nullable=True, item=Int(doc="batch size", lo=1, hi=MAX_SEQS))},
+        "trtllm_schedule": {
+            "draft_len_schedule": ListOf(doc="TensorRT-LLM: rows [batch_upper_bound, K] ({4: 4, 8: 2, 32: 1} is "
+                                             "[[4, 4], [8, 2], [32, 1]]): K of the first bound >= active requests, "
+                                             "0 past the last; the smallest bound's K = num_speculative_tokens "
+                                             "(engine.kind trtllm)", max_len=MAX_LIST, nullable=True,
+                                         item=Pair(items=(Int(doc="batch_upper_bound", lo=1, hi=MAX_SEQS),
+                                                          Int(doc="K", lo=0, hi=MAX_K)))),
+            "max_concurrency": Int(doc="speculation off above this many active requests (not with "
+                                       "draft_len_schedule)", lo=1, hi=MAX_SEQS, nullable=True),
+            "acceptance_window": Int(doc="finished requests in the rolling acceptance mean; 0 or null: no gate",
+                                     lo=0, hi=MAX_REQUESTS, nullable=True),
+            "acceptance_length_threshold": Float(doc="speculation off for good once that mean of accepted drafts "
+                                                     "per iteration is below this", lo=0.0, hi=MAX_K, nullable=True)},
     }),
 ))
 
