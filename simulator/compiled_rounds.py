@@ -5,15 +5,13 @@ is here.
 decode rounds that follow in compiled code and leaves the replica's state where the Python path
 would have left it after those rounds (tests/test_decode_kernel.py). `_kernel_plan` decides once
 per run whether the kernel applies (`Replica._kern`, a KernelPlan, None where it does not);
-`_kernel_first_index` and `_kernel_first_row` pick and build the catch-up rows the kernel reads
-(decode_kernel.KernelPlan holds the rest: the per-batch-size terms and constants).
+`_kernel_rounds` picks and builds the first-step rows the kernel reads (decode_kernel.KernelPlan
+holds the rest: the per-batch-size terms and constants).
 
 A mixin of `Replica` (simulator/replica.py): it reads and writes the decode batch's fields
 (decode_batch.py) and the replica's clock directly.
 """
 from __future__ import annotations
-
-import numpy as np
 
 from .step_cost import FixedStepCost, RooflineStepCost
 
@@ -48,22 +46,18 @@ class CompiledRounds:
         return dk.plan(fn, target=cost.cm, draft=dc, first_is_b=drafter.spec.first_step_one_token,
                        branches=int(drafter.branches), **fixed)
 
-    def _kernel_first_index(self, dterms: np.ndarray, n: int) -> int:
-        """The row of dterms the next round's first draft step reads (1 + f - n, f the tokens it
-        ingests), or 0 where f lies outside the table."""
-        r = 1 + (n if self._kern.first_is_b else self.pend_sum) - n
-        return r if 1 <= r < len(dterms) else 0
-
-    def _kernel_first_row(self, dterms: np.ndarray, n: int) -> bool:
-        """Build the catch-up row the next round's first draft step needs, if it is in the table
-        and not built yet; True if it built one."""
-        return self._kern.first_row(dterms, self._kernel_first_index(dterms, n), n)
-
     def _kernel_rounds(self, start: float, peek_s: float) -> int:
         """Run the uneventful decode rounds that follow in decode_kernel (none where the next
         round is not one), retiring the sequences a round finishes and going on after them;
-        returns how many rounds ran. start: the clock the inline chain started at."""
+        returns how many rounds ran. start: the clock the inline chain started at.
+
+        A round's first draft step reads the row 1 + f - n of its RoundCosts' draft terms (f the
+        tokens it ingests: n for a first step of one token per sequence, else pend_sum); a row
+        in the table is built before the rounds need it (KernelPlan.first_row), a first step
+        outside it is passed on its own (first_x, KernelPlan.catchup_terms)."""
         kp, blk = self._kern, self._block
+        roofline, costs, fn, out, first_is_b = kp.roofline, kp.costs, kp.fn, kp.out, kp.first_is_b
+        start, peek_s = float(start), float(peek_s)
         total = 0
         while self.n:
             n = self.n
@@ -73,31 +67,34 @@ class CompiledRounds:
             blocks = self._blocks
             if blocks is None:
                 blocks = self._blocks = self._count_blocks(n)
-            if self.waiting and n < self.max_seqs and self.max_tokens > n * self.widths[k]:
+            if self.waiting and n < self.max_seqs:
+                budget = self.max_tokens - n * self.widths[k]
                 # the queue's head stays out only if it does not fit now: the rounds only take KV away
-                if self._first_chunk(self.waiting[0], self.max_tokens - n * self.widths[k])[2] \
-                        <= self.capacity - blocks - self.pf_blocks:
+                if budget > 0 and \
+                        self._first_chunk(self.waiting[0], budget)[2] <= self.capacity - blocks - self.pf_blocks:
                     break
-            rc = kp.costs.get(n)
+            rc = costs.get(n)
             if rc is None:
-                rc = kp.costs[n] = kp.round_costs(n, k, self.widths[k], self._spec_overhead_s if k else self._overhead_s)
+                rc = costs[n] = kp.round_costs(n, k, self.widths[k], self._spec_overhead_s if k else self._overhead_s)
             dterms = rc.draft_terms
             first_x, xterms = -1, dterms
-            if k and kp.roofline:
-                if not self._kernel_first_index(dterms, n):
+            if k and roofline:
+                built = rc.draft_built
+                r = 1 + (n if first_is_b else self.pend_sum) - n        # the first step's row
+                if not 0 < r < len(built):
                     first_x = self.pend_sum      # a first step outside the table (catching up on a prompt)
                     xterms = kp.catchup_terms(dterms, first_x, n)
-                else:
-                    self._kernel_first_row(dterms, n)
-            m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = kp.fn(
-                self.d_kvc, self.d_lim, blk.em if k else kp.no_em, kp.out, self._scratch, kp.run, rc.round,
+                elif not built[r]:
+                    kp.first_row(rc, r, n)
+            m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished = fn(
+                self.d_kvc, self.d_lim, blk.em if k else kp.no_em, out, self._scratch, kp.run, rc.round,
                 rc.constants, rc.target_terms, dterms, xterms, first_x, self._ctx_shift, self.sum_ctx, self.pend_sum,
-                self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0, float(self.now), float(start),
-                float(peek_s), self.silent_finish, self.track_catchup)
+                self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0, float(self.now), start,
+                peek_s, self.silent_finish, self.track_catchup)
             if not m:
                 break
             total += m
-            self._logbuf.frombytes(kp.out[:m].tobytes())
+            self._logbuf.frombytes(out[:m].tobytes())
             self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
             self.rounds_cum += m
             if k:
@@ -112,8 +109,11 @@ class CompiledRounds:
                 self.d_pend[:n] += m
                 self.pend_sum += n * m
             if not finished:
-                if k and kp.roofline and self._kernel_first_row(dterms, n):
-                    continue                     # it stopped for a catch-up row not built yet
+                if k and roofline:       # stopped for a first-step row not built yet: build it, go on
+                    r = 1 + (n if first_is_b else self.pend_sum) - n
+                    if 0 < r < len(built) and not built[r]:
+                        kp.first_row(rc, r, n)
+                        continue
                 break
             self._retire(n, now)
         return total

@@ -143,7 +143,7 @@ class DecodeBatch:
         em, self._pend_em = self._pend_em, None
         self.d_pend[: em.size] = em
 
-    def _join(self, rid: int, ctx: int, prompt, output, remaining: int) -> None:
+    def _join(self, rid: int, ctx: int, prompt: int, output: int, remaining: int) -> None:
         """Request rid joins the decode batch in slot n with `ctx` tokens computed (its prompt and
         first token; `remaining` still to emit)."""
         j = self.n
@@ -179,9 +179,9 @@ class DecodeBatch:
         ctx = kv - self._ctx_shift                      # prompt + generated tokens
         t = self.table
         rounds = self.rounds_cum - r0
-        t.rounds[rid] += rounds
-        t.accepted[rid] += ctx - ctx0 - rounds          # tokens emitted by rounds - rounds
-        t.drafted[rid] += self.k_cum - kc0 - miss
+        t.rounds[rid] = t.rounds.item(rid) + rounds     # (item: Python ints, not numpy scalars)
+        t.accepted[rid] = t.accepted.item(rid) + ctx - ctx0 - rounds    # tokens emitted by rounds - rounds
+        t.drafted[rid] = t.drafted.item(rid) + self.k_cum - kc0 - miss
         if self._blocks is not None:
             self._blocks -= kv // self.bs
         if self._res is not None:

@@ -81,6 +81,8 @@ class RoundCosts(NamedTuple):
     target_terms: np.ndarray   # [1, 4] the target pass's PassTerms
     draft_terms: np.ndarray    # [rows, 4]: row 0 a later draft step's (n x branches tokens); row 1 + f - n
     #                            a first step ingesting f = n .. n (k + 1) tokens, NaN until built (first_row)
+    draft_built: bytearray     # [rows] 1 where draft_terms' row is built (what the replica reads: a byte,
+    #                            not a numpy element)
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,10 @@ class KernelPlan:
     draft: object | None                   # the drafter's CostModel (chained steps), or None
     first_is_b: bool
     branches: int
+    roofline: bool                         # the roofline's costs (target is not None), not fixed ones
     out: np.ndarray = field(default_factory=lambda: np.zeros((MAX_ROUNDS, ROW_COLUMNS)))   # log rows
     no_em: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))          # K = 0: no draws
     costs: dict = field(default_factory=dict)                                              # n -> RoundCosts
-
-    @property
-    def roofline(self) -> bool:
-        return self.target is not None
 
     def round_costs(self, n: int, k: int, width: int, overhead_s: float) -> RoundCosts:
         """RoundCosts for n decode sequences at K = k (verify width `width`), from the cost models' own
@@ -106,26 +105,26 @@ class KernelPlan:
         sequences; cached in costs by n (the replica's K for n is fixed where the rounds run)."""
         rnd = tuple(RoundInputs(int(n), int(k), int(width), float(overhead_s)))
         if not self.roofline:
-            return RoundCosts(rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS)
+            return RoundCosts(rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS, NO_BUILT)
         consts = NO_CONSTANTS.copy()
         T = n * width
         tterms = self.target.terms_row(T, T)[None, :]
         consts[TARGET] = self.target.kernel_constants(n)
         if not k:
-            return RoundCosts(rnd, consts, tterms, NO_TERMS)
+            return RoundCosts(rnd, consts, tterms, NO_TERMS, NO_BUILT)
         nb = n * self.branches
-        dterms = np.full((2 if self.first_is_b else n * k + 2, TERMS_COLUMNS), np.nan)
+        rows = 2 if self.first_is_b else n * k + 2
+        dterms = np.full((rows, TERMS_COLUMNS), np.nan)
         dterms[0] = self.draft.terms_row(nb, nb)
         consts[DRAFT] = self.draft.kernel_constants(n)
-        return RoundCosts(rnd, consts, tterms, dterms)
+        built = bytearray(rows)
+        built[0] = 1
+        return RoundCosts(rnd, consts, tterms, dterms, built)
 
-    def first_row(self, dterms: np.ndarray, r: int, n: int) -> bool:
-        """Build row r of dterms (a first draft step ingesting r - 1 + n tokens) if r is in the table
-        (r > 0) and not built yet; True if it built one."""
-        if not r or dterms[r, 0] == dterms[r, 0]:
-            return False
-        dterms[r] = self.draft.terms_row(r - 1 + n, n)
-        return True
+    def first_row(self, rc: RoundCosts, r: int, n: int) -> None:
+        """Build row r (0 < r < rows) of rc.draft_terms: a first draft step ingesting r - 1 + n tokens."""
+        rc.draft_terms[r] = self.draft.terms_row(r - 1 + n, n)
+        rc.draft_built[r] = 1
 
     def catchup_terms(self, dterms: np.ndarray, first: int, n: int) -> np.ndarray:
         """Terms rows for a first draft step ingesting `first` tokens, outside dterms' range: row 0
@@ -134,6 +133,7 @@ class KernelPlan:
 
 
 NO_TERMS = np.zeros((1, TERMS_COLUMNS))
+NO_BUILT = bytearray(b"\x01")
 NO_CONSTANTS = np.zeros((2, len(pass_time.PassConstants._fields)))
 
 
@@ -143,7 +143,7 @@ def plan(fn: Callable, *, target=None, draft=None, fixed_target_s: float = 0.0, 
     model), or fixed step costs (target None); the replica's block size, KV capacity and index."""
     run = tuple(RunInputs(1 if target is not None else 0, bool(first_is_b), int(branches), float(fixed_target_s),
                           float(fixed_draft_s), int(block_size), int(capacity), int(index)))
-    return KernelPlan(fn, run, target, draft, bool(first_is_b), int(branches))
+    return KernelPlan(fn, run, target, draft, bool(first_is_b), int(branches), target is not None)
 
 
 def row(terms, r: int):

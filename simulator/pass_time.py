@@ -103,13 +103,10 @@ def steps_time_s(c: PassConstants, first_terms, later_terms, first, sum_context,
     step 0 takes `first` tokens (first_terms: its PassTerms), step j >= 1 takes n tokens
     (later_terms) over sum_context + B j cached tokens, each pass's pairs causal_pairs(tokens,
     context, B). The sum is 0.0 + step 0 + step 1 + ...; c: the constants of a pass over B
-    sequences. Floats or numpy arrays; compiled as is (terms as 4-tuples)."""
+    sequences; k >= 1. Floats or numpy arrays; compiled as is (terms as 4-tuples)."""
     B, ctx = num_seqs, sum_context
-    t = 0.0
-    for j in range(k):
-        if j:
-            x = ctx + B * j
-            t = t + pass_time_s(c, later_terms, n, x, causal_pairs(n, x, B))
-        else:
-            t = t + pass_time_s(c, first_terms, first, ctx, causal_pairs(first, ctx, B))
+    t = 0.0 + pass_time_s(c, first_terms, first, ctx, causal_pairs(first, ctx, B))
+    for j in range(1, k):
+        x = ctx + B * j
+        t = t + pass_time_s(c, later_terms, n, x, causal_pairs(n, x, B))
     return t

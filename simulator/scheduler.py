@@ -35,7 +35,8 @@ class Scheduler:
     def _first_chunk(self, rid: int, budget: int) -> tuple[int, int, int]:
         """A waiting request's tokens in all (prompt + what it generated before a preemption), the
         first chunk a budget of `budget` tokens admits of them, and the KV blocks that chunk takes."""
-        need_t = int(self.table.prompt[rid] + self.table.generated[rid])
+        t = self.table
+        need_t = t.prompt.item(rid) + t.generated.item(rid)      # (item: a Python int, not a numpy scalar)
         c = min(need_t, budget)
         return need_t, c, -(-c // self.bs)
 
@@ -159,15 +160,18 @@ class Scheduler:
                 continue
             self.pf_blocks -= held
             first += 1
-            t.generated[rid] += 1
-            if t.first_token_s[rid] != t.first_token_s[rid]:      # NaN: the very first token
+            generated = t.generated.item(rid) + 1      # (item: Python numbers, not numpy scalars)
+            t.generated[rid] = generated
+            first_s = t.first_token_s.item(rid)
+            if first_s != first_s:                      # NaN: the very first token
                 t.first_token_s[rid] = now
                 if self.trace is not None:
                     self.trace.append((now, "first_token", rid))
-            remaining = int(t.output[rid] - t.generated[rid])
+            output = t.output.item(rid)
+            remaining = output - generated
             if remaining == 0:
                 self._finish(rid, now)
                 continue
-            self._join(rid, need_t + 1, t.prompt[rid], t.output[rid], remaining)
+            self._join(rid, need_t + 1, t.prompt.item(rid), output, remaining)
         self.prefills = keep
         return first
