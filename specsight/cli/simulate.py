@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.errors import SpecsightInputError
 
+from ..studies.atomic_files import replacing, write_text
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, scenario_overrides
 from .emit import dumps, emit_json
 
@@ -89,33 +90,37 @@ def _write_table(df: pd.DataFrame, path_stem: Path) -> Path:
     try:
         import pyarrow  # noqa: F401
         p = path_stem.with_suffix(".parquet")
-        df.to_parquet(p, index=False)
+        with replacing(p) as tmp:
+            df.to_parquet(tmp, index=False)
     except ImportError:
         p = path_stem.with_suffix(".csv")
-        df.to_csv(p, index=False)
+        with replacing(p) as tmp:
+            df.to_csv(tmp, index=False)
     return p
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SpecsightInputError("--out", str(path), f"a folder this run can create and write "
+                                  f"({type(e).__name__}: {e.strerror or e})") from None
 
 
 def write_outputs(result: SimResult, out_dir: Path) -> list[Path]:
     """requests/iterations tables, summary.json and scenario.yaml under out_dir."""
     import yaml
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _make_folder(out_dir)
     written = [_write_table(result.requests, out_dir / "requests"),
-               _write_table(result.iterations, out_dir / "iterations")]
-    p = out_dir / "summary.json"
-    p.write_text(dumps(result.summary) + "\n")
-    written.append(p)
-    p = out_dir / "scenario.yaml"
-    p.write_text(yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))
-    written.append(p)
+               _write_table(result.iterations, out_dir / "iterations"),
+               write_text(out_dir / "summary.json", dumps(result.summary) + "\n"),
+               write_text(out_dir / "scenario.yaml", yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))]
     if result.baseline is not None:
         b = out_dir / "baseline"
-        b.mkdir(exist_ok=True)
+        _make_folder(b)
         written += [_write_table(result.baseline.requests, b / "requests"),
-                    _write_table(result.baseline.iterations, b / "iterations")]
-        p = b / "summary.json"
-        p.write_text(dumps(result.baseline.summary) + "\n")
-        written.append(p)
+                    _write_table(result.baseline.iterations, b / "iterations"),
+                    write_text(b / "summary.json", dumps(result.baseline.summary) + "\n")]
     return written
 
 
@@ -124,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     from simulator.scenario import load_scenario
     try:
         sc = load_scenario(args.scenario, scenario_overrides(args))
+        if args.out:
+            _make_folder(Path(args.out))           # before the run: a bad folder costs no simulation
         if not sc.hardware.is_fixed:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)

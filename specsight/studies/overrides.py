@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from simulator.errors import SpecsightInputError
+from simulator.input_files import parse_yaml
 
 
 def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,7 +68,6 @@ def override_strings(overrides: Mapping[str, Any]) -> list[str]:
 def parse_grid(spec: str) -> tuple[str, list[Any]]:
     """`key.path=v1,v2,...` -> (key.path, [values parsed as YAML]). Commas inside [] or {} do not
     split, so `policy={kind: goodput},{kind: static}` gives two values."""
-    import yaml
     if "=" not in spec:
         raise SpecsightInputError("--grid", spec, "must look like key.path=v1,v2,...")
     key, _, text = spec.partition("=")
@@ -91,10 +91,7 @@ def parse_grid(spec: str) -> tuple[str, list[Any]]:
     for p in parts:
         if not p.strip():
             raise SpecsightInputError(f"--grid {key}", text, "empty value in the comma-separated list")
-        try:
-            values.append(yaml.safe_load(p))
-        except yaml.YAMLError:
-            raise SpecsightInputError(f"--grid {key}", p, "each value must parse as YAML") from None
+        values.append(parse_yaml(p, f"--grid {key}", p))
     return key, values
 
 
