@@ -89,17 +89,24 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
     model = load_model(scenario.model)             # type: ignore[arg-type]
     cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype)
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
+    kv = _kv_budget(scenario, cm, drafter)
+    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
+                      model.max_position_embeddings)
+
+
+def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None) -> KVBudget:
+    """The replica's KV memory: what the weights (target and drafter) and the activation reserve
+    leave of each GPU's HBM."""
+    eng = scenario.engine
     if eng.activation_reserve_gb is not None:
         reserve = float(eng.activation_reserve_gb) * 1e9
     else:
         reserve = estimate_activation_reserve_bytes(cm, int(eng.max_num_batched_tokens), int(eng.max_num_seqs),
                                                     scenario.k_max)
-    kv = kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
-                   drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
-                   block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
-                   activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
-    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
-                      model.max_position_embeddings)
+    return kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
+                     drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
+                     block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
+                     activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
 
 
 def _engine_deployment(scenario: Scenario) -> Deployment:
@@ -130,15 +137,7 @@ def _engine_deployment(scenario: Scenario) -> Deployment:
                                       f"{engine.label} runs the drafter at the target's TP ({tp}); its heads "
                                       f"({dc.model.num_heads}) do not divide by it")
         drafter.draft_cost = TiledCostModel(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype)
-    if eng.activation_reserve_gb is not None:
-        reserve = float(eng.activation_reserve_gb) * 1e9
-    else:
-        reserve = estimate_activation_reserve_bytes(cm, int(eng.max_num_batched_tokens), int(eng.max_num_seqs),
-                                                    scenario.k_max)
-    kv = kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
-                   drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
-                   block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
-                   activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
+    kv = _kv_budget(scenario, cm, drafter)
     limits = EngineLimits(int(eng.max_num_seqs), int(eng.max_num_batched_tokens), tp)
     cost = EngineStepCost(engine, limits, cm, drafter, scenario.k_max)
     return Deployment(cost, drafter, kv, kv.num_blocks, f"{base.describe()}; engine {engine.label}",
