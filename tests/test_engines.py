@@ -255,3 +255,19 @@ def test_the_catch_up_goes_to_the_pass_that_ingests_the_emitted_tokens():
         rest = sum(c.pass_s(p, 2000.0) for p in passes if p is not ingest)
         assert c.draft_s(2, 3, 2000.0, 400) == pytest.approx(rest + c.pass_s(ingest, 2000.0, 400))
         assert c.draft_s(2, 3, 2000.0, 400) > c.draft_s(2, 3, 2000.0, 2)
+
+
+def test_a_pass_is_priced_at_its_padded_size_and_eagerly_beyond_the_graphs():
+    c = _cost("vllm")
+    cm = c.cm
+    ctx = 5 * 800.0
+    verify = next(p for p in c.round_passes(5, 3) if p.name == "verify")
+    assert verify.padded_tokens == 24                                            # 20 tokens replay the 24 graph
+    pairs = attention_pairs("prefill", 4, 5, ctx, cm.query_group)
+    assert c.pass_s(verify, ctx) == pytest.approx(cm.time_s(24, ctx, pairs, 20, 5))
+    # 200 sequences x 4 = 800 tokens: beyond vLLM's largest graph (512): eager, launches overlapped
+    big = next(p for p in c.round_passes(200, 3) if p.name == "verify")
+    assert big.graph == "eager" and big.padded_tokens is None
+    gpu = cm.time_s(800, 200 * 800.0, attention_pairs("prefill", 4, 200, 200 * 800.0, cm.query_group), 800, 200)
+    kernels = 32 * 9 + 4                                                          # 32 layers x 9 + 4 kernels
+    assert c.pass_s(big, 200 * 800.0) == pytest.approx(max(gpu, kernels * H.EAGER_LAUNCH_S))
