@@ -7,10 +7,12 @@ K = 0 baseline see identical arrivals and lengths.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +40,7 @@ class SimResult:
     iterations: Any                    # pandas.DataFrame, one row per iteration (all replicas)
     summary: dict[str, Any]
     kv: KVBudget | None = None         # memory breakdown per GPU (None for hardware.kind fixed)
-    baseline: "SimResult | None" = None
+    baseline: SimResult | None = None
     trace: list | None = field(default=None, repr=False)
 
 
@@ -73,7 +75,7 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
     """Cost model, drafter and KV capacity of one replica (roofline), or the fixed step costs."""
     hw, eng = scenario.hardware, scenario.engine
     if eng.kind != "ideal":
-        raise SpecsightInputError("engine.kind", eng.kind, "only ideal is priced in this version")
+        return _engine_deployment(scenario)
     if hw.is_fixed:
         cost = FixedStepCost(hw.target_step_s, hw.draft_step_s)   # type: ignore[arg-type]
         cap = eng.num_gpu_blocks
@@ -87,17 +89,73 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
     model = load_model(scenario.model)             # type: ignore[arg-type]
     cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype)
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
+    kv = _kv_budget(scenario, cm, drafter)
+    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
+                      model.max_position_embeddings)
+
+
+def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None) -> KVBudget:
+    """The replica's KV memory: what the weights (target and drafter) and the activation reserve
+    leave of each GPU's HBM."""
+    eng = scenario.engine
     if eng.activation_reserve_gb is not None:
         reserve = float(eng.activation_reserve_gb) * 1e9
     else:
         reserve = estimate_activation_reserve_bytes(cm, int(eng.max_num_batched_tokens), int(eng.max_num_seqs),
                                                     scenario.k_max)
-    kv = kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
-                   drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
-                   block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
-                   activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
-    return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
+    return kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
+                     drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
+                     block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
+                     activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
+
+
+def _engine_deployment(scenario: Scenario) -> Deployment:
+    """resolve_deployment for a real engine (simulator/engines/): the profile's GPU side with the
+    engine's host model, linear layers with tile and wave quantization, the engine's round."""
+    from .engines import EngineLimits, engine_for
+    from .engines.step_cost import EngineStepCost, engine_profile
+    from .engines.tiles import TiledCostModel
+    from .hardware import load_profile
+    from .model_spec import load_model
+
+    hw, eng = scenario.hardware, scenario.engine
+    engine = engine_for(eng.kind, eng.version)
+    if hw.is_fixed:
+        raise SpecsightInputError("engine.kind", eng.kind, "a real engine prices passes on a GPU profile: "
+                                                           "hardware.kind roofline, or engine.kind ideal")
+    tp = int(hw.tp)
+    engine.check(scenario.drafter, tp)
+    base = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
+    profile = engine_profile(base)
+    model = load_model(scenario.model)          # type: ignore[arg-type]
+    cm = TiledCostModel(model, profile, tp=tp, dtype=hw.dtype, kv_dtype=hw.kv_dtype)
+    drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
+    if drafter is not None and drafter.draft_cost is not None:
+        dc = drafter.draft_cost
+        if dc.tp != tp:
+            raise SpecsightInputError("drafter.model", scenario.drafter.model,   # type: ignore[union-attr]
+                                      f"{engine.label} runs the drafter at the target's TP ({tp}); its heads "
+                                      f"({dc.model.num_heads}) do not divide by it")
+        drafter.draft_cost = TiledCostModel(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype)
+    kv = _kv_budget(scenario, cm, drafter)
+    limits = EngineLimits(int(eng.max_num_seqs), int(eng.max_num_batched_tokens), tp)
+    cost = EngineStepCost(engine, limits, cm, drafter, scenario.k_max)
+    return Deployment(cost, drafter, kv, kv.num_blocks, f"{base.describe()}; engine {engine.label}",
                       model.max_position_embeddings)
+
+
+def with_engine_defaults(sc: Scenario) -> Scenario:
+    """The scenario with its engine's defaults for the `engine:` keys it leaves unset (ideal:
+    unchanged)."""
+    if sc.engine.kind == "ideal":
+        return sc
+    from .engines import engine_defaults, engine_for
+    engine = engine_for(sc.engine.kind, sc.engine.version)
+    src = sc.source.get("engine") if isinstance(sc.source, Mapping) else None
+    d = engine_defaults(engine, src, sc.k_max > 0, int(sc.hardware.tp))
+    if "max_num_seqs" in d:
+        d["max_num_seqs"] = min(d["max_num_seqs"], int(sc.engine.max_num_batched_tokens))
+    return dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, **d)) if d else sc
 
 
 def _as_scenario(s: Scenario | str | Path | Mapping[str, Any]) -> Scenario:
@@ -131,6 +189,7 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
 
 
 def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
+    sc = with_engine_defaults(sc)
     ss = np.random.SeedSequence(sc.seed).spawn(4)
     reqs = generate_requests(sc.workload, np.random.default_rng(ss[SEED_WORKLOAD]))
     n = len(reqs)
@@ -169,11 +228,15 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     verify_width = verify_width_fn(sc, dep.drafter)
     ngram = d is not None and d.is_lookup
     trace_list: list | None = [] if trace else None
+    replica_class = Replica
+    if eng.kind != "ideal":
+        from .engines.replica import EngineReplica
+        replica_class = EngineReplica
 
     def make_replica(env, i, tbl, log, on_finish):
         policy = copy.deepcopy(sc.policy)
         policy.reset()
-        return Replica(env, i, tbl, log, cost=dep.step_cost, policy=policy, acceptance=acceptance,
+        return replica_class(env, i, tbl, log, cost=dep.step_cost, policy=policy, acceptance=acceptance,
                        acc_rng=np.random.default_rng(acc_seeds[i]),
                        match_rng=np.random.default_rng(match_seeds[i]) if ngram else None,
                        match_probability=d.match_probability if ngram else 1.0,   # type: ignore[union-attr]

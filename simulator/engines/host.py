@@ -1,0 +1,89 @@
+"""The engines' host side: scheduler time per iteration, what overlap hides, what a sync costs,
+and what a kernel launch costs outside a CUDA graph.
+
+One iteration's host work (schedule, prepare inputs, process outputs) is H(B) = base + per_seq B.
+With overlap (async) scheduling the host prepares iteration i + 1 while the GPU runs iteration i,
+so only max(0, H - GPU time) shows; without it all of H shows. A host sync inside a round (a
+`.item()`, an accept-length copy the host waits for) stalls the GPU until the host launches the
+next pass: one launch latency per sync (`SYNC_S`). Which engine overlaps what, and where it
+syncs, is in each engine's file (../shared/reference/engines.md §1-§2).
+
+No engine publishes H(B) for its current release; each constant below is taken from a published
+measurement, with the arithmetic shown. None comes from engines.md §4 (the validation rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MS = 1e-3
+US = 1e-6
+
+# vLLM 0.x on A100, Llama-2-7B TP1 (microsoft/vidur data/profiling/a100/cpu_overheads.csv, medians
+# at batch 8 and 64): schedule 0.165 -> 0.952 ms, prepare_inputs (e2e) 0.293 -> 1.163 ms,
+# process_model_outputs 0.624 -> 4.108 ms. Straight lines through the two points:
+#   schedule         0.0526 ms + 0.01405 ms x B      ((0.952 - 0.165) / 56 = 0.01405)
+#   prepare inputs   0.1688 ms + 0.01553 ms x B      ((1.163 - 0.293) / 56 = 0.01553)
+#   process outputs  0.1263 ms + 0.06221 ms x B      ((4.108 - 0.624) / 56 = 0.06221)
+VIDUR_SCHEDULE_PREPARE_PER_SEQ_S = (0.01405 + 0.01553) * MS      # 0.0296 ms per scheduled request
+V0_BASE_S = (0.0526 + 0.1688 + 0.1263) * MS                      # 0.348 ms: the three, V0's engine loop
+V0_PER_SEQ_S = (0.01405 + 0.01553 + 0.06221) * MS                # 0.0918 ms per request
+
+# vLLM V1 moves output processing (detokenisation, streaming) to the API-server process (vLLM V1
+# blog, Jan 2025 [D]), so its engine loop keeps schedule + prepare. Its base: vLLM PR #25872
+# (Llama-3.1-8B, EAGLE-3 K = 4, L20, concurrency 1): async scheduling took TPOT 9.91 -> 9.57 ms,
+# 0.34 ms per token; a round emits 3.08 tokens at K = 4 (the acceptance preset
+# eagle3-llama-3.1-8b-mtbench-chain-vllm; an acceptance figure, not a timing), so the host work
+# async hides is 0.34 x 3.08 = 1.05 ms per round at B = 1: base = 1.05 - 0.0296 = 1.02 ms.
+V1_BASE_S = 1.05 * MS - VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
+V1_PER_SEQ_S = VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
+
+# SGLang: PR #11398 (Llama-3.1-8B, EAGLE steps 5 / topk 1): the v1 worker (no overlap) 246.8 tok/s,
+# the spec-v2 overlap worker 273.4 tok/s: 1000/246.8 - 1000/273.4 = 0.394 ms per token hidden by
+# overlap; at 5 steps a round emits 3.32 tokens (the same chain preset at K = 5), so 0.394 x 3.32 =
+# 1.31 ms per round at B = 1 (the PR states no batch: taken as 1). Per request: the vidur slope.
+SGLANG_BASE_S = 0.394 * 3.32 * MS - VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
+SGLANG_PER_SEQ_S = VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
+
+# TensorRT-LLM: blog2 (DeepSeek-R1, batch 1): the overlap scheduler gains 1.03x, so the host work
+# it hides is 3 % of a step: H = 0.03 x the GPU time of the iteration (no absolute figure published).
+TRTLLM_HOST_FRACTION = 0.03
+
+# One launch latency: vidur's MODEL_EXECUTION_LAUNCH median (vLLM 0.x launching a CUDA-graphed
+# decode pass, Llama-2-7B TP1, A100): 0.0513 ms at batch 8 (0.049-0.055 ms at 8-64). A sync costs
+# the GPU this long (it idles until the host launches the next pass).
+SYNC_S = 0.0513 * MS
+
+# A kernel launched eagerly: no engine publishes it; 4 us is the CUDA launch cost the datasheet
+# profiles carry (an estimate, hardware_profiles/h100-sxm.yaml overheads.kernel_launch_us). Eager
+# launches are asynchronous: they overlap the kernels already queued, so an eager pass takes
+# max(GPU time, kernels x EAGER_LAUNCH_S).
+EAGER_LAUNCH_S = 4.0 * US
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """H(B) = base_s + per_seq_s B (+ fraction x GPU time: TensorRT-LLM's published form)."""
+    base_s: float
+    per_seq_s: float
+    gpu_fraction: float = 0.0
+
+    def work_s(self, num_seqs: int, gpu_s: float) -> float:
+        return self.base_s + self.per_seq_s * num_seqs + self.gpu_fraction * gpu_s
+
+    def exposed_s(self, num_seqs: int, gpu_s: float, overlap: bool, syncs: int) -> float:
+        """Host seconds the iteration adds to its GPU time: all of H without overlap, what H
+        exceeds the GPU time by with it, plus SYNC_S per host sync."""
+        h = self.work_s(num_seqs, gpu_s)
+        shown = max(0.0, h - gpu_s) if overlap else h
+        return shown + syncs * SYNC_S
+
+
+VLLM_V1_HOST = HostModel(V1_BASE_S, V1_PER_SEQ_S)
+VLLM_V0_HOST = HostModel(V0_BASE_S, V0_PER_SEQ_S)
+SGLANG_HOST = HostModel(SGLANG_BASE_S, SGLANG_PER_SEQ_S)
+TRTLLM_HOST = HostModel(0.0, 0.0, TRTLLM_HOST_FRACTION)
+
+
+def eager_pass_s(gpu_s: float, kernels: float) -> float:
+    """An eager pass: its kernels launched one by one, overlapping the GPU's work."""
+    return max(gpu_s, kernels * EAGER_LAUNCH_S)

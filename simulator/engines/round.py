@@ -1,0 +1,130 @@
+"""One speculative round as an engine runs it: its passes, each with its model, batch shape and
+CUDA-graph mode (`Pass`), and what every engine declares about itself (`EngineDef`).
+
+An engine file (vllm.py, sglang.py, trtllm.py) subclasses EngineDef: which drafter methods it runs
+(others are refused with an input error naming the engine), the passes of one round for B
+sequences and K drafts (`passes`), its CUDA-graph sizes (cuda_graphs.py), where the host syncs,
+whether its scheduler overlaps the host with the GPU (plain decoding and speculation apart), the
+attention kernel class of a multi-token verify, and its defaults for the `engine:` block.
+docs/engines.md tabulates every engine's round; tests/test_engines.py checks each against it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..drafters import DrafterSpec
+from ..errors import SpecsightInputError
+from .host import HostModel
+
+GRAPH_MODES = ("full", "piecewise", "round", "eager")
+# full: the whole pass replays one captured graph (padded to the captured size)
+# piecewise: the layers replay captured pieces, attention runs eagerly between them (vLLM)
+# round: the pass sits inside one graph that holds the whole round (TensorRT-LLM one-model)
+# eager: every kernel launched from the host
+ATTENTION_CLASSES = ("decode", "prefill", "prefill_tree")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass of a round: `count` identical passes of `seqs` sequences x
+    `tokens_per_seq` new tokens, `logits_per_seq` logit rows each, on the target or the draft."""
+    name: str
+    model: str                 # "target" | "draft"
+    seqs: int
+    tokens_per_seq: int
+    logits_per_seq: int
+    graph: str                 # GRAPH_MODES
+    count: int = 1
+    padded_tokens: int | None = None   # tokens the replayed graph computes (None: eager, no padding)
+
+    @property
+    def tokens(self) -> int:
+        return self.seqs * self.tokens_per_seq
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """The `engine:` values an engine runs with (the scenario's, or the engine's defaults)."""
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    tp: int
+
+
+class EngineDef:
+    """What an engine declares (subclassed per engine; instances are per version)."""
+    name = "?"
+    versions: tuple[str, ...] = ()
+    default_version = ""
+    methods: tuple[str, ...] = ()
+    trees = True
+
+    def __init__(self, version: str | None):
+        v = self.default_version if version is None else str(version)
+        if v not in self.versions:
+            raise SpecsightInputError("engine.version", version, f"{self.name}: one of {', '.join(self.versions)}")
+        self.version = v
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+    # ---- what it runs ---------------------------------------------------------------------
+    def supported_methods(self) -> tuple[str, ...]:
+        return self.methods
+
+    def check(self, spec: DrafterSpec | None, tp: int) -> None:
+        """Refuse a drafter this engine does not run (an input error naming the engine)."""
+        if spec is None or spec.num_speculative_tokens == 0:
+            return
+        ok = self.supported_methods()
+        if spec.method not in ok:
+            raise SpecsightInputError("drafter.method", spec.method,
+                                      f"{self.label} runs {', '.join(ok)} (docs/engines.md)")
+        if spec.is_tree and not self.tree_ok():
+            raise SpecsightInputError("drafter.tree", True, f"{self.label} verifies chains only (docs/engines.md)")
+        if spec.draft_tp is not None and spec.draft_tp != tp:
+            raise SpecsightInputError("drafter.draft_tp", spec.draft_tp,
+                                      f"{self.label} runs the drafter at the target's TP ({tp}) (docs/engines.md)")
+
+    def tree_ok(self) -> bool:
+        return self.trees
+
+    def defaults(self, speculating: bool, tp: int) -> dict:
+        """The engine's own values for `engine:` keys a scenario leaves unset."""
+        return {}
+
+    # ---- its round ------------------------------------------------------------------------
+    def passes(self, spec: DrafterSpec, B: int, k: int, width: int, lim: EngineLimits) -> list[Pass]:
+        """The passes of one round, in the engine's order (k >= 1)."""
+        raise NotImplementedError
+
+    def plain_pass(self, B: int, lim: EngineLimits) -> Pass:
+        """One plain decoding step (K = 0) of B sequences."""
+        raise NotImplementedError
+
+    def syncs(self, spec: DrafterSpec) -> int:
+        """Host syncs inside one speculative round (beyond the iteration's own end)."""
+        raise NotImplementedError
+
+    def overlap(self, spec: DrafterSpec | None) -> bool:
+        """Whether the scheduler overlaps host work with the GPU (spec None: plain decoding)."""
+        raise NotImplementedError
+
+    def host(self, spec: DrafterSpec | None) -> HostModel:
+        raise NotImplementedError
+
+    def attention_class(self, spec: DrafterSpec) -> str:
+        """The kernel class of the verify pass's attention (ATTENTION_CLASSES)."""
+        raise NotImplementedError
+
+    def mixed_graph(self, tokens: int, lim: EngineLimits) -> int | None:
+        """A pass holding prefill chunks: the tokens its piecewise graph computes, or None (eager)."""
+        return None
+
+
+def graphed(name: str, model: str, seqs: int, tokens_per_seq: int, logits_per_seq: int, mode: str,
+            padded: int | None, count: int = 1) -> Pass:
+    """A pass that replays a graph of `padded` tokens, or runs eagerly where padded is None."""
+    if padded is None:
+        return Pass(name, model, seqs, tokens_per_seq, logits_per_seq, "eager", count, None)
+    return Pass(name, model, seqs, tokens_per_seq, logits_per_seq, mode, count, padded)

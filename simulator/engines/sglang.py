@@ -1,0 +1,88 @@
+"""SGLang v0.5.x: the EAGLE v1 worker (the default, `engine.version: v0.5`) and the spec-v2 overlap
+worker (`v0.5-spec-v2`, SGLANG_ENABLE_SPEC_V2=1).
+
+Facts from ../shared/reference/engines.md (sglang:python/sglang/srt/speculative/eagle_worker.py@00559eac,
+cuda_graph_runner.py, server_args.py; PR #11398; issue #11762). S = speculative_num_steps (= K),
+topk = speculative_eagle_topk (the drafter's tree_branches; 1 for a chain), N = the verify width:
+  draft        S - 1 draft forwards of B topk tokens, all in one EAGLEDraftCudaGraphRunner graph [C]
+  verify       target TARGET_VERIFY over B N tokens with a tree mask; graphs per batch size with
+               num_tokens_per_bs = N [C]
+  accept       on the GPU; accept_length_per_req_cpu is a host sync, and the draft step calls
+               seq_lens.sum().item(): 2 syncs a round [C]
+  draft extend forward_draft_extend_after_decode over B (S + 1) tokens padded to a fixed width,
+               its own EAGLEDraftExtendCudaGraphRunner [C]; spec v2: fixed width N (DRAFT_EXTEND_V2) [C]
+  spec v2      the same passes with the overlap scheduler on, topk = 1 only; one
+               verify_done.synchronize() left (issue #11762) [C/D]
+  overlap      the overlap scheduler is disabled for EAGLE/EAGLE3/STANDALONE unless spec v2, always
+               for NGRAM; plain decoding keeps it (server_args _handle_speculative_decoding) [C]
+  NGRAM        a C++ n-gram cache on the CPU; verify pass only [C]. MTP (NEXTN) runs as EAGLE,
+               STANDALONE (a draft model) on the EAGLE worker path [C]
+  draft TP     the draft worker takes the target's tp_rank: the target's TP degree [I, from code]
+  attention    FlashInfer verify uses BatchPrefillWithPagedKVCacheWrapper with the tree's custom
+               mask: a prefill-class kernel [C]
+  defaults     max_running_requests 48 with speculation; cuda_graph_max_bs 256 at TP < 4, 512 at
+               TP >= 4 on H100/H200 [C]
+"""
+from __future__ import annotations
+
+from ..drafters import DrafterSpec
+from . import host as H
+from .cuda_graphs import padded_size, sglang_max_bs, sglang_sizes
+from .round import EngineDef, EngineLimits, Pass, graphed
+
+SPEC_MAX_RUNNING_REQUESTS = 48
+
+
+class SGLang(EngineDef):
+    name = "sglang"
+    versions = ("v0.5", "v0.5-spec-v2")
+    default_version = "v0.5"
+    methods = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
+    release = {"v0.5": "SGLang v0.5.x, EAGLE v1 worker", "v0.5-spec-v2": "SGLang v0.5.x, spec-v2 overlap worker"}
+
+    @property
+    def v2(self) -> bool:
+        return self.version == "v0.5-spec-v2"
+
+    def tree_ok(self) -> bool:
+        return not self.v2
+
+    def defaults(self, speculating: bool, tp: int) -> dict:
+        return {"max_num_seqs": SPEC_MAX_RUNNING_REQUESTS} if speculating else {}
+
+    def _pad(self, B: int, lim: EngineLimits) -> int | None:
+        return padded_size(B, sglang_sizes(sglang_max_bs(lim.tp)))
+
+    def plain_pass(self, B: int, lim: EngineLimits) -> Pass:
+        pb = self._pad(B, lim)
+        return graphed("decode", "target", B, 1, 1, "full", None if pb is None else pb)
+
+    def passes(self, spec: DrafterSpec, B: int, k: int, width: int, lim: EngineLimits) -> list[Pass]:
+        pb = self._pad(B, lim)
+        verify = graphed("verify", "target", B, width, width, "full", None if pb is None else pb * width)
+        if spec.method == "ngram":
+            return [verify]
+        topk = spec.branches
+        out = []
+        if k > 1:
+            out.append(graphed("draft", "draft", B, topk, topk, "full", None if pb is None else pb * topk, count=k - 1))
+        out.append(verify)
+        ext = width if self.v2 else k + 1
+        out.append(graphed("draft_extend", "draft", B, ext, topk, "full", None if pb is None else pb * ext))
+        return out
+
+    def syncs(self, spec: DrafterSpec) -> int:
+        if spec.method == "ngram":
+            return 1                      # the sampled tokens reach the CPU cache before drafting
+        return 1 if self.v2 else 2
+
+    def overlap(self, spec: DrafterSpec | None) -> bool:
+        if spec is None:
+            return True
+        return self.v2 and spec.method != "ngram"
+
+    def host(self, spec: DrafterSpec | None) -> H.HostModel:
+        return H.SGLANG_HOST
+
+    def attention_class(self, spec: DrafterSpec) -> str:
+        return "prefill_tree"

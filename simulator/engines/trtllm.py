@@ -1,0 +1,74 @@
+"""TensorRT-LLM, PyTorch backend (`engine.version: 1.1`, the 1.1.0 release line): one-model
+speculation for MTP and EAGLE-3, two-model for draft models.
+
+Facts from ../shared/reference/engines.md (TensorRT-LLM:tensorrt_llm/_torch/speculative/eagle3.py@001e6700,
+drafting_loops.py@03dd9bb8, llm_args.py, interface.py; blog2, blog7, features doc):
+  one-model (MTP; EAGLE-3 with eagle3_one_model=True): in one model forward, target over B (1 + K)
+             tokens -> GPU acceptance -> draft pass 1 over all 1 + K tokens per request -> K - 1
+             one-token draft passes, "both the verification and draft stages can be captured in one
+             graph"; only the KV rewind is outside [C/D]
+  two-model  (DraftTarget): a separate draft engine whose ChainDrafter runs "the entire drafting
+             process" as a single CUDA graph [C/D]; the handoff between the two engines goes through
+             the host (1 sync) [I]
+  NGram      a host-side pool (the earlier version; later a GPU kernel), "not compatible with
+             overlap scheduler" [D]
+  trees      chains only (blog2; dynamic trees came later, not for MLA or sliding window) [D]
+  graphs     max_batch_size 128, CUDA-graph padding off: sizes 1..31, 32, 64, 128 and powers of two;
+             a batch not captured runs eagerly [C]
+  overlap    on by default: MTP and EAGLE-3 one-model (support_overlap_scheduler), off for NGram;
+             the doc examples set disable_overlap_scheduler=True for DraftTarget [C/D]
+  attention  chain verify: a causal mask on the generation (decode) kernel with K + 1 query tokens
+             (blog2; FlashInfer PR #2105 / XQA) [D]
+  draft TP   one-model: inside the target's forward, the target's TP [C]; two-model: the target's [I]
+"""
+from __future__ import annotations
+
+from ..drafters import DrafterSpec
+from . import host as H
+from .cuda_graphs import padded_size, trtllm_sizes
+from .round import EngineDef, EngineLimits, Pass, graphed
+
+MAX_BATCH_SIZE = 128
+ONE_MODEL = ("mtp", "eagle3")
+
+
+class TRTLLM(EngineDef):
+    name = "trtllm"
+    versions = ("1.1",)
+    default_version = "1.1"
+    methods = ("mtp", "eagle3", "draft_model", "ngram")
+    trees = False
+    release = {"1.1": "TensorRT-LLM 1.1 PyTorch backend"}
+
+    def defaults(self, speculating: bool, tp: int) -> dict:
+        return {"max_num_seqs": MAX_BATCH_SIZE}
+
+    def _pad(self, B: int, lim: EngineLimits) -> int | None:
+        return padded_size(B, trtllm_sizes(lim.max_num_seqs), pad=False)
+
+    def plain_pass(self, B: int, lim: EngineLimits) -> Pass:
+        return graphed("decode", "target", B, 1, 1, "full", self._pad(B, lim))
+
+    def passes(self, spec: DrafterSpec, B: int, k: int, width: int, lim: EngineLimits) -> list[Pass]:
+        pb = self._pad(B, lim)
+        one = spec.method in ONE_MODEL
+        mode = "round" if one else "full"
+        verify = graphed("verify", "target", B, width, width, mode, None if pb is None else pb * width)
+        if spec.method == "ngram":
+            return [verify]
+        out = [verify, graphed("draft_1", "draft", B, width, 1, mode, None if pb is None else pb * width)]
+        if k > 1:
+            out.append(graphed("draft_2..K", "draft", B, 1, 1, mode, pb, count=k - 1))
+        return out
+
+    def syncs(self, spec: DrafterSpec) -> int:
+        return 0 if spec.method in ONE_MODEL else 1
+
+    def overlap(self, spec: DrafterSpec | None) -> bool:
+        return spec is None or spec.method in ONE_MODEL
+
+    def host(self, spec: DrafterSpec | None) -> H.HostModel:
+        return H.TRTLLM_HOST
+
+    def attention_class(self, spec: DrafterSpec) -> str:
+        return "decode"

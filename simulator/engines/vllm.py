@@ -1,0 +1,106 @@
+"""vLLM: V1 at v0.14.0 (the default, `engine.version: v1`) and the V0 engine (`v0`).
+
+Facts from ../shared/reference/engines.md (tags: [C] code, [D] docs/PR text, [I] inferred):
+V1, EAGLE / EAGLE-3 / MTP, the default padded drafter batch (vllm/v1/spec_decode/eagle.py@008603a3,
+PR #24539):
+  verify     target over B (1 + K) tokens, one uniform batch: a FULL CUDA graph (cudagraph_mode
+             FULL_AND_PIECEWISE) up to the largest captured token count, eager above it [C]
+  draft 1    the draft over all B (1 + K) window tokens (rejected ones kept as padding), PIECEWISE
+             graph padded with pad_for_cudagraph; inputs built on the GPU, no CPU sync [C]
+  draft 2..K K - 1 passes of B tokens, PIECEWISE [C]
+  draft_model (PR #24322): pass 1 covers the target's tokens plus the new sampled token, B (2 + K);
+             draft TP must equal target TP (_raise_if_draft_tp_mismatch) [C]
+  ngram / suffix: CPU proposers over token_ids_cpu: no draft pass; the sampled tokens reach the
+             host first (a sync) and async scheduling is off for them (v0.14.0, PR #31998) [C/D]
+  trees (speculative_token_tree): TreeAttentionBackend, whose metadata builder calls .item() [C]
+  rejection sampling on the GPU; KV rollback is a cursor move [C]
+  async scheduling (v0.14.0, PR #31998): on for EAGLE/MTP; it overlaps drafting only: "if the
+             drafting is quick then we can have a blocking sync" (PR #24799): one sync a round [D]
+  attention: verify requests run as prefill unless the backend declares supports_spec_as_decode;
+             the default FlashAttention backend does not (vllm/v1/attention/backend.py) [C]: prefill
+V0 (docs v0.9.2; issues #4630, #10387): a SpecDecodeWorker proposes K one-token draft steps and
+  scores top-1 proposals by CPU batch expansion (an MQA scorer later); spec decode excludes async
+  output processing and multi-step scheduling [D]: the host is never overlapped while speculating.
+  V0's scoring pass runs outside the decode graphs, and the proposals and accepted tokens go through
+  the host (2 syncs a round) [I, from the docstring's CPU batch expansion].
+"""
+from __future__ import annotations
+
+from ..drafters import DrafterSpec
+from . import host as H
+from .cuda_graphs import padded_size, vllm_v0_sizes, vllm_v1_sizes
+from .round import EngineDef, EngineLimits, Pass, graphed
+
+V1_METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram", "suffix")
+V0_METHODS = ("draft_model", "eagle", "mtp", "medusa", "ngram")
+# V0 plain decoding: async output processing hides process_model_outputs; schedule + prepare show
+V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
+
+
+class VLLM(EngineDef):
+    name = "vllm"
+    versions = ("v1", "v0")
+    default_version = "v1"
+    release = {"v1": "vLLM V1 at v0.14.0 (Jan 2026)", "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)"}
+
+    def supported_methods(self) -> tuple[str, ...]:
+        return V1_METHODS if self.version == "v1" else V0_METHODS
+
+    def tree_ok(self) -> bool:
+        return self.version == "v1"
+
+    # ---- graphs ---------------------------------------------------------------------------
+    def _sizes(self, k: int, lim: EngineLimits) -> tuple[int, ...]:
+        return vllm_v1_sizes(lim.max_num_seqs, lim.max_num_batched_tokens, k)
+
+    def plain_pass(self, B: int, lim: EngineLimits) -> Pass:
+        if self.version == "v0":
+            return graphed("decode", "target", B, 1, 1, "full", padded_size(B, vllm_v0_sizes(lim.max_num_seqs)))
+        return graphed("decode", "target", B, 1, 1, "full", padded_size(B, self._sizes(0, lim)))
+
+    def mixed_graph(self, tokens: int, lim: EngineLimits) -> int | None:
+        if self.version == "v0":
+            return None
+        return padded_size(tokens, self._sizes(0, lim))      # PIECEWISE graphs take mixed batches
+
+    def passes(self, spec: DrafterSpec, B: int, k: int, width: int, lim: EngineLimits) -> list[Pass]:
+        m = spec.method
+        if self.version == "v0":
+            v0 = [Pass("verify", "target", B, width, width, "eager")]
+            if m in ("ngram",):
+                return v0
+            if m == "medusa":
+                return [Pass("draft", "draft", B, 1, 1, "eager")] + v0
+            sizes0 = vllm_v0_sizes(lim.max_num_seqs)
+            return [graphed("draft", "draft", B, 1, 1, "full", padded_size(B, sizes0), count=k)] + v0
+        sizes = self._sizes(width - 1, lim)      # 1 + num_speculative_tokens: a tree's nodes + 1
+        verify = graphed("verify", "target", B, width, width, "full", padded_size(B * width, sizes))
+        if m in ("ngram", "suffix"):
+            return [verify]
+        first = width + 1 if m == "draft_model" else width
+        # pad_for_cudagraph: the draft's piecewise graphs use the same token-count sizes (the
+        # draft_model's B (2 + K) tokens pad to the next one too)
+        out = [verify, graphed("draft_1", "draft", B, first, 1, "piecewise", padded_size(B * first, sizes))]
+        if k > 1:
+            out.append(graphed("draft_2..K", "draft", B, 1, spec.branches, "piecewise",
+                               padded_size(B, sizes), count=k - 1))
+        return out
+
+    # ---- host ------------------------------------------------------------------------------
+    def syncs(self, spec: DrafterSpec) -> int:
+        if self.version == "v0":
+            return 2
+        return 1 + (1 if spec.is_tree else 0)
+
+    def overlap(self, spec: DrafterSpec | None) -> bool:
+        if self.version == "v0":
+            return False
+        return spec is None or not spec.is_lookup
+
+    def host(self, spec: DrafterSpec | None) -> H.HostModel:
+        if self.version == "v0":
+            return V0_PLAIN_HOST if spec is None else H.VLLM_V0_HOST
+        return H.VLLM_V1_HOST
+
+    def attention_class(self, spec: DrafterSpec) -> str:
+        return "prefill_tree" if spec.is_tree else "prefill"
