@@ -1,7 +1,7 @@
 """Acceptance models: how many of a round's K drafts the target accepts, per sequence.
 
-Terms (Leviathan et al. 2022; the README's "Acceptance" section): alpha_k is the conditional acceptance of draft position
-k given positions 1..k-1 were accepted; a round accepts the longest accepted prefix, so
+Terms (Leviathan et al. 2022; the README's "Acceptance" section): alpha_k is the conditional acceptance of draft
+position k given positions 1..k-1 were accepted; a round accepts the longest accepted prefix, so
 P(>= k accepted) = prod_{j<=k} alpha_j and E[tokens per round] = 1 + sum_k prod_{j<=k} alpha_j
 (the +1 is the recovered or bonus token).
 
@@ -25,13 +25,17 @@ already per depth (`per_depth`: tree presets) are used as they are.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .keys import reject_unknown
 from .spec_math import expected_tokens, tree_depth_acceptance
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 MODELS = ("iid", "per_position", "beta", "trace", "kernel", "preset")
 
@@ -62,7 +66,7 @@ class PrefixBlockSampler:
     """
     MIN_ROWS, MAX_ROWS = 64, 16384
 
-    def __init__(self, alphas, rng: np.random.Generator, k_max: int):
+    def __init__(self, alphas: Callable[[int], np.ndarray], rng: np.random.Generator, k_max: int):
         self.alphas, self.rng, self.bitgen = alphas, rng, rng.bit_generator   # alphas: k -> [k] rates
         self.hist = np.zeros((k_max + 1, k_max + 1), dtype=np.int64)          # [k, accepted] rounds
         self.em: np.ndarray | None = None       # [rows] tokens emitted per row of the current block
@@ -133,7 +137,7 @@ class AcceptanceModel:
         """True when sample() draws from alphas(k) for every sequence (the engine's fast path)."""
         return not self.per_request and type(self).sample is AcceptanceModel.sample
 
-    def bind(self, num_requests: int, rng: np.random.Generator) -> "AcceptanceModel":
+    def bind(self, num_requests: int, rng: np.random.Generator) -> AcceptanceModel:
         return self
 
     def alphas(self, k: int) -> np.ndarray:
@@ -180,7 +184,7 @@ class PerPositionAcceptance(AcceptanceModel):
     """Conditional rates alpha_1..alpha_n; positions past n reuse alpha_n."""
     name = "per_position"
 
-    def __init__(self, alphas, source: str = ""):
+    def __init__(self, alphas: Sequence[float] | np.ndarray, source: str = ""):
         self.rates = np.asarray(alphas, dtype=float)
         self.source = source
 
@@ -211,7 +215,7 @@ class BetaAcceptance(AcceptanceModel):
         self.b = (1.0 - self.alpha) * self.concentration
         self.request_alpha: np.ndarray | None = None   # [num_requests] after bind
 
-    def bind(self, num_requests: int, rng: np.random.Generator) -> "BetaAcceptance":
+    def bind(self, num_requests: int, rng: np.random.Generator) -> BetaAcceptance:
         self.request_alpha = rng.beta(self.a, self.b, size=int(num_requests))
         return self
 
@@ -283,7 +287,7 @@ class TreeAcceptance(AcceptanceModel):
         self.per_request = base.per_request
         self.source = getattr(base, "source", "")
 
-    def bind(self, num_requests: int, rng: np.random.Generator) -> "TreeAcceptance":
+    def bind(self, num_requests: int, rng: np.random.Generator) -> TreeAcceptance:
         self.base = self.base.bind(num_requests, rng)
         return self
 
@@ -320,13 +324,14 @@ class AcceptanceSpec:
         if isinstance(raw, str):
             raw = {"model": "preset", "name": raw}
         if not isinstance(raw, Mapping):
-            raise SpecsightInputError(where, raw, "a number (iid alpha), a preset name, or a mapping {model: " + "|".join(MODELS) + ", ...}")
+            raise SpecsightInputError(where, raw, "a number (iid alpha), a preset name, or a mapping {model: "
+                                      + "|".join(MODELS) + ", ...}")
         model = raw.get("model")
         if model not in MODELS:
             raise SpecsightInputError(f"{where}.model", model, closest_names(str(model), MODELS))
         keys = {"iid": ("alpha",), "per_position": ("alphas",), "beta": ("alpha", "concentration"),
-                "trace": ("path", "k", "counters"), "kernel": ("vocab_size", "overlap", "alpha", "seed", "sharpness"),
-                "preset": ("name",)}[model]
+                "trace": ("path", "k", "counters"),
+                "kernel": ("vocab_size", "overlap", "alpha", "seed", "sharpness"), "preset": ("name",)}[model]
         reject_unknown(raw, ("model",) + keys, where)
 
         def need(key: str) -> Any:
@@ -340,7 +345,8 @@ class AcceptanceSpec:
             vals = need("alphas")
             if isinstance(vals, (str, bytes, Mapping)) or not hasattr(vals, "__len__") or len(vals) == 0:
                 raise SpecsightInputError(f"{where}.alphas", vals, "a non-empty list of conditional rates in [0, 1]")
-            return PerPositionAcceptance([require_range(f"{where}.alphas[{i}]", a, 0.0, 1.0) for i, a in enumerate(vals)])
+            return PerPositionAcceptance([require_range(f"{where}.alphas[{i}]", a, 0.0, 1.0)
+                                          for i, a in enumerate(vals)])
         if model == "beta":
             alpha = require_range(f"{where}.alpha", need("alpha"), 0.0, 1.0, lo_open=True, hi_open=True)
             conc = require_range(f"{where}.concentration", need("concentration"), 0.0, lo_open=True)
@@ -349,17 +355,20 @@ class AcceptanceSpec:
             k = None if raw.get("k") is None else require_int(f"{where}.k", raw["k"], lo=1)
             counters = raw.get("counters", "delta")
             if counters not in ("delta", "cumulative"):
-                raise SpecsightInputError(f"{where}.counters", counters, "delta (rows are summed) or cumulative (last row used)")
+                raise SpecsightInputError(f"{where}.counters", counters,
+                                          "delta (rows are summed) or cumulative (last row used)")
             from .acceptance_trace import TraceAcceptance
             return TraceAcceptance.from_csv(need("path"), f"{where}.path", k=k, counters=counters)
         if model == "kernel":
             vocab = require_int(f"{where}.vocab_size", need("vocab_size"), lo=2)
             if ("overlap" in raw) == ("alpha" in raw):
-                raise SpecsightInputError(f"{where}.overlap", raw.get("overlap"), "give exactly one of overlap or alpha")
+                raise SpecsightInputError(f"{where}.overlap", raw.get("overlap"),
+                                          "give exactly one of overlap or alpha")
             overlap = None if "overlap" not in raw else require_range(f"{where}.overlap", raw["overlap"], 0.0, 1.0)
             alpha = None if "alpha" not in raw else require_range(f"{where}.alpha", raw["alpha"], 0.0, 1.0)
             seed = require_int(f"{where}.seed", raw.get("seed", 0), lo=0)
             sharp = None if raw.get("sharpness") is None else require_range(f"{where}.sharpness", raw["sharpness"], 0.0)
-            return KernelAcceptance(vocab, require_int("k_max", k_max, lo=0), overlap=overlap, alpha=alpha, seed=seed, sharpness=sharp)
+            return KernelAcceptance(vocab, require_int("k_max", k_max, lo=0), overlap=overlap, alpha=alpha, seed=seed,
+                                    sharpness=sharp)
         from .acceptance_presets import preset_model
         return preset_model(need("name"), f"{where}.name")

@@ -2,9 +2,9 @@
 
 The batch lives in one preallocated numpy array (slots 0..n-1, in admission order), so an
 iteration costs a handful of vectorised operations whatever the batch size: one in-place add per
-round advances every sequence's token counter (`_advance`, `_advance_plain`); KV blocks are kept by counting through plain-decode
-rounds and recomputed (one division) after speculative ones; per-request counters are folded into
-the RequestTable only when a sequence leaves the batch.
+round advances every sequence's token counter (`_advance`, `_advance_plain`); KV blocks are kept
+by counting through plain-decode rounds and recomputed (one division) after speculative ones;
+per-request counters are folded into the RequestTable only when a sequence leaves the batch.
 
 Small batches: a numpy call costs about a microsecond whatever its size, so with up to SMALL_BATCH
 decode sequences the per-sequence sums (KV blocks, the fewest tokens left, the finished slots) run on

@@ -32,9 +32,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -42,6 +43,11 @@ from . import pass_shape, pass_time
 from .decode_batch import BIG  # more tokens than any sequence has left
 from .pass_shape import causal_pairs
 from .pass_time import from_row, pass_time_s, steps_time_s
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from .cost_model import CostModel
 
 # iteration-log row (metrics.ITER_COLUMNS order) and the number of them a call may write
 ROW_COLUMNS = 15
@@ -137,8 +143,9 @@ NO_BUILT = bytearray(b"\x01")
 NO_CONSTANTS = np.zeros((2, len(pass_time.PassConstants._fields)))
 
 
-def plan(fn: Callable, *, target=None, draft=None, fixed_target_s: float = 0.0, fixed_draft_s: float = 0.0,
-         first_is_b: bool = False, branches: int = 1, block_size: int, capacity: int, index: int) -> KernelPlan:
+def plan(fn: Callable, *, target: CostModel | None = None, draft: CostModel | None = None,
+         fixed_target_s: float = 0.0, fixed_draft_s: float = 0.0, first_is_b: bool = False, branches: int = 1,
+         block_size: int, capacity: int, index: int) -> KernelPlan:
     """A run's KernelPlan: the roofline target (and, speculating, the drafter's chained-steps cost
     model), or fixed step costs (target None); the replica's block size, KV capacity and index."""
     run = tuple(RunInputs(1 if target is not None else 0, bool(first_is_b), int(branches), float(fixed_target_s),
@@ -146,14 +153,16 @@ def plan(fn: Callable, *, target=None, draft=None, fixed_target_s: float = 0.0, 
     return KernelPlan(fn, run, target, draft, bool(first_is_b), int(branches), target is not None)
 
 
-def row(terms, r: int):
+def row(terms: np.ndarray, r: int) -> tuple[float, float, float, float]:
     """Row r of a terms table as a 4-tuple (PassTerms' order)."""
     return terms[r, 0], terms[r, 1], terms[r, 2], terms[r, 3]
 
 
-def decode_rounds(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
-                  shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
-                  any_iteration, track_pend):
+def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndarray, pend: np.ndarray,
+                  run: tuple, rnd: tuple, consts: np.ndarray, tterms: np.ndarray, dterms: np.ndarray,
+                  xterms: np.ndarray, first_x: int, shift: int, sum_ctx: int, pend_sum: int, rem_lb: int,
+                  blocks: int, pos: int, rows: int, now: float, start: float, peek_s: float,
+                  any_iteration: bool, track_pend: bool) -> tuple[int, float, int, int, int, int, int, int, bool]:
     """Run uneventful rounds of n decode sequences at K = k (verify width w) from clock `now`.
 
     kvc, lim: the replica's d_kvc and d_lim (kvc[:n] advanced in place); em: the block sampler's
@@ -240,7 +249,7 @@ def decode_rounds(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xte
 
 
 @functools.cache
-def kernel():
+def kernel() -> Callable | None:
     """decode_rounds compiled with numba and loaded (the first call in a process imports numba
     and loads the on-disk cache, about 0.5 s, or compiles, a few seconds after an install), or
     None without numba, with SPECSIGHT_KERNEL=0 in the environment, or when numba fails (a
@@ -248,7 +257,7 @@ def kernel():
     return _compile()
 
 
-def _compile():
+def _compile() -> Callable | None:
     if os.environ.get("SPECSIGHT_KERNEL", "1") == "0":
         return None
     try:
@@ -260,7 +269,7 @@ def _compile():
     except Exception as e:            # a broken numba or LLVM install, an unusable cache: run in Python
         import warnings
         warnings.warn(f"specsight: the compiled decode rounds are off ({type(e).__name__}: {e}); "
-                      "the simulator runs them in Python, with the same results, more slowly")
+                      "the simulator runs them in Python, with the same results, more slowly", stacklevel=1)
         return None
 
 
@@ -272,11 +281,14 @@ def _source_key() -> str:
     return h.hexdigest()
 
 
-def _keyed(source_key: str):
+def _keyed(source_key: str) -> Callable:
     """decode_rounds as a closure over source_key, whose value numba's cache index keys on."""
-    def decode_rounds_keyed(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
-                            shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
-                            any_iteration, track_pend):
+    def decode_rounds_keyed(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndarray, pend: np.ndarray,
+                            run: tuple, rnd: tuple, consts: np.ndarray, tterms: np.ndarray, dterms: np.ndarray,
+                            xterms: np.ndarray, first_x: int, shift: int, sum_ctx: int, pend_sum: int, rem_lb: int,
+                            blocks: int, pos: int, rows: int, now: float, start: float, peek_s: float,
+                            any_iteration: bool,
+                            track_pend: bool) -> tuple[int, float, int, int, int, int, int, int, bool]:
         source_key                # noqa: B018 (the closure variable)
         return decode_rounds(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
                              shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
@@ -284,7 +296,7 @@ def _keyed(source_key: str):
     return decode_rounds_keyed
 
 
-def _jit(numba):
+def _jit(numba: ModuleType) -> Callable:
     from numba.extending import register_jitable
     for f in (pass_time_s, steps_time_s, from_row, causal_pairs, row, decode_rounds):
         register_jitable(f)

@@ -34,12 +34,15 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import SpecsightInputError
 from .policies import ENGINE_RULES, Policy, PolicyState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
 
 # SGLang DEFAULT_ADAPTIVE_CONFIG (adaptive_spec_params.py@015c8726): batch-size key ->
 # (candidate_steps, up_hysteresis, down_hysteresis); ceiling_coeff 0 in every entry
@@ -68,7 +71,7 @@ class VllmDynamicPolicy(Policy):
     reads_request_counts = True
     reserves_k_max = True
 
-    def __init__(self, k_max: int, ranges):
+    def __init__(self, k_max: int, ranges: Iterable[tuple[int, int, int]]):
         super().__init__(k_max)
         self.ranges = tuple(sorted((int(a), int(b), int(k)) for a, b, k in ranges))
         self._starts = [a for a, _, _ in self.ranges]
@@ -87,7 +90,7 @@ class _SglangSlot:
     """One batch-size key's state (SGLang AdaptiveStepSlot)."""
     __slots__ = ("steps", "up", "down", "ceiling", "current", "ema", "batches")
 
-    def __init__(self, steps, up: float, down: float, ceiling: float, initial: int):
+    def __init__(self, steps: Iterable[int], up: float, down: float, ceiling: float, initial: int):
         self.steps = tuple(sorted(set(steps)))
         self.up, self.down, self.ceiling = up, down, ceiling
         self.current = initial if initial in self.steps else self.steps[len(self.steps) // 2]
@@ -109,8 +112,9 @@ class SglangAdaptivePolicy(Policy):
     observes_rounds = True
     observes_plain_rounds = True
 
-    def __init__(self, k_max: int, entries, ema_alpha: float = 0.2, warmup_batches: int = 10,
-                 update_interval: int = 5, cuda_graph_bs=None):
+    def __init__(self, k_max: int, entries: Iterable[tuple[int, Sequence[int], float, float, float]],
+                 ema_alpha: float = 0.2, warmup_batches: int = 10, update_interval: int = 5,
+                 cuda_graph_bs: Iterable[int] | None = None):
         super().__init__(k_max)
         self.entries = tuple(sorted((int(bs), tuple(steps), float(up), float(down), float(ceil))
                                     for bs, steps, up, down, ceil in entries))
@@ -181,8 +185,9 @@ class TrtllmSchedulePolicy(Policy):
     last N below T turns speculation off for the rest of the run."""
     kind = "trtllm_schedule"
 
-    def __init__(self, k_max: int, schedule=None, max_concurrency: int | None = None,
-                 acceptance_window: int | None = None, acceptance_length_threshold: float | None = None):
+    def __init__(self, k_max: int, schedule: Iterable[tuple[int, int]] | None = None,
+                 max_concurrency: int | None = None, acceptance_window: int | None = None,
+                 acceptance_length_threshold: float | None = None):
         super().__init__(k_max)
         if schedule is None and max_concurrency is not None:
             schedule = ((int(max_concurrency), self.k_max),)
@@ -243,8 +248,8 @@ def engine_policy(kind: str, raw: Mapping[str, Any], where: str, k_max: int) -> 
             raise SpecsightInputError(w, rows, "required: rows [start, end, K], the first starting at 1")
         return VllmDynamicPolicy(k_max, _vllm_ranges(rows, w))
     if kind == "sglang_adaptive":
-        return SglangAdaptivePolicy(k_max, _sglang_entries(raw.get("adaptive_config"), f"{where}.adaptive_config", k_max),
-                                    raw.get("ema_alpha", 0.2), raw.get("warmup_batches", 10),
+        entries = _sglang_entries(raw.get("adaptive_config"), f"{where}.adaptive_config", k_max)
+        return SglangAdaptivePolicy(k_max, entries, raw.get("ema_alpha", 0.2), raw.get("warmup_batches", 10),
                                     raw.get("update_interval", 5), raw.get("cuda_graph_bs"))
     sched, mc = raw.get("draft_len_schedule"), raw.get("max_concurrency")
     if sched is not None and mc is not None:
@@ -255,7 +260,7 @@ def engine_policy(kind: str, raw: Mapping[str, Any], where: str, k_max: int) -> 
     return TrtllmSchedulePolicy(k_max, sched, mc, raw.get("acceptance_window"), raw.get("acceptance_length_threshold"))
 
 
-def _vllm_ranges(rows, where: str) -> list[tuple[int, int, int]]:
+def _vllm_ranges(rows: Iterable[Sequence[int]], where: str) -> list[tuple[int, int, int]]:
     """vLLM's checks: start <= end, ranges not overlapping, the first starting at 1 (K >= 0 and
     positive bounds: the schema)."""
     out = sorted((int(a), int(b), int(k)) for a, b, k in rows)
@@ -264,14 +269,15 @@ def _vllm_ranges(rows, where: str) -> list[tuple[int, int, int]]:
         if a > b:
             raise SpecsightInputError(where, [a, b, k], "range start must be <= end (vLLM)")
         if a <= prev_end:
-            raise SpecsightInputError(where, [a, b, k], f"ranges must not overlap (previous ends at {prev_end}; vLLM)")
+            raise SpecsightInputError(where, [a, b, k],
+                                      f"ranges must not overlap (previous ends at {prev_end}; vLLM)")
         prev_end = b
     if out[0][0] != 1:
         raise SpecsightInputError(where, out[0], "the first range must start at 1 (vLLM)")
     return out
 
 
-def _sglang_entries(entries, where: str, k_max: int) -> list[tuple]:
+def _sglang_entries(entries: Iterable[Mapping[str, Any]] | None, where: str, k_max: int) -> list[tuple]:
     """(batch_size, steps, up, down, ceiling) per key. The default ladder keeps the steps up to
     the drafter's num_speculative_tokens; a given step above it is refused."""
     if entries is None:
@@ -295,7 +301,7 @@ def _sglang_entries(entries, where: str, k_max: int) -> list[tuple]:
     return out
 
 
-def _trtllm_schedule(rows, where: str, k_max: int) -> list[tuple[int, int]]:
+def _trtllm_schedule(rows: Iterable[Sequence[int]], where: str, k_max: int) -> list[tuple[int, int]]:
     """TensorRT-LLM's checks: bounds distinct, every draft length <= max_draft_len, and the
     smallest bound's draft length equal to it."""
     out = sorted((int(b), int(k)) for b, k in rows)
@@ -324,7 +330,8 @@ def check_policy_engine(policy: Policy, engine_kind: str, drafter: Any) -> None:
     if policy.kind == "sglang_adaptive" and drafter is not None:
         if drafter.method not in SGLANG_METHODS:
             raise SpecsightInputError("drafter.method", drafter.method,
-                                      "SGLang adaptive speculation (policy.kind sglang_adaptive) runs EAGLE/EAGLE3 only")
+                                      "SGLang adaptive speculation (policy.kind sglang_adaptive) "
+                                      "runs EAGLE/EAGLE3 only")
         if drafter.branches > 1:
             raise SpecsightInputError("drafter.tree_branches", drafter.tree_branches,
                                       "SGLang adaptive speculation (policy.kind sglang_adaptive) needs topk = 1 "

@@ -9,11 +9,16 @@ the new tokens before it and itself), and positions that need logits.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
-def causal_pairs(new_tokens, sum_context, num_seqs=1):
+def causal_pairs(new_tokens: float | np.ndarray, sum_context: float | np.ndarray,
+                 num_seqs: float | np.ndarray = 1) -> float | np.ndarray:
     """Causal query-key pairs of num_seqs sequences that take new_tokens (T) in all, evenly, over
     sum_context (C) cached tokens: T C / B + T (T / B + 1) / 2, which is sum_i n_i (c_i + (n_i + 1) / 2)
     when every n_i = T / B (c_i enters only through its sum). One sequence (B = 1): n c + n (n + 1) / 2.
@@ -34,7 +39,7 @@ class PassShape:
     num_logits: float        # positions whose logits are computed (all verify positions)
 
     @classmethod
-    def from_sequences(cls, seqs: Iterable[tuple[int, int]], logits: str = "all") -> "PassShape":
+    def from_sequences(cls, seqs: Iterable[tuple[int, int]], logits: str = "all") -> PassShape:
         """From (new_tokens, context) per sequence; logits 'all' (verify) or 'last' (prefill, decode)."""
         b = t = c = pairs = lg = 0
         for n, ctx in seqs:
@@ -46,7 +51,7 @@ class PassShape:
         return cls(b, t, c, pairs, lg)
 
     @classmethod
-    def uniform(cls, batch: float, new_tokens: float, context: float, logits_per_seq: float | None = None) -> "PassShape":
+    def uniform(cls, batch: float, new_tokens: float, context: float, logits_per_seq: float | None = None) -> PassShape:
         """B identical sequences (floats or numpy arrays broadcast)."""
         n = new_tokens
         lg = n if logits_per_seq is None else logits_per_seq

@@ -74,12 +74,13 @@ def constants_row(c: PassConstants) -> np.ndarray:
     return np.array([float(x) for x in c])
 
 
-def from_row(r) -> PassConstants:
+def from_row(r: np.ndarray) -> PassConstants:
     """PassConstants from a constants_row (compiled: the rounds call it on their rows)."""
     return PassConstants(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] != 0.0)
 
 
-def pass_time_s(c: PassConstants, terms, tokens, sum_context, pairs):
+def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_context: float | np.ndarray,
+                pairs: float | np.ndarray) -> float | np.ndarray:
     """Seconds for one pass: weights + roof(attention) + head + rest [+ all-reduce] + launch, added
     in that order. terms: the pass's PassTerms (a 4-tuple); tokens, sum_context, pairs: its tokens,
     cached tokens read and causal query-key pairs. Floats or numpy arrays; compiled as is."""
@@ -98,7 +99,9 @@ def pass_time_s(c: PassConstants, terms, tokens, sum_context, pairs):
     return t + launch_s
 
 
-def steps_time_s(c: PassConstants, first_terms, later_terms, first, sum_context, num_seqs, k: int, n):
+def steps_time_s(c: PassConstants, first_terms: tuple, later_terms: tuple, first: float | np.ndarray,
+                 sum_context: float | np.ndarray, num_seqs: float | np.ndarray, k: int,
+                 n: float | np.ndarray) -> float | np.ndarray:
     """Seconds for k sequential passes over B = num_seqs sequences (a drafter proposing k tokens):
     step 0 takes `first` tokens (first_terms: its PassTerms), step j >= 1 takes n tokens
     (later_terms) over sum_context + B j cached tokens, each pass's pairs causal_pairs(tokens,

@@ -23,8 +23,9 @@ Kinds (scenario `policy:` block, key `kind`; a bare string is the kind):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +33,11 @@ from .errors import SpecsightInputError, closest_names, require_int, require_ran
 from .keys import reject_unknown
 from .spec_math import expected_tokens_by_k
 
-ENGINE_RULES = {"vllm_dynamic": "vllm", "sglang_adaptive": "sglang", "trtllm_schedule": "trtllm"}   # kind -> engine.kind
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+# kind -> engine.kind
+ENGINE_RULES = {"vllm_dynamic": "vllm", "sglang_adaptive": "sglang", "trtllm_schedule": "trtllm"}
 KINDS = ("static", "off", "batch_schedule", "adaptive", "goodput") + tuple(ENGINE_RULES)
 
 
@@ -125,7 +130,7 @@ class BatchSchedulePolicy(Policy):
     kind = "batch_schedule"
     k_by_batch = True
 
-    def __init__(self, k_max: int, rows):
+    def __init__(self, k_max: int, rows: Iterable[tuple[int, int]]):
         super().__init__(k_max)
         self.rows = tuple((int(b), int(k)) for b, k in rows)
         self._limits = np.array([b for b, _ in self.rows])
@@ -216,7 +221,8 @@ class GoodputPolicy(Policy):
     observes_rounds = True
     prices_rounds = True
 
-    def __init__(self, k_max: int, prior_alphas=None, prior_strength: float = 10.0):
+    def __init__(self, k_max: int, prior_alphas: Sequence[float] | np.ndarray | None = None,
+                 prior_strength: float = 10.0):
         super().__init__(k_max)
         prior = np.full(self.k_max, 0.5) if prior_alphas is None else np.asarray(prior_alphas, dtype=float)
         if len(prior) < self.k_max:
@@ -276,7 +282,8 @@ class PolicySpec:
     """Builds a Policy from a scenario's `policy:` value."""
 
     @staticmethod
-    def from_mapping(raw: Any, where: str = "policy", k_max: int = 0, prior_alphas=None) -> Policy:
+    def from_mapping(raw: Any, where: str = "policy", k_max: int = 0,
+                     prior_alphas: Sequence[float] | np.ndarray | None = None) -> Policy:
         """raw: None (static), a kind name, or a mapping with `kind`. k_max: the drafter's
         num_speculative_tokens. prior_alphas: the acceptance model's alphas(k_max), for goodput."""
         from .schema import check
@@ -315,7 +322,8 @@ class PolicySpec:
             decay = require_range(f"{where}.ema_decay", raw.get("ema_decay", 0.8), 0.0, 1.0, hi_open=True)
             k_min = require_int(f"{where}.k_min", raw.get("k_min", 1), lo=1, hi=max(1, k_max))
             if k_max < 1:
-                raise SpecsightInputError(f"{where}.kind", kind, "adaptive needs a drafter with num_speculative_tokens >= 1")
+                raise SpecsightInputError(f"{where}.kind", kind,
+                                          "adaptive needs a drafter with num_speculative_tokens >= 1")
             k_init = require_int(f"{where}.k_init", raw.get("k_init", k_max), lo=k_min, hi=k_max)
             return AdaptivePolicy(k_max, up, down, decay, k_min, k_init)
         strength = require_range(f"{where}.prior_strength", raw.get("prior_strength", 10.0), 0.0, lo_open=True)

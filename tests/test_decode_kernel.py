@@ -186,8 +186,9 @@ def test_compiled_rounds_give_the_python_trajectory(case, monkeypatch, tmp_path)
 def test_the_kernel_stays_out_where_it_does_not_apply(monkeypatch):
     # n-gram matches drawn per round, adaptive and goodput policies (they observe every round): the
     # Python path runs every round (the K = 0 baselines would use the kernel: not run here)
+    eagle3 = "scenarios/llama8b-h100-eagle3-chat.yaml"
     for path, overrides in (("scenarios/llama70b-tp4-h100-chat-ngram.yaml", ["workload.num_requests=50"]),
-                            ("scenarios/llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=50", "policy.kind=adaptive"]),
-                            ("scenarios/llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=50", "policy.kind=goodput"])):
+                            (eagle3, ["workload.num_requests=50", "policy.kind=adaptive"]),
+                            (eagle3, ["workload.num_requests=50", "policy.kind=goodput"])):
         _, rounds = _run(path, overrides, True, monkeypatch, baseline=False)
         assert rounds == 0, path

@@ -3,8 +3,15 @@ import numpy as np
 import pytest
 
 from simulator.acceptance import IIDAcceptance
-from simulator.policies import (AdaptivePolicy, BatchSchedulePolicy, GoodputPolicy, OffPolicy, PolicySpec,
-                                PolicyState, StaticPolicy)
+from simulator.policies import (
+    AdaptivePolicy,
+    BatchSchedulePolicy,
+    GoodputPolicy,
+    OffPolicy,
+    PolicySpec,
+    PolicyState,
+    StaticPolicy,
+)
 from simulator.spec_math import optimal_k
 
 STATE = PolicyState()
@@ -162,7 +169,8 @@ def test_goodput_amortises_the_catch_up_over_the_remaining_tokens():
     v = np.min(decode / (8 * tokens))
     for r in (5, 50, 500):
         net = v * 8 * tokens - decode - 0.1 * np.minimum(1, tokens / r) * (np.arange(7) > 0)
-        assert g.choose_k(8, PolicyState(iteration_s=iteration(decode, once_s=0.1), remaining_tokens=r)) == int(np.argmax(net))
+        state = PolicyState(iteration_s=iteration(decode, once_s=0.1), remaining_tokens=r)
+        assert g.choose_k(8, state) == int(np.argmax(net))
 
 
 def test_each_kind_declares_what_it_needs():
