@@ -55,7 +55,7 @@ def vocab_mismatch(draft: ModelSpec, target: ModelSpec) -> str | None:
     lo, hi = min(dv, tv), max(dv, tv)
     padded = -(-lo // VOCAB_PAD_MULTIPLE) * VOCAB_PAD_MULTIPLE
     if hi > padded:
-        return f"{why} by more than padding to a multiple of {VOCAB_PAD_MULTIPLE} ({lo} pads to at most {padded})"
+        return f"{why} by more than padding ({lo} rounded up to a multiple of {VOCAB_PAD_MULTIPLE} is {padded})"
     for key in ("bos_token_id", "eos_token_ids"):
         a, b = getattr(draft, key), getattr(target, key)
         if a in (None, ()) or b in (None, ()):

@@ -211,6 +211,8 @@ def test_simulate_warns_about_a_sliding_window(tmp_path):
     (["simulate", SCENARIO, "--sett", "a=1"], "specsight: error: argument='--sett': unknown; did you mean --set"),
     (["simulate"], "specsight: error: scenario=None: required; `specsight simulate -h` lists the arguments"),
     (["breakeven", SCENARIO, "--axis"], "specsight: error: --axis=None: needs a value"),
+    (["groundtruth", "--batch", "1,x"], "specsight: error: --batch='1,x': expected comma-separated integers"),
+    (["profiles", "shw"], "specsight: error: action='shw': did you mean show?"),
 ])
 def test_argparse_errors_are_one_line_exit_2(argv, line, capsys):
     rc, _, err = _cli(argv, capsys)

@@ -68,9 +68,10 @@ def argparse_error(parser: argparse.ArgumentParser, message: str) -> SpecsightIn
             return SpecsightInputError(field, value, closest_names(str(value), choices) if choices else rest)
         if (t := re.match(r"invalid (?P<t>\w+) value: (?P<v>.*)", rest, re.S)):
             return SpecsightInputError(field, _literal(t["v"]), _TYPE_WORDS.get(t["t"], f"must be a valid {t['t']}"))
-        if rest.startswith("expected"):
+        if re.fullmatch(r"expected (one|at least one|at most one|\d+) arguments?", rest):
             return SpecsightInputError(field, None, f"needs a value ({rest})")
-        return SpecsightInputError(field, None, rest)
+        got = re.search(r",? got (?P<v>'.*')$", rest)             # a type function's own message
+        return SpecsightInputError(field, _literal(got["v"]) if got else None, rest[:got.start()] if got else rest)
     if (r := re.match(r"the following arguments are required: (?P<names>.*)", message)):
         names = [n.strip() for n in r["names"].split(",")]
         action = _action(parser, names[0])
