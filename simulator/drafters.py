@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .cost_model import CostModel
-from .errors import SpecsightInputError, require_int, require_range
+from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .hardware import DTYPE_BYTES
 from .model_spec import HEAD_KINDS, ModelSpec, load_model
 from .pass_shape import causal_pairs
@@ -109,7 +109,7 @@ class DrafterSpec:
         unknown = sorted(set(raw) - names)
         if unknown:
             raise SpecsightInputError(f"{where}.{unknown[0]}", raw[unknown[0]],
-                                      f"unknown key; allowed: {', '.join(sorted(names))}")
+                                      f"unknown key; {closest_names(unknown[0], names)}")
         if "method" not in raw:
             raise SpecsightInputError(f"{where}.method", None, f"required; one of {', '.join(METHODS)}")
         return cls(**dict(raw))

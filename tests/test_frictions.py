@@ -298,3 +298,8 @@ def test_breakeven_ticks_are_the_simulated_values(tmp_path, monkeypatch, logx, v
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"{v:g}" for v in values]
     boxes = _boxes(ax)                                 # the two close break-even labels and the note
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_drafter_mapping_misspelt_key_gets_did_you_mean():
+    with pytest.raises(SpecsightInputError, match="did you mean num_speculative_tokens"):
+        DrafterSpec.from_mapping({"method": "ngram", "num_speculative_token": 3})
