@@ -88,10 +88,18 @@ def test_engine_rules_run_only_under_their_engine(fixed_path, vllm_priced):
                            "engine.kind sglang only)"]
     lines = set(zip(res.lines["engine"], res.lines["line"]))
     assert lines == {(e, ln) for e in ("ideal", "vllm") for ln in (BEST_K, "policy=adaptive")}
-    # a rule that needs the scenario's own fields (vllm_dynamic: its ranges) is reported when every point fails
+    # a rule that needs the scenario's own fields (vllm_dynamic: its ranges) is skipped, saying why
     res = breakeven(fixed_path, **KW, engines="vllm", policies="vllm_dynamic,static")
-    assert res.ran == ["vllm"] and any(s.startswith("policy=vllm_dynamic under engine vllm: every point failed")
-                                       for s in res.skipped)
+    assert res.ran == ["vllm"] and set(res.lines["line"]) == {BEST_K}
+    assert len(res.skipped) == 1 and res.skipped[0].startswith("policy vllm_dynamic under engine vllm: skipped (")
+    assert "num_speculative_tokens_per_batch_size" in res.skipped[0]
+    # given them, it runs under its engine
+    raw = {**FIXED, "policy": {"kind": "vllm_dynamic", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]},
+           "engine": {"kind": "vllm"}}
+    path = write_scenario(fixed_path.parent / "dyn.yaml", raw, "vLLM's dynamic K (test scenario)")
+    res = breakeven(path, **KW, engines="vllm", policies="vllm_dynamic")
+    assert res.skipped == [] and set(res.lines["line"]) == {"policy=vllm_dynamic"}
+    assert (res.frame["error"] == "").all() and res.frame["speedup"].notna().all()
 
 
 def test_an_engine_rule_without_engines_names_its_engine(fixed_path):

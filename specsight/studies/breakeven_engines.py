@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simulator.errors import SpecsightInputError
 from simulator.policies import ENGINE_RULES
 from simulator.schema_table import ENGINE_KINDS
 
@@ -116,9 +117,13 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
         if engine_refusal(src) is not None:
             skipped.append(f"engine {e}: not modelled in this version")
             continue
-        pols = [p for p in policies if ENGINE_RULES.get(p, e) == e]
-        skipped += [f"policy {p} under engine {e}: skipped ({p} runs under engine.kind {ENGINE_RULES[p]} only)"
-                    for p in policies if p not in pols]
+        pols = []
+        for p in policies:
+            why = rule_refusal(src, p, e, max(ks))
+            if why:
+                skipped.append(f"policy {p} under engine {e}: skipped ({why})")
+            else:
+                pols.append(p)
         if not pols:
             continue
         res = run_study(src, axis, values, ks, pols, None, [], metric, requests_per_user, store_path, executor,
@@ -143,6 +148,26 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
                                  verdict, results, describe_scenario(source),
                                  sum(r.points_simulated for r in results.values()),
                                  sum(r.points_total for r in results.values()))
+
+
+def rule_refusal(source: Mapping[str, Any], policy: str, engine: str, k_max: int) -> str:
+    """Why an engine's own rule cannot run here ('' when it can, or for any other policy): it runs
+    under another engine, or the scenario under this one refuses it (its fields, its drafter)."""
+    from simulator.scenario import load_scenario
+    need = ENGINE_RULES.get(policy)
+    if need is None:
+        return ""
+    if need != engine:
+        return f"{policy} runs under engine.kind {need} only"
+    own = own_policy(source)
+    probe = copy.deepcopy(dict(source))
+    probe["policy"] = dict(own) if own.get("kind") == policy else {"kind": policy}
+    probe["drafter"] = {**probe["drafter"], "num_speculative_tokens": k_max}
+    try:
+        load_scenario(probe)
+    except SpecsightInputError as err:
+        return str(err)
+    return ""
 
 
 def engine_lines(res: BreakevenResult, engine: str) -> list[dict[str, Any]]:
