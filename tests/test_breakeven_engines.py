@@ -77,7 +77,9 @@ def test_one_curve_per_engine_that_ran(fixed_path, vllm_priced):
     assert set(res.verdict) == {"ideal", "vllm"}
     ideal, vllm = (res.frame[res.frame["engine"] == e].drop(columns="engine").reset_index(drop=True)
                    for e in ("ideal", "vllm"))
-    pd.testing.assert_frame_equal(ideal, vllm)          # vllm priced as ideal here: the same numbers
+    pd.testing.assert_frame_equal(ideal.drop(columns="analytic_speedup"),     # vllm priced as ideal here:
+                                  vllm.drop(columns="analytic_speedup"))      # the same numbers
+    assert vllm["analytic_speedup"].isna().all()       # the analytic model is the ideal engine's alone
 
 
 def test_engine_rules_run_only_under_their_engine(fixed_path, vllm_priced):
@@ -159,3 +161,12 @@ def test_a_scenario_under_a_real_engine_with_its_rule_runs_as_ideal_beside_it(tm
                            "vllm only)", "engine vllm: not modelled in this version"]
     plain = breakeven(write_scenario(tmp_path / "ideal.yaml", FIXED, "The same under ideal (test scenario)"), **KW)
     assert res.frame["speedup"].tolist() == plain.frame["speedup"].tolist()
+
+
+def test_the_analytic_overlay_stays_on_ideal_rows():
+    from specsight.studies.breakeven_engines import _engine_frame
+    df = pd.DataFrame({"alpha": [0.5], "curve": ["K=1"], "speedup": [1.2], "analytic_speedup": [1.3]})
+    assert _engine_frame(df, "ideal")["analytic_speedup"].tolist() == [1.3]
+    out = _engine_frame(df, "vllm")
+    assert list(out.columns)[0] == "engine" and out["analytic_speedup"].isna().all()
+    assert df["analytic_speedup"][0] == 1.3

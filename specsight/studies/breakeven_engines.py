@@ -54,9 +54,10 @@ def with_engine(source: Mapping[str, Any], kind: str) -> dict[str, Any]:
 @dataclass(frozen=True)
 class EngineBreakevenResult:
     """A break-even study per engine. `frame`: every (engine, point, curve) row (the break-even
-    frame with an `engine` column first); `lines`: per (engine, line, point) the speedup drawn,
-    the curve that gives it and its K; `verdict`: engine -> line -> {breakeven, crossings, status};
-    `skipped`: one line per engine or policy/engine combination that did not run, and why."""
+    frame with an `engine` column first; analytic_speedup on ideal's rows only); `lines`: per
+    (engine, line, point) the speedup drawn, the curve that gives it and its K; `verdict`:
+    engine -> line -> {breakeven, crossings, status}; `skipped`: one line per engine or
+    policy/engine combination that did not run, and why."""
     axis: str
     values: list[float]
     metric: str
@@ -132,7 +133,7 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
         for label, g in res.frame.groupby("curve", sort=False):
             if (g["error"] != "").all():
                 skipped.append(f"{label} under engine {e}: every point failed, e.g. {g['error'].iloc[0]}")
-    frames = [r.frame.assign(engine=e)[["engine", *r.frame.columns]] for e, r in results.items()]
+    frames = [_engine_frame(r.frame, e) for e, r in results.items()]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["engine", axis, "curve"])
     lines = pd.DataFrame([row for e, r in results.items() for row in engine_lines(r, e)],
                          columns=["engine", "line", axis, "speedup", "curve", "k"])
@@ -148,6 +149,15 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
                                  verdict, results, describe_scenario(source),
                                  sum(r.points_simulated for r in results.values()),
                                  sum(r.points_total for r in results.values()))
+
+
+def _engine_frame(df: Any, engine: str) -> Any:
+    """One engine's rows with the `engine` column first; the analytic model (the ideal engine's
+    passes alone) only on ideal's rows."""
+    out = df.assign(engine=engine)[["engine", *df.columns]]
+    if engine != "ideal":
+        out["analytic_speedup"] = float("nan")
+    return out
 
 
 def rule_refusal(source: Mapping[str, Any], policy: str, engine: str, k_max: int) -> str:
