@@ -1,9 +1,8 @@
 """`specsight breakeven SCENARIO --engines ...`: the study under each engine on one plot.
 
-While specsight prices only `ideal` (simulator.run.resolve_deployment refuses the other
-engine.kinds), a real engine is reported in one line and left out; `ideal` alone gives the study
-without --engines, row for row. A test that stands in for a priced engine (resolve_deployment
-pricing vllm as ideal) checks that an engine runs once it is priced, with no change here.
+An engine that refuses the scenario (the real engines price passes on a GPU profile, so a
+fixed-cost scenario runs under `ideal` alone) is reported in one line and left out; `ideal` alone
+gives the study without --engines, row for row; on a roofline scenario every engine runs.
 """
 from __future__ import annotations
 
@@ -37,18 +36,19 @@ def fixed_path(tmp_path):
     return write_scenario(tmp_path / "fixed.yaml", FIXED, "Which engine pays at which alpha? (test scenario)")
 
 
-@pytest.fixture
-def vllm_priced(monkeypatch):
-    """resolve_deployment prices vllm as it prices ideal: what the engine branch's merge brings,
-    with ideal's numbers."""
-    import simulator.run
-    orig = simulator.run.resolve_deployment
+ROOF = {
+    "name": "roofline-engines", "seed": 5,
+    "hardware": {"gpu": "h100-sxm"}, "model": "llama-3.1-8b",
+    "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
+    "acceptance": {"model": "iid", "alpha": 0.6},
+    "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 6,
+                 "prompt_len": 8, "output_len": 24},
+}
 
-    def priced(scenario, *a, **k):
-        if scenario.engine.kind == "vllm":
-            scenario = dataclasses.replace(scenario, engine=dataclasses.replace(scenario.engine, kind="ideal"))
-        return orig(scenario, *a, **k)
-    monkeypatch.setattr(simulator.run, "resolve_deployment", priced)
+
+@pytest.fixture
+def roof_path(tmp_path):
+    return write_scenario(tmp_path / "roof.yaml", ROOF, "Which engine pays at which alpha? (test scenario)")
 
 
 def test_ideal_alone_is_the_study_without_engines(fixed_path):
@@ -66,24 +66,25 @@ def test_ideal_alone_is_the_study_without_engines(fixed_path):
 def test_a_refused_engine_is_reported_and_skipped(fixed_path):
     res = breakeven(fixed_path, **KW, engines="vllm,ideal,sglang")
     assert res.ran == ["ideal"]
-    assert res.skipped == ["engine vllm: not modelled in this version", "engine sglang: not modelled in this version"]
+    assert [x.split(":")[0] for x in res.skipped] == ["engine vllm", "engine sglang"]
+    assert all("refused (a real engine prices passes on a GPU profile" in x for x in res.skipped)
     assert set(res.frame["engine"]) == {"ideal"} and set(res.lines["engine"]) == {"ideal"}
 
 
-def test_one_curve_per_engine_that_ran(fixed_path, vllm_priced):
-    res = breakeven(fixed_path, **KW, engines="ideal,vllm,trtllm")
-    assert res.ran == ["ideal", "vllm"] and res.skipped == ["engine trtllm: not modelled in this version"]
-    assert res.lines.groupby(["engine", "line"]).ngroups == 2
-    assert set(res.verdict) == {"ideal", "vllm"}
+def test_one_curve_per_engine_that_ran(roof_path):
+    res = breakeven(roof_path, **KW, engines="ideal,vllm,trtllm")
+    assert res.ran == ["ideal", "vllm", "trtllm"] and res.skipped == []
+    assert res.lines.groupby(["engine", "line"]).ngroups == 3
+    assert set(res.verdict) == {"ideal", "vllm", "trtllm"}
     ideal, vllm = (res.frame[res.frame["engine"] == e].drop(columns="engine").reset_index(drop=True)
                    for e in ("ideal", "vllm"))
-    pd.testing.assert_frame_equal(ideal.drop(columns="analytic_speedup"),     # vllm priced as ideal here:
-                                  vllm.drop(columns="analytic_speedup"))      # the same numbers
+    assert list(ideal["alpha"]) == list(vllm["alpha"]) and (vllm["error"] == "").all()
+    assert not ideal["speedup"].equals(vllm["speedup"])     # an engine's rounds cost what it makes them cost
     assert vllm["analytic_speedup"].isna().all()       # the analytic model is the ideal engine's alone
 
 
-def test_engine_rules_run_only_under_their_engine(fixed_path, vllm_priced):
-    res = breakeven(fixed_path, **KW, engines="ideal,vllm", policies="static,sglang_adaptive,adaptive")
+def test_engine_rules_run_only_under_their_engine(roof_path):
+    res = breakeven(roof_path, **KW, engines="ideal,vllm", policies="static,sglang_adaptive,adaptive")
     assert res.skipped == ["policy sglang_adaptive under engine ideal: skipped (sglang_adaptive runs under "
                            "engine.kind sglang only)",
                            "policy sglang_adaptive under engine vllm: skipped (sglang_adaptive runs under "
@@ -91,14 +92,14 @@ def test_engine_rules_run_only_under_their_engine(fixed_path, vllm_priced):
     lines = set(zip(res.lines["engine"], res.lines["line"]))
     assert lines == {(e, ln) for e in ("ideal", "vllm") for ln in (BEST_K, "policy=adaptive")}
     # a rule that needs the scenario's own fields (vllm_dynamic: its ranges) is skipped, saying why
-    res = breakeven(fixed_path, **KW, engines="vllm", policies="vllm_dynamic,static")
+    res = breakeven(roof_path, **KW, engines="vllm", policies="vllm_dynamic,static")
     assert res.ran == ["vllm"] and set(res.lines["line"]) == {BEST_K}
     assert len(res.skipped) == 1 and res.skipped[0].startswith("policy vllm_dynamic under engine vllm: skipped (")
     assert "num_speculative_tokens_per_batch_size" in res.skipped[0]
     # given them, it runs under its engine
-    raw = {**FIXED, "policy": {"kind": "vllm_dynamic", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]},
+    raw = {**ROOF, "policy": {"kind": "vllm_dynamic", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]},
            "engine": {"kind": "vllm"}}
-    path = write_scenario(fixed_path.parent / "dyn.yaml", raw, "vLLM's dynamic K (test scenario)")
+    path = write_scenario(roof_path.parent / "dyn.yaml", raw, "vLLM's dynamic K (test scenario)")
     res = breakeven(path, **KW, engines="vllm", policies="vllm_dynamic")
     assert res.skipped == [] and set(res.lines["line"]) == {"policy=vllm_dynamic"}
     assert (res.frame["error"] == "").all() and res.frame["speedup"].notna().all()
@@ -124,7 +125,7 @@ def test_cli_json_csv_text_and_plot_carry_the_engine(fixed_path, tmp_path, capsy
     assert main(argv + ["--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["engines"] == ["ideal", "vllm"] and obj["engines_run"] == ["ideal"]
-    assert obj["skipped"] == ["engine vllm: not modelled in this version"]
+    assert obj["skipped"] == ["engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, or engine.kind ideal)"]
     assert {p["engine"] for p in obj["points"]} == {"ideal"} and {ln["engine"] for ln in obj["lines"]} == {"ideal"}
     assert obj["verdict"]["ideal"][BEST_K]["status"] == "crosses"
     df = pd.read_csv(obj["files"]["csv"])
@@ -134,13 +135,13 @@ def test_cli_json_csv_text_and_plot_carry_the_engine(fixed_path, tmp_path, capsy
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "ideal: best K" in text and "break-even ideal: best K" in text
-    assert "engine vllm: not modelled in this version" in text
+    assert "engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, or engine.kind ideal)" in text
 
 
 def test_cli_no_engine_ran_is_one_line(fixed_path, tmp_path, capsys):
     assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", ALPHAS, "--workers", "1",
                  "--out", str(tmp_path / "x"), "--no-progress", "--engines", "vllm"]) == 2
-    assert "no engine ran: engine vllm: not modelled in this version" in capsys.readouterr().err
+    assert "no engine ran: engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, or engine.kind ideal)" in capsys.readouterr().err
 
 
 def test_engines_with_axis2_is_refused(fixed_path):
@@ -151,14 +152,15 @@ def test_engines_with_axis2_is_refused(fixed_path):
 
 def test_a_scenario_under_a_real_engine_with_its_rule_runs_as_ideal_beside_it(tmp_path):
     """The scenario names vllm and its vllm_dynamic rule: under ideal its curves set their own
-    policies (the rule gives way); vllm itself is reported while it is not priced."""
+    policies (the rule gives way); vllm itself refuses fixed step costs and is reported."""
     raw = {**FIXED, "engine": {"kind": "vllm"},
            "policy": {"kind": "vllm_dynamic", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}}
     path = write_scenario(tmp_path / "vllm.yaml", raw, "A vLLM deployment with its dynamic K (test scenario)")
     res = breakeven(path, **KW, engines="ideal,vllm", policies="static,vllm_dynamic")
     assert res.ran == ["ideal"]
     assert res.skipped == ["policy vllm_dynamic under engine ideal: skipped (vllm_dynamic runs under engine.kind "
-                           "vllm only)", "engine vllm: not modelled in this version"]
+                           "vllm only)", "engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind "
+                           "roofline, or engine.kind ideal)"]
     plain = breakeven(write_scenario(tmp_path / "ideal.yaml", FIXED, "The same under ideal (test scenario)"), **KW)
     assert res.frame["speedup"].tolist() == plain.frame["speedup"].tolist()
 

@@ -174,8 +174,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
     errs = df[df["error"] != ""]
     if len(errs):
         lines.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")
-    lines.append(f"simulated {res.points_simulated} of {res.points_total} points (the rest from the store) "
-                 f"in {elapsed:.1f} s")
+    lines.append(_simulated_line(res.points_simulated, res.points_total, elapsed))
     lines += [f"wrote {p}" for p in files.values()]
     return "\n".join(x for x in lines if x)
 
@@ -214,7 +213,11 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
     errs = res.frame[res.frame["error"] != ""] if "error" in res.frame else res.frame.iloc[0:0]
     if len(errs):
         out.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")
-    out.append(f"simulated {res.points_simulated} of {res.points_total} points (the rest from the store) "
-               f"in {elapsed:.1f} s")
+    out.append(_simulated_line(res.points_simulated, res.points_total, elapsed))
     out += [f"wrote {p}" for p in files.values()]
     return "\n".join(out)
+
+
+def _simulated_line(simulated: int, total: int, elapsed_s: float) -> str:
+    from_store = f" ({total - simulated} from the store)" if simulated < total else ""
+    return f"simulated {simulated} of {total} points{from_store} in {elapsed_s:.1f} s"

@@ -115,8 +115,9 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
     skipped: list[str] = []
     for e in engines:
         src = with_engine(source, e)
-        if engine_refusal(src) is not None:
-            skipped.append(f"engine {e}: not modelled in this version")
+        refusal = engine_refusal(src)
+        if refusal is not None:
+            skipped.append(f"engine {e}: refused ({refusal.allowed})")
             continue
         pols = []
         for p in policies:
