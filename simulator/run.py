@@ -128,6 +128,9 @@ def _engine_deployment(scenario: Scenario) -> Deployment:
 
     hw, eng = scenario.hardware, scenario.engine
     engine = engine_for(eng.kind, eng.version)
+    if eng.profile is not None:
+        from .engines.host import load_host_overrides
+        engine.host_overrides = load_host_overrides(eng.profile, engine.name, engine.version)
     if hw.is_fixed:
         raise SpecsightInputError("engine.kind", eng.kind, "a real engine prices passes on a GPU profile: "
                                                            "hardware.kind roofline, or engine.kind ideal")

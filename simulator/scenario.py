@@ -91,6 +91,7 @@ class EngineSpec:
     activation_reserve_gb: float | None = None   # per GPU; None: estimated (docs/simulator.md)
     kind: str = "ideal"                     # ideal | vllm | sglang | trtllm: whose rounds (docs/engines.md)
     version: str | None = None              # the engine's version; None: the engine's default
+    profile: str | None = None              # an engine profile YAML (host constants); None: built-in
 
     def __post_init__(self) -> None:
         w = "engine"

@@ -230,6 +230,8 @@ ENGINE = Section(doc="the serving engine per replica (vLLM's names and defaults)
                 default="ideal"),
     "version": Str(doc="the engine's version where its behaviour differs (default: the engine's own)", max_len=MAX_NAME,
                    nullable=True),
+    "profile": _path("an engine profile YAML: host constants fitted by `specsight calibrate --from-bench` "
+                     "(docs/engines.md); unset: the built-in constants", nullable=True),
     "max_num_seqs": Int(doc="running sequences", unit="sequences", lo=1, hi=MAX_SEQS, default=256),
     "max_num_batched_tokens": Int(doc="tokens per iteration (>= max_num_seqs)", unit="tokens", lo=1,
                                   hi=MAX_BATCHED_TOKENS, default=8192),

@@ -13,7 +13,14 @@ measurement, with the arithmetic shown. None comes from engines.md §4 (the vali
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecsightInputError
 
 MS = 1e-3
 US = 1e-6
@@ -62,10 +69,12 @@ EAGER_LAUNCH_S = 4.0 * US
 
 @dataclass(frozen=True)
 class HostModel:
-    """H(B) = base_s + per_seq_s B (+ fraction x GPU time: TensorRT-LLM's published form)."""
+    """H(B) = base_s + per_seq_s B (+ fraction x GPU time: TensorRT-LLM's published form); sync_s
+    per host sync inside a round."""
     base_s: float
     per_seq_s: float
     gpu_fraction: float = 0.0
+    sync_s: float = SYNC_S
 
     def work_s(self, num_seqs: int, gpu_s: float) -> float:
         return self.base_s + self.per_seq_s * num_seqs + self.gpu_fraction * gpu_s
@@ -75,7 +84,7 @@ class HostModel:
         exceeds the GPU time by with it, plus SYNC_S per host sync."""
         h = self.work_s(num_seqs, gpu_s)
         shown = max(0.0, h - gpu_s) if overlap else h
-        return shown + syncs * SYNC_S
+        return shown + syncs * self.sync_s
 
 
 VLLM_V1_HOST = HostModel(V1_BASE_S, V1_PER_SEQ_S)
@@ -87,3 +96,76 @@ TRTLLM_HOST = HostModel(0.0, 0.0, TRTLLM_HOST_FRACTION)
 def eager_pass_s(gpu_s: float, kernels: float) -> float:
     """An eager pass: its kernels launched one by one, overlapping the GPU's work."""
     return max(gpu_s, kernels * EAGER_LAUNCH_S)
+
+
+# ---- an engine profile's overrides (`engine.profile: PATH`, written by calibrate/engine_fit.py) ----
+# The constants a profile may set, in ms, and the HostModel field each replaces. Only engines with
+# one host model for plain decoding and speculation take a profile (vLLM V1, SGLang): vLLM V0's
+# plain and speculative host differ, TensorRT-LLM's is a fraction of GPU time.
+PROFILE_CONSTANTS_MS = {"base_ms": "base_s", "per_seq_ms": "per_seq_s", "sync_ms": "sync_s"}
+PROFILE_ENGINES = {"vllm": ("v1",), "sglang": ("v0.5", "v0.5-spec-v2")}
+MAX_PROFILE_MS = 1000.0
+
+
+@dataclass(frozen=True)
+class HostOverrides:
+    """An engine profile: the engine (and version) it was fitted on and the host constants it sets
+    (seconds; None: the built-in constant)."""
+    engine: str
+    version: str
+    base_s: float | None = None
+    per_seq_s: float | None = None
+    sync_s: float | None = None
+    path: str = ""
+
+    def apply(self, host: HostModel) -> HostModel:
+        """`host` with this profile's constants in place of the built-in ones."""
+        given = {f: getattr(self, f) for f in PROFILE_CONSTANTS_MS.values() if getattr(self, f) is not None}
+        return dataclasses.replace(host, **given) if given else host
+
+
+def check_profile_engine(engine: str, version: str) -> None:
+    """Refuse an engine (version) whose host a profile cannot set."""
+    ok = PROFILE_ENGINES.get(engine, ())
+    if version not in ok:
+        allowed = ", ".join(f"{e} {v}" for e, vs in PROFILE_ENGINES.items() for v in vs)
+        raise SpecsightInputError("engine.profile", f"{engine} {version}",
+                                  f"an engine profile sets the host of {allowed}")
+
+
+def overrides_from_mapping(raw: Any, where: str = "engine.profile") -> HostOverrides:
+    """A profile's parsed YAML: {engine, version, constants: {NAME_ms: {value, stderr}}, ...}."""
+    if not isinstance(raw, Mapping):
+        raise SpecsightInputError(where, type(raw).__name__, "a mapping with engine, version and constants")
+    engine, version = raw.get("engine"), raw.get("version")
+    check_profile_engine(str(engine), str(version))
+    consts = raw.get("constants") or {}
+    if not isinstance(consts, Mapping):
+        raise SpecsightInputError(f"{where}.constants", type(consts).__name__, "a mapping of NAME_ms: {value: ms}")
+    vals: dict[str, float] = {}
+    for name, entry in consts.items():
+        if name not in PROFILE_CONSTANTS_MS:
+            raise SpecsightInputError(f"{where}.constants", name, f"one of {', '.join(PROFILE_CONSTANTS_MS)}")
+        v = entry.get("value") if isinstance(entry, Mapping) else entry
+        number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if not number or not 0 <= v <= MAX_PROFILE_MS:
+            raise SpecsightInputError(f"{where}.constants.{name}.value", v,
+                                      f"a number of ms in [0, {MAX_PROFILE_MS:g}]")
+        vals[PROFILE_CONSTANTS_MS[name]] = float(v) * MS
+    return HostOverrides(str(engine), str(version), **vals)
+
+
+def load_host_overrides(path: str | Path, engine: str, version: str) -> HostOverrides:
+    """Read an engine profile YAML for `engine` at `version` (an input error if it was fitted on another)."""
+    import yaml
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecsightInputError("engine.profile", str(path),
+                                  f"a readable engine profile YAML ({type(e).__name__})") from None
+    ov = overrides_from_mapping(raw)
+    if (ov.engine, ov.version) != (engine, version):
+        raise SpecsightInputError("engine.profile", str(path), f"a profile fitted on {engine} {version} "
+                                                               f"(this one is for {ov.engine} {ov.version})")
+    return dataclasses.replace(ov, path=str(path))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..drafters import DrafterSpec
 from ..errors import SpecsightInputError
-from .host import HostModel
+from .host import HostModel, HostOverrides
 
 GRAPH_MODES = ("full", "piecewise", "round", "eager")
 # full: the whole pass replays one captured graph (padded to the captured size)
@@ -57,6 +57,7 @@ class EngineDef:
     default_version = ""
     methods: tuple[str, ...] = ()
     trees = True
+    host_overrides: HostOverrides | None = None     # an engine profile's constants (engine.profile)
 
     def __init__(self, version: str | None):
         v = self.default_version if version is None else str(version)
@@ -112,6 +113,11 @@ class EngineDef:
 
     def host(self, spec: DrafterSpec | None) -> HostModel:
         raise NotImplementedError
+
+    def host_model(self, spec: DrafterSpec | None) -> HostModel:
+        """The host model iterations pay: the engine's own, or with an engine profile's constants."""
+        h = self.host(spec)
+        return h if self.host_overrides is None else self.host_overrides.apply(h)
 
     def attention_class(self, spec: DrafterSpec) -> str:
         """The kernel class of the verify pass's attention (ATTENTION_CLASSES)."""

@@ -144,7 +144,7 @@ class EngineStepCost:
         eng = self.engine
         seqs = num_seqs + (1 if prefill_tokens else 0)
         syncs = eng.syncs(spec) if spec is not None else 0
-        return eng.host(spec).exposed_s(seqs, gpu_s, eng.overlap(spec), syncs)
+        return eng.host_model(spec).exposed_s(seqs, gpu_s, eng.overlap(spec), syncs)
 
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One decode round of `batch` sequences at `mean_context`, host included (policies)."""

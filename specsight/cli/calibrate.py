@@ -24,7 +24,7 @@ from calibrate.grids import GRIDS
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, CPU_SCALE, CPU_THREADS, GPU_LAYERS, MachineConfig
 from simulator.errors import SpecsightInputError
 
-from .args import add_hardware, add_json
+from .args import add_hardware, add_json, add_set, scenario_overrides
 from .emit import emit_json
 
 
@@ -83,6 +83,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--from-vidur", metavar="DIR", default=None, help="fit from Vidur profiling data instead of timing")
     p.add_argument("--sku", default="a100", help="with --from-vidur: compute/<sku> folder")
     p.add_argument("--out", required=True, help="profile YAML to write (its name is the file stem)")
+    p.add_argument("--from-bench", nargs="+", metavar="FILE", default=None,
+                   help="fit an engine's host constants from its serving benchmark's result files instead "
+                        "(vllm bench serve --save-result JSON; sglang.bench_serving --output-file JSONL); "
+                        "--out is the engine profile YAML (docs/engines.md)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default=None, help="with --from-bench: whose benchmark")
+    p.add_argument("--scenario", metavar="YAML", default=None,
+                   help="with --from-bench: the deployment the runs were made on (model, GPU, drafter, engine.version)")
+    add_set(p)
     add_json(p)
     _device_args(p)
     p.set_defaults(func=run_calibrate)
@@ -143,6 +151,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.passes is not None and "=" in args.passes:
         raise SpecsightInputError("--grid", args.passes, f"a pass grid name, one of {', '.join(GRIDS)} (a "
                                   "scenario-override grid KEY=V1,V2 does not apply to calibrate)")
+    if args.from_bench:
+        return run_from_bench(args)
     if args.from_vidur:
         return _calibrate_vidur(args)
     from calibrate.pipeline import CalibrationConfig, calibrate_profile
@@ -270,6 +280,41 @@ def main(argv: list[str] | None = None) -> int:
     except SpecsightInputError as e:
         print(f"specsight: error: {e}", file=sys.stderr)
         return 2
+
+
+# ---- calibrate --from-bench ------------------------------------------------------------------
+def run_from_bench(args: argparse.Namespace) -> int:
+    """Fit an engine's host constants from its serving benchmark's files; write the engine profile."""
+    import yaml
+
+    from calibrate.bench_files import read_bench_files
+    from calibrate.engine_fit import fit_engine, profile_dict
+    from simulator.scenario import load_scenario
+    if args.engine is None:
+        raise SpecsightInputError("--engine", None, "vllm or sglang: whose benchmark wrote the --from-bench files")
+    if args.scenario is None:
+        raise SpecsightInputError("--scenario", None, "the deployment YAML the benchmark runs were made on")
+    deployment = load_scenario(args.scenario, scenario_overrides(args))
+    fit = fit_engine(deployment, read_bench_files(args.from_bench, args.engine), args.engine)
+    command = " ".join(["specsight calibrate --engine", args.engine, "--from-bench", *args.from_bench, "--scenario",
+                        args.scenario, *(f"--set {o}" for o in args.overrides), "--out", args.out])
+    prof = profile_dict(fit, str(args.scenario), command)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(prof, sort_keys=False))
+    if args.json:
+        emit_json({**prof, "profile": str(out)}, indent=None)
+        return 0
+    fitted = ", ".join(f"{n}={v:.4g}" + (f" (+- {fit.stderr_ms[n]:.2g})" if fit.stderr_ms.get(n) is not None else "")
+                       for n, v in fit.fitted_ms.items()) or "none"
+    print(f"{fit.engine} {fit.version}: fitted (ms, +- standard error): {fitted}")
+    for n, v in fit.kept_ms.items():
+        print(f"  kept {n}={v:.4g} (built-in): {fit.why_kept[n]}")
+    held = fit.heldout_median
+    print(f"mean TPOT error: train median {100 * fit.train_median:.1f} % over {len(fit.train_error)} runs; held out "
+          + ("(leave one file out) median " + f"{100 * held:.1f} %" if held is not None else "n/a (one file)"))
+    print(f"engine profile: {out} (a scenario names it as engine.profile)")
+    return 0
 
 
 if __name__ == "__main__":
