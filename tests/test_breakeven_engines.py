@@ -6,7 +6,6 @@ gives the study without --engines, row for row; on a roofline scenario every eng
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -28,6 +27,8 @@ FIXED = {
                  "prompt_len": 8, "output_len": 48},
 }
 ALPHAS = "0.1,0.5,0.9"
+REFUSED_VLLM = ("engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, "
+                "or engine.kind ideal)")
 KW = dict(axis="alpha", values=ALPHAS, ks="1,3", workers=1, progress=False)
 
 
@@ -125,7 +126,7 @@ def test_cli_json_csv_text_and_plot_carry_the_engine(fixed_path, tmp_path, capsy
     assert main(argv + ["--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["engines"] == ["ideal", "vllm"] and obj["engines_run"] == ["ideal"]
-    assert obj["skipped"] == ["engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, or engine.kind ideal)"]
+    assert obj["skipped"] == [REFUSED_VLLM]
     assert {p["engine"] for p in obj["points"]} == {"ideal"} and {ln["engine"] for ln in obj["lines"]} == {"ideal"}
     assert obj["verdict"]["ideal"][BEST_K]["status"] == "crosses"
     df = pd.read_csv(obj["files"]["csv"])
@@ -135,13 +136,13 @@ def test_cli_json_csv_text_and_plot_carry_the_engine(fixed_path, tmp_path, capsy
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "ideal: best K" in text and "break-even ideal: best K" in text
-    assert "engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, or engine.kind ideal)" in text
+    assert REFUSED_VLLM in text
 
 
 def test_cli_no_engine_ran_is_one_line(fixed_path, tmp_path, capsys):
     assert main(["breakeven", str(fixed_path), "--axis", "alpha", "--values", ALPHAS, "--workers", "1",
                  "--out", str(tmp_path / "x"), "--no-progress", "--engines", "vllm"]) == 2
-    assert "no engine ran: engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind roofline, or engine.kind ideal)" in capsys.readouterr().err
+    assert "no engine ran: " + REFUSED_VLLM in capsys.readouterr().err
 
 
 def test_engines_with_axis2_is_refused(fixed_path):
@@ -159,8 +160,7 @@ def test_a_scenario_under_a_real_engine_with_its_rule_runs_as_ideal_beside_it(tm
     res = breakeven(path, **KW, engines="ideal,vllm", policies="static,vllm_dynamic")
     assert res.ran == ["ideal"]
     assert res.skipped == ["policy vllm_dynamic under engine ideal: skipped (vllm_dynamic runs under engine.kind "
-                           "vllm only)", "engine vllm: refused (a real engine prices passes on a GPU profile: hardware.kind "
-                           "roofline, or engine.kind ideal)"]
+                           "vllm only)", REFUSED_VLLM]
     plain = breakeven(write_scenario(tmp_path / "ideal.yaml", FIXED, "The same under ideal (test scenario)"), **KW)
     assert res.frame["speedup"].tolist() == plain.frame["speedup"].tolist()
 

@@ -9,8 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.engine_policies import (SglangAdaptivePolicy, TrtllmSchedulePolicy, VllmDynamicPolicy,
-                                       sglang_spec_cuda_graph_bs)
+from simulator.engine_policies import (
+    SglangAdaptivePolicy,
+    VllmDynamicPolicy,
+    sglang_spec_cuda_graph_bs,
+)
 from simulator.errors import SpecsightInputError
 from simulator.policies import PolicySpec, PolicyState
 from simulator.run import simulate
@@ -210,7 +213,8 @@ def test_trtllm_window_in_the_replica():
 
 
 # ---- the engine each rule needs -----------------------------------------------------------------
-@pytest.mark.parametrize("policy, engine", [({"kind": "vllm_dynamic", "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}, "vllm"),
+@pytest.mark.parametrize("policy, engine", [({"kind": "vllm_dynamic",
+                                              "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}, "vllm"),
                                             ({"kind": "sglang_adaptive"}, "sglang"),
                                             ({"kind": "trtllm_schedule", "max_concurrency": 8}, "trtllm")])
 def test_a_rule_runs_only_under_its_engine(policy, engine):
