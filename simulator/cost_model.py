@@ -37,8 +37,8 @@ roof in simulator/pass_time.py's `pass_time_s`, the one function the compiled de
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -55,7 +55,8 @@ ACTIVATION_BYTES = 2            # bf16/fp16 activations (fp8 weights compute in 
 FP32_ACTIVATION_BYTES = 4       # an fp32 model's activations (the CPU calibration runs in fp32)
 LOGIT_BYTES = 4                 # float32 logits / probabilities
 SAMPLING_PASSES = 3             # logits written by the LM head, read+written by softmax, read by the sampler
-ELEMENTWISE_D_PASSES = 10       # per layer per token, in units of hidden_size: 2 RMSNorms (r+w), 2 residual adds (2r+w), rotary
+ELEMENTWISE_D_PASSES = 10       # per layer per token, in units of hidden_size: 2 RMSNorms (r+w), 2 residual adds
+                                # (2r+w), rotary
 ELEMENTWISE_I_PASSES = 3        # SwiGLU activation: read gate and up, write the product (intermediate width)
 KERNELS_PER_LAYER = 9           # norm, qkv, rope, attention, o_proj, add+norm, gate_up, act, down
 KERNELS_PER_LAYER_TP = 2        # the two all-reduces
@@ -104,7 +105,7 @@ class PassCost:
                 "breakdown": {k: vars(v).copy() for k, v in self.ops.items()}}
 
 
-def soft_roofline(t_compute, t_memory, p: float):
+def soft_roofline(t_compute: float | np.ndarray, t_memory: float | np.ndarray, p: float) -> float | np.ndarray:
     """(t_c^p + t_m^p)^(1/p); p = inf gives max(t_c, t_m). Works on floats and arrays."""
     if math.isinf(p):
         return np.maximum(t_compute, t_memory)
@@ -122,7 +123,8 @@ class CostModel:
         if model.num_heads % tp:
             raise SpecsightInputError("tp", tp, f"must divide the {model.name} attention heads ({model.num_heads})")
         if not model.is_mla and model.num_kv_heads % tp and tp % model.num_kv_heads:
-            raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads ({model.num_kv_heads})")
+            raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads "
+                                                f"({model.num_kv_heads})")
         self.model, self.hw, self.tp, self.dtype = model, hw, tp, dtype
         self.kv_dtype = kv_dtype or ("bf16" if dtype == "fp8" else dtype)
         self.activation_bytes = FP32_ACTIVATION_BYTES if dtype == "fp32" else ACTIVATION_BYTES
@@ -135,7 +137,8 @@ class CostModel:
         bpw = DTYPE_BYTES[dtype]
         m = model
         L = m.num_layers
-        # Linear layers every token multiplies (attention projections, dense MLP, shared experts, router, head projections).
+        # Linear layers every token multiplies (attention projections, dense MLP, shared experts, router,
+        # head projections).
         lin_params = m.layer_params_dense_part + m.extra_linear_params
         self.linear_bytes = lin_params * bpw / tp
         self.linear_flops_per_token = 2.0 * lin_params / tp
@@ -211,7 +214,7 @@ class CostModel:
         self._constants = tuple(self.constants)
         self._wave_constants: dict = {}
 
-    def kv_wave_factor(self, num_seqs):
+    def kv_wave_factor(self, num_seqs: float | np.ndarray | None) -> float | np.ndarray:
         """How much longer the KV reads take than bytes / bandwidth: 1 for split-KV attention;
         for one thread block per (sequence, KV head), the B H_kv blocks run in
         ceil(B H_kv / S) waves over S = sm_count multiprocessors, each block's keys streamed at
@@ -224,15 +227,16 @@ class CostModel:
         if num_seqs is None:
             raise ValueError("num_seqs is needed: this profile's attention runs one block per (sequence, KV head)")
         S = self.sm_count
-        blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray) else max(num_seqs, 1)) * self.kv_heads_per_gpu
+        blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray)
+                  else max(num_seqs, 1)) * self.kv_heads_per_gpu
         return -(-blocks // S) * S / blocks
 
-    def pass_constants(self, num_seqs) -> PassConstants:
+    def pass_constants(self, num_seqs: float | np.ndarray | None) -> PassConstants:
         """The constants of a pass over num_seqs sequences: `constants` with the KV bandwidth
         divided by kv_wave_factor(num_seqs) where attention runs in waves (else `constants`)."""
         return PassConstants(*self._pass_constants(num_seqs)) if self._waves else self.constants
 
-    def _pass_constants(self, num_seqs) -> tuple:
+    def _pass_constants(self, num_seqs: float | np.ndarray | None) -> tuple:
         """pass_constants(num_seqs) as a plain tuple, cached for Python numbers (the hot path's)."""
         if not self._waves:
             return self._constants
@@ -245,17 +249,17 @@ class CostModel:
                 self._wave_constants[num_seqs] = c
         return c
 
-    def kernel_constants(self, num_seqs) -> np.ndarray:
+    def kernel_constants(self, num_seqs: float | np.ndarray | None) -> np.ndarray:
         """pass_constants(num_seqs) as the compiled decode rounds take them: a float64 row
         (pass_time.constants_row)."""
         return constants_row(self._pass_constants(num_seqs))
 
-    def terms_row(self, num_tokens, num_logits) -> np.ndarray:
+    def terms_row(self, num_tokens: float, num_logits: float) -> np.ndarray:
         """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),
         as a float64 row: how simulator/decode_kernel.py takes them (`terms`)."""
         return np.array([float(x) for x in self._pass_terms(num_tokens, num_logits)])
 
-    def attention_rows(self, decode_seqs, prefill_tokens=0):
+    def attention_rows(self, decode_seqs: int, prefill_tokens: int = 0) -> int:
         """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,
         the blocks per KV head their queries fill (a chunk of L tokens runs ceil(L g / 64) query
         tiles of 64 rows, g query heads per KV head; the sum is taken over all chunks at once). With
@@ -269,7 +273,9 @@ class CostModel:
         return self.iteration_overhead_s + self.verify_overhead_s if k > 0 else self.iteration_overhead_s
 
     # ---- the fast path -------------------------------------------------------------------
-    def time_s(self, num_tokens, sum_context, sum_attn_pairs, num_logits, num_seqs=None):
+    def time_s(self, num_tokens: float | np.ndarray, sum_context: float | np.ndarray,
+               sum_attn_pairs: float | np.ndarray, num_logits: float | np.ndarray,
+               num_seqs: float | np.ndarray | None = None) -> float | np.ndarray:
         """Seconds for one forward pass (without the per-iteration host overhead).
 
         Arguments are the PassShape sums; floats or numpy arrays (broadcast). num_seqs (the
@@ -287,7 +293,8 @@ class CostModel:
         return pass_time_s(self._pass_constants(num_seqs) if self._waves else self._constants, terms,
                            num_tokens, sum_context, sum_attn_pairs)
 
-    def steps_time_s(self, first, sum_context, num_seqs, k: int, n):
+    def steps_time_s(self, first: float | np.ndarray, sum_context: float | np.ndarray, num_seqs: float | np.ndarray,
+                     k: int, n: float | np.ndarray) -> float | np.ndarray:
         """Seconds for k sequential passes over num_seqs = B sequences (a drafter proposing k
         tokens): step 0 takes `first` tokens and computes B logits, step j >= 1 takes n tokens and
         computes n logits; step j reads sum_context + B j cached tokens, each token attending to
@@ -304,14 +311,14 @@ class CostModel:
         return steps_time_s(self._pass_constants(num_seqs) if self._waves else self._constants, first_terms,
                             later_terms, first, sum_context, num_seqs, k, n)
 
-    def _cache_terms(self, T, num_logits) -> tuple:
+    def _cache_terms(self, T: float, num_logits: float) -> tuple:
         terms = self._pass_terms(T, num_logits)
         if len(self._terms) >= TERMS_CACHE_MAX:
             self._terms.clear()
         self._terms[(T, num_logits)] = terms
         return terms
 
-    def _pass_terms(self, T, num_logits) -> tuple:
+    def _pass_terms(self, T: float | np.ndarray, num_logits: float | np.ndarray) -> tuple:
         """time_s's terms that depend only on (T, num_logits), in the order time_s adds them
         around attention: the weight-streaming ops before it (linear, then routed experts, summed),
         then the LM head, sampling + elementwise, and the all-reduce's per-token part."""
@@ -347,7 +354,7 @@ class CostModel:
             rest = rest + self.sampling_host_s_per_logit * num_logits
         return t, h, rest, self._ar_per_token_s * T
 
-    def shape_time_s(self, shape: PassShape):
+    def shape_time_s(self, shape: PassShape) -> float | np.ndarray:
         return self.time_s(shape.num_tokens, shape.sum_context, shape.sum_attn_pairs, shape.num_logits, shape.num_seqs)
 
     # ---- the explained path --------------------------------------------------------------

@@ -11,6 +11,17 @@ Every family the README's "What it models" lists; names follow vLLM's `method` v
 | ngram/suffix| host time only; proposes only when a match exists                 | K + 1 (if matched)     |
 | parallel    | one draft forward emitting K tokens (PARD, DFlash)                | K + 1                  |
 | self_spec   | the target with a fraction of its layers and/or a bounded KV      | K + 1                  |
+
+A draft model (draft_model, parallel) must share the target's tokenizer. Its vocabulary may differ from
+the target's only by padding (checkpoints round the embedding table up to a multiple of 64, 128 or 256:
+Qwen2.5-0.5B has 151,936 rows, Qwen2.5-7B 152,064, one tokenizer of 151,665 tokens), which engines accept.
+`vocab_mismatch` decides it from the two configs: equal vocab_size, or all of
+  - the same bos_token_id and the same eos_token_id(s), both stated in both configs;
+  - the same model_type and the same tokenizer_class, where both configs state them;
+  - the larger vocab_size at most the smaller rounded up to a multiple of VOCAB_PAD_MULTIPLE (256), so
+    both can pad one token count.
+Anything else is refused, naming the way out: a draft with the target's tokenizer, or a method that
+needs none (ngram, suffix; eagle/eagle3/mtp heads trained for the target).
 """
 from __future__ import annotations
 
@@ -22,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .cost_model import CostModel
-from .errors import SpecsightInputError, require_int, require_range
+from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .hardware import DTYPE_BYTES
 from .model_spec import HEAD_KINDS, ModelSpec, load_model
 from .pass_shape import causal_pairs
@@ -34,6 +45,32 @@ LOOKUP_METHODS = ("ngram", "suffix")
 EAGLE_METHODS = ("eagle", "eagle3")   # EAGLE heads: a chain, or a tree with tree: true
 # the method names, for code outside this file that names one (engines map methods to rounds)
 DRAFT_MODEL, EAGLE, EAGLE3, MTP, MEDUSA, NGRAM, SUFFIX, PARALLEL, SELF_SPEC = METHODS
+VOCAB_PAD_MULTIPLE = 256          # the widest padding of an embedding table (Megatron, vLLM pad to 64..256)
+
+
+def vocab_mismatch(draft: ModelSpec, target: ModelSpec) -> str | None:
+    """Why `draft` cannot draft for `target` (a different tokenizer), or None when its vocabulary is
+    the target's or differs only by padding (the rule in the module docstring)."""
+    dv, tv = draft.vocab_size, target.vocab_size
+    if dv == tv:
+        return None
+    why = f"vocabulary {dv} differs from the target's {tv}"
+    lo, hi = min(dv, tv), max(dv, tv)
+    padded = -(-lo // VOCAB_PAD_MULTIPLE) * VOCAB_PAD_MULTIPLE
+    if hi > padded:
+        return f"{why} by more than padding ({lo} rounded up to a multiple of {VOCAB_PAD_MULTIPLE} is {padded})"
+    for key in ("bos_token_id", "eos_token_ids"):
+        a, b = getattr(draft, key), getattr(target, key)
+        if a in (None, ()) or b in (None, ()):
+            name = key.replace("_ids", "_id")
+            return f"{why}, and the configs do not both state {name} (needed to tell padding from another tokenizer)"
+        if a != b:
+            return f"{why}, and {key.replace('_ids', '_id')} differs ({a} against {b}): another tokenizer"
+    for key in ("model_type", "tokenizer_class"):
+        a, b = getattr(draft, key), getattr(target, key)
+        if a is not None and b is not None and a != b:
+            return f"{why}, and {key} differs ({a} against {b}): another tokenizer"
+    return None
 
 
 @dataclass(frozen=True)
@@ -75,7 +112,7 @@ class DrafterSpec:
         unknown = sorted(set(raw) - names)
         if unknown:
             raise SpecsightInputError(f"{where}.{unknown[0]}", raw[unknown[0]],
-                                      f"unknown key; allowed: {', '.join(sorted(names))}")
+                                      f"unknown key; {closest_names(unknown[0], names)}")
         if "method" not in raw:
             raise SpecsightInputError(f"{where}.method", None, f"required; one of {', '.join(METHODS)}")
         return cls(**dict(raw))
@@ -122,9 +159,12 @@ class Drafter:
             if m in HEAD_METHODS and dm.head_kind is None:
                 raise SpecsightInputError("drafter.model", spec.model,
                                           f"method {m} needs a {m} head config (models/*{m}*.json)")
-            if m in ("draft_model", "parallel") and dm.vocab_size != target.vocab_size:
+            why = vocab_mismatch(dm, target) if m in ("draft_model", "parallel") else None
+            if why:
                 raise SpecsightInputError("drafter.model", spec.model,
-                                          f"vocabulary {dm.vocab_size} differs from the target's {target.vocab_size}")
+                                          f"{why}; use a draft with the target's tokenizer, or drafter.method "
+                                          "ngram/suffix (no draft model) or eagle/eagle3 (a head trained for the "
+                                          "target)")
             dtp = spec.draft_tp or (tp if dm.num_heads % tp == 0 else 1)
             self.draft_cost = CostModel(dm, hw, tp=dtp, dtype=dtype)
         elif m == "self_spec":

@@ -173,10 +173,15 @@ class HardwareProfile:
         return self.interconnect.bandwidth_gb_s * 1e9
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense peak FLOP/s for `dtype`; a clear error if this GPU lacks it."""
+        """Dense peak FLOP/s for `dtype`; an error naming the dtype(s) to set if this profile lacks it
+        (a CPU-calibrated profile has fp32 only)."""
         if dtype not in self.peak_tflops:
+            have = sorted(self.peak_tflops)
+            fix = (f"set hardware.dtype={have[0]}" if len(have) == 1
+                   else f"set hardware.dtype to one of {', '.join(have)}")
             raise SpecsightInputError("dtype", dtype,
-                                      f"{self.name} has peak figures for {', '.join(sorted(self.peak_tflops))}")
+                                      f"this profile ({self.name}) has peak figures for {', '.join(have)}: {fix} "
+                                      "(`--dtype` on specsight cost)")
         return float(self.peak_tflops[dtype]) * 1e12
 
     @property
@@ -243,8 +248,25 @@ def _numeric_leaves(d: Mapping[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
+REQUIRED_KEYS = ("name", "memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect.kind",
+                 "interconnect.bandwidth_gb_s", "interconnect.latency_us", "efficiency.memory", "efficiency.compute",
+                 "overheads.kernel_launch_us", "overheads.iteration_us")
 _SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency",
                      "overheads", "sm_count")
+
+
+def incomplete_keys(raw: Mapping[str, Any], sources: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """Every problem of completeness at once: the required keys that are missing, and the numbers
+    without a source string under `sources` (a profile's numbers are all cited)."""
+    missing = []
+    for key in REQUIRED_KEYS:
+        section, _, leaf = key.rpartition(".")
+        holder = raw.get(section) if section else raw
+        if not isinstance(holder, Mapping) or leaf not in holder:
+            missing.append(key)
+    unsourced = [k for k in _numeric_leaves({k: raw[k] for k in _SOURCED_SECTIONS if k in raw})
+                 if not str(sources.get(k, "")).strip()]
+    return missing, unsourced
 
 
 def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
@@ -255,9 +277,18 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     check_shape(raw, where)
     check_keys(raw, where)
 
+    sources = raw.get("sources") or {}
+    if not isinstance(sources, Mapping):
+        raise SpecsightInputError(f"{where}: sources", sources, "must map dotted field names to source strings")
+    missing, unsourced = incomplete_keys(raw, sources)
+    if missing or unsourced:
+        parts = ([f"required keys missing: {', '.join(missing)}"] if missing else []) + \
+            ([f"numbers without a source string under sources: {', '.join(unsourced)}"] if unsourced else [])
+        raise SpecsightInputError(where, f"{len(missing) + len(unsourced)} keys missing or unsourced",
+                                  "; ".join(parts) + " (`specsight profiles new NAME --from h100-sxm` writes a "
+                                  "complete profile to edit)")
+
     def get(key: str, kind: type | tuple = (int, float)) -> Any:
-        if key not in raw:
-            raise SpecsightInputError(f"{where}: {key}", None, "required key is missing")
         v = raw[key]
         if not isinstance(v, kind) or isinstance(v, bool):
             raise SpecsightInputError(f"{where}: {key}", v,
@@ -266,23 +297,11 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
 
     def sub(section: str, keys: tuple[str, ...], optional: Mapping[str, Any] = {}) -> dict[str, Any]:
         m = get(section, Mapping)
-        out = {}
-        for k in keys:
-            if k not in m:
-                raise SpecsightInputError(f"{where}: {section}.{k}", None, "required key is missing")
-            out[k] = m[k]
+        out = {k: m[k] for k in keys}
         for k, default in optional.items():
             out[k] = m.get(k, default)
         return out
 
-    sources = raw.get("sources") or {}
-    if not isinstance(sources, Mapping):
-        raise SpecsightInputError(f"{where}: sources", sources, "must map dotted field names to source strings")
-    numeric = _numeric_leaves({k: raw[k] for k in _SOURCED_SECTIONS if k in raw})
-    missing = [k for k in numeric if not str(sources.get(k, "")).strip()]
-    if missing:
-        raise SpecsightInputError(f"{where}: sources", ", ".join(missing),
-                                  "every number needs a source string under sources")
     def num(path: str, v: Any) -> float:
         """A profile number as a float: a string, a boolean or an integer too large for a float is refused."""
         if isinstance(v, bool) or not isinstance(v, numbers.Real):

@@ -7,12 +7,13 @@ KV bytes per token, attention FLOPs per query-key pair. A head shipped in models
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecsightInputError, closest_names
+from .errors import SpecsightInputError, SpecsightWarning, closest_names, require_int
 from .input_files import read_json, usable_file
 from .paths import MODELS_DIR
 
@@ -52,6 +53,14 @@ class ModelSpec:
     medusa_num_heads: int = 0
     medusa_num_layers: int = 0
     max_position_embeddings: int = 0  # the context window (prompt + output tokens) a request may fill; 0: not given
+    # Tokenizer identity, as the config states it (None / empty: not given); drafters.vocab_mismatch reads them
+    model_type: str | None = None
+    tokenizer_class: str | None = None
+    bos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()
+    # Sliding-window attention as the config declares it (0: none); not priced: attention reads the whole cache
+    sliding_window: int = 0
+    use_sliding_window: bool | None = None   # the config's switch (Qwen2: false); None: not given (on when a window is)
     path: str | None = None
 
     def __post_init__(self) -> None:
@@ -70,6 +79,13 @@ class ModelSpec:
             raise SpecsightInputError(f"{self.name}.specsight.kind", self.head_kind, f"one of {HEAD_KINDS}")
 
     # ---- structure -------------------------------------------------------------------
+    @property
+    def sliding_window_in_use(self) -> bool:
+        """The config declares a window that binds: set, not switched off (`use_sliding_window:
+        false`), and narrower than the context window (a window as wide as it changes nothing)."""
+        return (self.sliding_window > 0 and self.use_sliding_window is not False
+                and not (self.max_position_embeddings and self.sliding_window >= self.max_position_embeddings))
+
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
@@ -240,6 +256,37 @@ def _flag(cfg: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
     return v
 
 
+def _token_ids(cfg: Mapping[str, Any], where: str, key: str) -> tuple[int, ...]:
+    """A special-token id (or a list of them: Llama 3.1's eos_token_id) as a tuple; absent or null: ()."""
+    v = cfg.get(key)
+    if v is None:
+        return ()
+    items = v if isinstance(v, list) else [v]
+    if not items or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in items):
+        raise SpecsightInputError(f"{where}: {key}", v, "a token id (an integer >= 0) or a list of them")
+    return tuple(items)
+
+
+def _text(cfg: Mapping[str, Any], where: str, key: str) -> str | None:
+    v = cfg.get(key)
+    if v is not None and not isinstance(v, str):
+        raise SpecsightInputError(f"{where}: {key}", v, "must be a string")
+    return v
+
+
+def _sliding_window(cfg: Mapping[str, Any], where: str) -> tuple[int, bool | None]:
+    """(sliding_window, use_sliding_window): the window in tokens (0 when absent or null) and the switch."""
+    use = cfg.get("use_sliding_window")
+    if use is not None and not isinstance(use, bool):
+        raise SpecsightInputError(f"{where}: use_sliding_window", use, "must be true or false")
+    window = cfg.get("sliding_window")
+    if window is None:
+        return 0, use
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise SpecsightInputError(f"{where}: sliding_window", window, "a number of tokens >= 0 (or null: none)")
+    return require_int(f"{where}: sliding_window", window, lo=0, hi=10 ** 12), use
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: ModelSpec | None = None) -> ModelSpec:
     """Parse HF config keys. A head's missing dimensions are taken from its target."""
     if not isinstance(cfg, Mapping):
@@ -275,6 +322,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
     if n_experts and not moe_inter:
         moe_inter = inter   # Mixtral: each expert is a full-size MLP
     arch = " ".join(archs)
+    window, use_window = _sliding_window(cfg, where)
     return ModelSpec(
         name=name,
         hidden_size=d, num_layers=n_layers, num_heads=h, num_kv_heads=kvh, head_dim=hd,
@@ -300,6 +348,12 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         medusa_num_layers=_int(merged, where, "medusa_num_layers", default=0),
         max_position_embeddings=_int(cfg, where, "max_position_embeddings", "n_positions", "seq_length",
                                      "max_sequence_length", default=0),
+        model_type=_text(cfg, where, "model_type"),
+        tokenizer_class=_text(cfg, where, "tokenizer_class"),
+        bos_token_id=(_token_ids(cfg, where, "bos_token_id") or (None,))[0],
+        eos_token_ids=_token_ids(cfg, where, "eos_token_id"),
+        sliding_window=window,
+        use_sliding_window=use_window,
         path=where,
     )
 
@@ -338,4 +392,20 @@ def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> 
             raise SpecsightInputError(f"{field}: specsight.target", meta["target"],
                                       "a head's target must be a full model, not another head")
         target = load_model(str(meta["target"]), field=f"{p}: specsight.target", _head=True)
-    return spec_from_config(cfg, name, str(p), target)
+    spec = spec_from_config(cfg, name, str(p), target)
+    if spec.sliding_window_in_use:
+        warn_sliding_window(spec)
+    return spec
+
+
+_WARNED_WINDOWS: set[tuple[str | None, int]] = set()     # (config path, window) already warned in this process
+
+
+def warn_sliding_window(spec: ModelSpec) -> None:
+    """Say once per config (per process) that its sliding window is priced as full attention."""
+    if (spec.path, spec.sliding_window) in _WARNED_WINDOWS:
+        return
+    _WARNED_WINDOWS.add((spec.path, spec.sliding_window))
+    warnings.warn(f"model {spec.name}: sliding_window={spec.sliding_window} (use_sliding_window not false) is priced "
+                  "as full attention: every layer reads the whole KV cache and keeps it, so long-context cost and "
+                  "memory are overstated (sliding-window pricing is not modelled yet)", SpecsightWarning, stacklevel=3)

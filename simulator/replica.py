@@ -30,7 +30,8 @@ the same draws as per-round sampling).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +44,15 @@ from .pass_shape import causal_pairs
 from .policies import PolicyState
 from .scheduler import Scheduler
 
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    import simpy
+
+    from .engines.step_cost import EngineStepCost
+    from .policies import Policy
+    from .step_cost import FixedStepCost, RooflineStepCost
+
 __all__ = ["Replica"]
 
 
@@ -52,8 +62,9 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
 
-    def __init__(self, env, index: int, table: RequestTable, log: IterationLog, *, cost,
-                 policy, acceptance: AcceptanceModel, acc_rng: np.random.Generator,
+    def __init__(self, env: simpy.Environment, index: int, table: RequestTable, log: IterationLog, *,
+                 cost: FixedStepCost | RooflineStepCost | EngineStepCost, policy: Policy,
+                 acceptance: AcceptanceModel, acc_rng: np.random.Generator,
                  match_rng: np.random.Generator | None, match_probability: float,
                  verify_width: Callable[[int], int],
                  capacity_blocks: int, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,
@@ -115,7 +126,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
             ev, self.idle_event = self.idle_event, None
             ev.succeed()
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, object, None]:
         """The replica's SimPy process: one timeout per iteration, an event wait when idle.
 
         Iterations run inline when they end strictly before the next event in SimPy's queue

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,14 @@ from .replica import Replica
 from .scenario import Scenario, load_scenario
 from .step_cost import FixedStepCost, RooflineStepCost
 from .workload import generate_requests
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import simpy
+
+    from .drafters import DrafterSpec
+    from .metrics import IterationLog
 
 # child seeds of the scenario seed, by role (order is part of the reproducibility contract)
 SEED_WORKLOAD, SEED_ACCEPTANCE, SEED_MATCH, SEED_BIND = range(4)
@@ -58,11 +66,11 @@ class Deployment:
 class _SpecOnly:
     """Lets Drafter.verify_tokens_per_seq run without a cost model (hardware.kind fixed)."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: DrafterSpec):
         self.spec = spec
 
 
-def verify_width_fn(scenario: Scenario, drafter: Drafter | None):
+def verify_width_fn(scenario: Scenario, drafter: Drafter | None) -> Callable[[int], int]:
     if drafter is not None:
         return drafter.verify_tokens_per_seq
     if scenario.drafter is None:
@@ -222,7 +230,8 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
     d = sc.drafter
     # trees: a depth is accepted if any branch is (unless the model's figures are per depth already)
-    acceptance = tree_acceptance(copy.copy(sc.acceptance), d.branches if d is not None else 1).bind(n, np.random.default_rng(ss[SEED_BIND]))
+    acceptance = tree_acceptance(copy.copy(sc.acceptance), d.branches if d is not None else 1).bind(
+        n, np.random.default_rng(ss[SEED_BIND]))
     acc_seeds = ss[SEED_ACCEPTANCE].spawn(sc.hardware.replicas)
     match_seeds = ss[SEED_MATCH].spawn(sc.hardware.replicas)
     verify_width = verify_width_fn(sc, dep.drafter)
@@ -233,7 +242,8 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
         from .engines.replica import EngineReplica
         replica_class = EngineReplica
 
-    def make_replica(env, i, tbl, log, on_finish):
+    def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,
+                     on_finish: Callable[[int], None]) -> Replica:
         policy = copy.deepcopy(sc.policy)
         policy.reset()
         return replica_class(env, i, tbl, log, cost=dep.step_cost, policy=policy, acceptance=acceptance,

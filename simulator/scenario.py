@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .drafters import DrafterSpec
 from .errors import SpecsightInputError, closest_names, require_int, require_range
@@ -57,7 +58,8 @@ class HardwareSpec:
         require_int(f"{w}.replicas", self.replicas, lo=1)
         if self.kind == "fixed":
             if self.target_step_s is None:
-                raise SpecsightInputError(f"{w}.target_step_s", None, "required for kind fixed (seconds per target pass)")
+                raise SpecsightInputError(f"{w}.target_step_s", None,
+                                          "required for kind fixed (seconds per target pass)")
             require_range(f"{w}.target_step_s", self.target_step_s, 0.0, lo_open=True)
             require_range(f"{w}.draft_step_s", self.draft_step_s, 0.0)
         else:
@@ -144,7 +146,7 @@ class Scenario:
         """The largest K any round may use (the drafter's num_speculative_tokens; 0 without one)."""
         return 0 if self.drafter is None else int(self.drafter.num_speculative_tokens)
 
-    def baseline(self) -> "Scenario":
+    def baseline(self) -> Scenario:
         """The same scenario with speculation off (K = 0 every round): the speedup reference."""
         return load_scenario(self.source, ["policy={kind: 'off'}"])
 
@@ -163,7 +165,8 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
         raise SpecsightInputError("--set", assignment, "the key path must be dotted names, e.g. engine.max_num_seqs=64")
     value = parse_yaml(text, f"--set {path}", text) if text.strip() else None
     if keys[0] not in TOP_KEYS:
-        raise SpecsightInputError(f"--set {keys[0]}", text, f"unknown top-level key; {closest_names(keys[0], TOP_KEYS)}")
+        raise SpecsightInputError(f"--set {keys[0]}", text,
+                                  f"unknown top-level key; {closest_names(keys[0], TOP_KEYS)}")
     node: Any = raw
     for i, k in enumerate(keys[:-1]):
         nxt = node.get(k)

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .acceptance import MODELS as ACCEPTANCE_MODELS
 from .acceptance_presets import PRESETS
 from .drafters import METHODS
 from .hardware import DTYPE_BYTES
-from .length_dist import DISTS, MAX_LENGTH_TOKENS, ORDERS
+from .length_dist import MAX_LENGTH_TOKENS, ORDERS
 from .policies import KINDS as POLICY_KINDS
 from .schema import REQUIRED, Bool, Float, Int, ListOf, OneOf, Pair, Section, Str, Variants, markdown
-from .workload import ARRIVALS
 from .workload_presets import PRESETS as WORKLOAD_PRESETS
 
 HARDWARE_KINDS = ("roofline", "fixed")
@@ -163,7 +161,8 @@ POLICY = OneOf(doc="speculation policy (docs/simulator_models.md); default stati
                                          lo=-MAX_K, hi=MAX_K, default=-0.25),
                 "ceiling_coeff": Float(doc="cap a non-rising step at ceil(ema x this); 0: none", lo=0.0, hi=MAX_K,
                                        default=0.0)})),
-            "ema_alpha": Float(doc="weight of each batch's mean accepted drafts in the EMA", **POS, hi=1.0, default=0.2),
+            "ema_alpha": Float(doc="weight of each batch's mean accepted drafts in the EMA", **POS, hi=1.0,
+                               default=0.2),
             "warmup_batches": Int(doc="batches per key before the first update", lo=0, hi=MAX_REQUESTS, default=10),
             "update_interval": Int(doc="batches between updates", lo=1, hi=MAX_REQUESTS, default=5),
             "cuda_graph_bs": ListOf(doc="SGLang CUDA-graph batch sizes a batch pads to before its key is chosen "

@@ -10,7 +10,13 @@ and the replica calls them once per iteration with Python numbers.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .pass_shape import causal_pairs
+
+if TYPE_CHECKING:
+    from .cost_model import CostModel
+    from .drafters import Drafter
 
 
 class FixedStepCost:
@@ -23,13 +29,14 @@ class FixedStepCost:
         self.draft_step_s = float(draft_step_s)
         self.overhead_s = self.spec_overhead_s = 0.0
 
-    def target_s(self, tokens, context, pairs, logits, num_seqs=None) -> float:
+    def target_s(self, tokens: float, context: float, pairs: float, logits: float,
+                 num_seqs: int | None = None) -> float:
         return self.target_step_s
 
-    def draft_s(self, num_seqs, k, context, catchup) -> float:
+    def draft_s(self, num_seqs: int, k: int, context: float, catchup: float | None) -> float:
         return k * self.draft_step_s
 
-    def attention_rows(self, decode_seqs, prefill_tokens=0):
+    def attention_rows(self, decode_seqs: int, prefill_tokens: int = 0) -> int:
         return decode_seqs
 
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
@@ -40,7 +47,7 @@ class RooflineStepCost:
     """The roofline cost model (CostModel.time_s) for the target pass and the drafter's
     proposal cost (Drafter.propose_time_s)."""
 
-    def __init__(self, cost_model, drafter):
+    def __init__(self, cost_model: CostModel, drafter: Drafter | None):
         self.cm, self.drafter = cost_model, drafter
         self.overhead_s = float(cost_model.round_overhead_s(0))
         self.spec_overhead_s = float(cost_model.round_overhead_s(1))     # + the verification step

@@ -12,25 +12,97 @@ if at all) inside its run function, so `specsight --help` stays fast.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable
-from typing import TextIO
+from typing import NoReturn, TextIO
 
-from simulator.errors import SpecsightInputError, SpecsightWarning
+from simulator.errors import SpecsightInputError, SpecsightWarning, closest_names
 
 from . import analytic, breakeven, calibrate, cost, models, plan, profiles, simulate, sweep
 
 COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, plan, sweep)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors in the form of every other input error: one line
+    `specsight: error: --flag=value: what is allowed`, exit code 2 (subparsers inherit the class)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"specsight: error: {argparse_error(self, message)}", file=sys.stderr)
+        self.exit(2)
+
+
+def _literal(text: str) -> object:
+    """The value argparse quoted in its message ('x' -> x), or the text itself."""
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return text.strip()
+
+
+def _action(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
+    """The action an argparse message names ("--axis", "--out/-o", a positional's dest or metavar)."""
+    for a in parser._actions:
+        if name in ("/".join(a.option_strings), a.dest, a.metavar):
+            return a
+    return None
+
+
+_TYPE_WORDS = {"int": "must be an integer", "float": "must be a number"}
+
+
+def argparse_error(parser: argparse.ArgumentParser, message: str) -> SpecsightInputError:
+    """argparse's error message as a SpecsightInputError (field, value, what is allowed)."""
+    m = re.match(r"argument (?P<arg>[^:]+): (?P<rest>.*)", message, re.S)
+    if m:
+        arg, rest = m["arg"], m["rest"]
+        field = arg.split("/")[0]
+        action = _action(parser, arg)
+        if (c := re.match(r"invalid choice: (?P<v>.*?) \(choose from", rest, re.S)):
+            value = _literal(c["v"])
+            choices = [str(x) for x in (action.choices if action is not None and action.choices else [])]
+            return SpecsightInputError(field, value, closest_names(str(value), choices) if choices else rest)
+        if (t := re.match(r"invalid (?P<t>\w+) value: (?P<v>.*)", rest, re.S)):
+            return SpecsightInputError(field, _literal(t["v"]), _TYPE_WORDS.get(t["t"], f"must be a valid {t['t']}"))
+        if re.fullmatch(r"expected (one|at least one|at most one|\d+) arguments?", rest):
+            return SpecsightInputError(field, None, f"needs a value ({rest})")
+        got = re.search(r",? got (?P<v>'.*')$", rest)             # a type function's own message
+        return SpecsightInputError(field, _literal(got["v"]) if got else None, rest[:got.start()] if got else rest)
+    if (r := re.match(r"the following arguments are required: (?P<names>.*)", message)):
+        names = [n.strip() for n in r["names"].split(",")]
+        action = _action(parser, names[0])
+        choices = f"; one of {', '.join(action.choices)}" if action is not None and action.choices else ""
+        also = f" (also missing: {', '.join(names[1:])})" if len(names) > 1 else ""
+        return SpecsightInputError(names[0], None, f"required{choices}{also}; `{parser.prog} -h` lists the arguments")
+    if (u := re.match(r"unrecognized arguments: (?P<args>.*)", message)):
+        first = u["args"].split()[0]
+        options = [o for o in parser._option_string_actions if o.startswith("--")]
+        hint = closest_names(first.split("=")[0], options) if first.startswith("-") else \
+            f"`{parser.prog}` takes no more positional arguments"
+        return SpecsightInputError("argument", first, f"unknown; {hint}")
+    return SpecsightInputError(parser.prog, None, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specsight", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="specsight", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
     return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, with arguments no command knows reported by that command's parser (its options
+    are the ones a "did you mean" should offer)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subs.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -46,7 +118,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         return _run(args)

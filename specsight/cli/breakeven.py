@@ -24,6 +24,7 @@ from .emit import emit_json
 
 if TYPE_CHECKING:
     from ..studies.breakeven import BreakevenResult
+    from ..studies.breakeven_engines import EngineBreakevenResult
 
 HELP = "where speculation turns net-negative: sweep an axis, find speedup = 1"
 
@@ -49,7 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    + "; context " + DEFAULT_VALUES["context"] + "; alpha " + DEFAULT_VALUES["alpha"]
                    + "; k " + DEFAULT_VALUES["k"] + "; qps: the scenario's rate x 1/4 .. x 4)")
     p.add_argument("--policies", default="static",
-                   help="comma-separated curves besides/instead of static K: static,goodput,adaptive,batch_schedule")
+                   help="comma-separated curves besides/instead of static K: static,goodput,adaptive,batch_schedule, "
+                        "and the engines' own vllm_dynamic,sglang_adaptive,trtllm_schedule (each under its engine)")
+    p.add_argument("--engines", help="comma-separated engines (ideal,vllm,sglang,trtllm): the study under each, "
+                   "one plot; an engine not priced in this version is reported and left out")
     p.add_argument("--axis2", choices=AXES, help="second axis: a heatmap of speedup over both axes")
     p.add_argument("--values2", help="comma-separated values of --axis2")
     p.add_argument("--metric", choices=sorted(METRICS), help="speedup metric (default: throughput for "
@@ -79,7 +83,9 @@ def run_simulated(args: argparse.Namespace) -> int:
         res = breakeven(args.scenario, args.axis, args.values or None, args.k, args.policies, axis2=args.axis2,
                         values2=args.values2 or None, metric=args.metric, requests_per_user=args.requests_per_user,
                         overrides=overrides, store=out_dir / "points.jsonl", workers=args.workers, dask=args.dask,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, engines=args.engines)
+        if args.engines and not res.ran:          # type: ignore[union-attr]
+            raise SpecsightInputError("--engines", args.engines, "no engine ran: " + "; ".join(res.skipped))  # type: ignore[union-attr]
         failed = res.frame["error"] != ""
         if len(failed) and failed.all():          # nothing to plot: say why, in one line
             raise SpecsightInputError("scenario", args.scenario,
@@ -94,7 +100,8 @@ def run_simulated(args: argparse.Namespace) -> int:
             if point is not None:
                 from ..studies.overrides import point_label
                 print(f"== {point_label(point)}")
-            print(format_text(res, files, elapsed))
+            print(format_engines_text(res, files, elapsed) if args.engines  # type: ignore[arg-type]
+                  else format_text(res, files, elapsed))  # type: ignore[arg-type]
     if args.json:
         emit_json(answers[0] if not args.grid else {"grid": answers})
     return 0
@@ -167,7 +174,50 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
     errs = df[df["error"] != ""]
     if len(errs):
         lines.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")
-    lines.append(f"simulated {res.points_simulated} of {res.points_total} points (the rest from the store) "
-                 f"in {elapsed:.1f} s")
+    lines.append(_simulated_line(res.points_simulated, res.points_total, elapsed))
     lines += [f"wrote {p}" for p in files.values()]
     return "\n".join(x for x in lines if x)
+
+
+def _way(cr: list) -> str:
+    return {"down": "falls below 1", "up": "rises above 1"}[cr[0]["direction"]] if cr else ""
+
+
+def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], elapsed: float) -> str:
+    """The speedup of every engine's lines per point (the best static K's curve in brackets), each
+    line's break-even, what did not run, and what was written."""
+    axis, meta, lines = res.axis, res.meta, res.lines
+    out = [f"{meta['scenario']}: {meta['deployment']}, drafter {meta['drafter']}",
+           f"speedup metric: {METRIC_LABELS[res.metric]}", f"engines: {', '.join(res.ran) or 'none ran'}"]
+    cols = list(dict.fromkeys(zip(lines["engine"], lines["line"])))
+    names = [f"{e}: {ln}" for e, ln in cols]
+    width = [max(18, len(n) + 2) for n in names]
+    if cols:
+        out.append(f"{axis:>10}" + "".join(f"{n:>{w}}" for n, w in zip(names, width)))
+        for v, g in lines.groupby(axis, sort=True):
+            cells = []
+            for (e, ln), w in zip(cols, width):
+                r = g[(g["engine"] == e) & (g["line"] == ln)]
+                s = float(r["speedup"].iloc[0]) if len(r) else math.nan
+                txt = f"{s:.3f}" if math.isfinite(s) else "-"
+                if len(r) and ln != r["curve"].iloc[0] and r["curve"].iloc[0]:
+                    txt += f" ({r['curve'].iloc[0]})"
+                cells.append(f"{txt:>{w}}")
+            out.append(f"{as_number(v)!s:>10}" + "".join(cells))
+    for e, per_line in res.verdict.items():
+        for ln, v in per_line.items():
+            b = v["breakeven"]
+            out.append(f"  break-even {e + ': ' + ln:<28} "
+                       + (f"{axis} = {b:.4g} (speedup {_way(v['crossings'])})" if b is not None else v["status"]))
+    out += list(res.skipped)
+    errs = res.frame[res.frame["error"] != ""] if "error" in res.frame else res.frame.iloc[0:0]
+    if len(errs):
+        out.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")
+    out.append(_simulated_line(res.points_simulated, res.points_total, elapsed))
+    out += [f"wrote {p}" for p in files.values()]
+    return "\n".join(out)
+
+
+def _simulated_line(simulated: int, total: int, elapsed_s: float) -> str:
+    from_store = f" ({total - simulated} from the store)" if simulated < total else ""
+    return f"simulated {simulated} of {total} points{from_store} in {elapsed_s:.1f} s"

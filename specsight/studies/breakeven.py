@@ -19,9 +19,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.errors import SpecsightInputError
+from simulator.policies import ENGINE_RULES
 
 from .analytic import Analytic
 from .breakeven_axes import (
@@ -41,7 +42,10 @@ from .jsonable import json_safe
 from .overrides import describe_scenario, own_policy, scenario_source
 from .points import run_points, study_executor
 
-POLICIES = ("static", "goodput", "adaptive", "batch_schedule")
+if TYPE_CHECKING:
+    from .breakeven_engines import EngineBreakevenResult
+
+POLICIES = ("static", "goodput", "adaptive", "batch_schedule") + tuple(ENGINE_RULES)
 
 
 @dataclass(frozen=True)
@@ -128,14 +132,15 @@ def baseline_overrides(axis_ov: Mapping[str, Any]) -> dict[str, Any]:
     return ov
 
 
-def _check_policies(policies: Sequence[str] | str) -> list[str]:
-    text = policies if isinstance(policies, str) else ",".join(policies)
-    out = [p.strip() for p in text.split(",") if p.strip()]
+def comma_names(flag: str, names: Sequence[str] | str, allowed: Sequence[str]) -> list[str]:
+    """'a,b' or ["a", "b"] -> the names, in order, each once; each must be one of `allowed`."""
+    text = names if isinstance(names, str) else ",".join(names)
+    out = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     for p in out:
-        if p not in POLICIES:
-            raise SpecsightInputError("--policies", p, "comma-separated, from " + ", ".join(POLICIES))
+        if p not in allowed:
+            raise SpecsightInputError(flag, p, "comma-separated, from " + ", ".join(allowed))
     if not out:
-        raise SpecsightInputError("--policies", text, "at least one of " + ", ".join(POLICIES))
+        raise SpecsightInputError(flag, text, "at least one of " + ", ".join(allowed))
     return out
 
 
@@ -144,17 +149,20 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
               axis2: str | None = None, values2: Sequence[float] | str | None = None, metric: str | None = None,
               requests_per_user: int = REQUESTS_PER_USER, overrides: Iterable[str] = (),
               store: str | Path | None = None, workers: int | None = None, dask: str | None = None,
-              executor: Any = None, progress: bool = True) -> BreakevenResult:
+              executor: Any = None, progress: bool = True,
+              engines: Sequence[str] | str | None = None) -> BreakevenResult | EngineBreakevenResult:
     """Simulate the sweep of `axis` (one of AXES) at `values` (default: DEFAULT_VALUES, or the
     scenario's rate x 1/4 .. x 4 on the qps axis), one curve per static K in `ks` and per policy;
     with `axis2`, over both axes. Nothing is written but the point store (`store`, a JSON-lines
-    file; None keeps the points in memory). `overrides`: `key.path=value` strings applied first."""
+    file; None keeps the points in memory). `overrides`: `key.path=value` strings applied first.
+    `engines` (ideal, vllm, sglang, trtllm): the study once per engine, an EngineBreakevenResult
+    (breakeven_engines.py); one axis only."""
     source = scenario_source(scenario, overrides)
     if axis not in AXES:
         raise SpecsightInputError("--axis", axis, "one of " + ", ".join(AXES))
     values = parse_values("--values", values if values is not None else default_values(axis, source), axis)
     ks = int_list("k", ks, lo=1)
-    policies = _check_policies(policies)
+    policies = comma_names("--policies", policies, POLICIES)
     vals2: list[float] = []
     if axis2:
         if axis2 not in AXES:
@@ -169,13 +177,27 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
         raise SpecsightInputError("--metric", metric, "one of " + ", ".join(sorted(METRICS)))
     if requests_per_user < 1:
         raise SpecsightInputError("--requests-per-user", requests_per_user, "must be an integer >= 1")
+    store_path = None if store is None else Path(store)
+    if engines is not None:
+        from .breakeven_engines import breakeven_by_engine, parse_engines
+        if axis2:
+            raise SpecsightInputError("--axis2", axis2, "not with --engines (every engine along one axis, one plot)")
+        names = parse_engines(engines)
+        with study_executor(executor, workers, dask, len(names) * len(values) * (len(ks) + len(policies))) as ex:
+            return breakeven_by_engine(source, names, axis, values, ks, policies, metric, requests_per_user,
+                                       store_path, ex, progress)
+    kind = (source.get("engine") or {}).get("kind", "ideal")
+    for p in policies:
+        if ENGINE_RULES.get(p, kind) != kind:
+            raise SpecsightInputError("--policies", p, f"runs under engine.kind {ENGINE_RULES[p]} (this scenario: "
+                                                       f"{kind}); --engines {ENGINE_RULES[p]} runs it there")
     n_guess = len(values) * max(1, len(vals2)) * (len(ks) + len(policies))
     with study_executor(executor, workers, dask, n_guess) as ex:
-        return _run(source, axis, values, ks, policies, axis2, vals2, metric, requests_per_user,
-                    None if store is None else Path(store), ex, progress)
+        return run_study(source, axis, values, ks, policies, axis2, vals2, metric, requests_per_user,
+                         store_path, ex, progress)
 
 
-def _run(source: Mapping[str, Any], axis: str, values: Sequence[float], ks: Sequence[int], policies: Sequence[str],
+def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks: Sequence[int], policies: Sequence[str],
          axis2: str | None, values2: Sequence[float], metric: str | None, requests_per_user: int,
          store_path: Path | None, executor: Any, progress: bool) -> BreakevenResult:
     import pandas as pd

@@ -1,7 +1,7 @@
 """Break-even plots: speedup against an axis, one curve per K or policy, break-even marked."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .atomic_files import replacing  # noqa: E402
+from .plot_labels import place_labels  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -100,7 +101,7 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
     speculation loses."""
     fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    n_marked = 0                                # break-even labels stacked so that close ones stay legible
+    marks: list[tuple[float, str]] = []         # break-even labels, placed once the axes are final
     for i, (name, g) in enumerate(df.groupby(curve, sort=False)):
         g = g.sort_values(x)
         c = colors[i % len(colors)]
@@ -112,26 +113,52 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
         be = breakeven.get(str(name))
         if be is not None:
             ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
-            ax.annotate(f"{be:.3g}", (be, 1.0), textcoords="offset points", xytext=(5, -14 - 11 * n_marked), fontsize=8,
-                        color=c, fontweight="bold")
-            n_marked += 1
+            marks.append((be, c))
     ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
     lo, hi = ax.get_ylim()
     ax.set_ylim(min(lo, 0.9), max(hi, 1.1))
     ax.axhspan(ax.get_ylim()[0], 1.0, color="red", alpha=0.06, zorder=0)
     ax.text(0.99, 0.02, "speculation slower below the dashed line", transform=ax.transAxes, ha="right", va="bottom",
             fontsize=8, color="firebrick")
-    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx)
+    _label_axes(ax, xlabel, ylabel, title, logx, ticks=df[x])
+    for be, c in marks:
+        place_labels(ax, [(be, 1.0)], [f"{be:.3g}"], color=c, fontsize=8, fontweight="bold", gap=1.7)
+    return _finish(fig, ax, path)
 
 
-def _label_and_finish(fig: Figure, ax: Axes, path: str | Path, xlabel: str, ylabel: str, title: str,
-                      logx: bool) -> Path:
-    """Axis labels, title and (for log axes) power-of-two ticks, then save."""
+MAX_TICKS = 12      # more simulated values than this: every n-th is labelled (the first and last always)
+
+
+def _ticks_at(ax: Axes, values: Iterable[float]) -> None:
+    """x ticks at the simulated values (plain numbers), no others."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    xs = sorted({float(v) for v in values if pd.notna(v)})
+    if not xs:
+        return
+    if len(xs) > MAX_TICKS:
+        step = -(-(len(xs) - 1) // (MAX_TICKS - 1))
+        xs = xs[::step] if (len(xs) - 1) % step == 0 else xs[::step] + [xs[-1]]
+    ax.xaxis.set_major_locator(FixedLocator(xs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _label_axes(ax: Axes, xlabel: str, ylabel: str, title: str, logx: bool,
+                ticks: Iterable[float] | None = None) -> None:
+    """Axis labels, title, (for log axes) a base-2 scale, and ticks at the simulated values if given."""
     if logx:
         _log2_axis(ax)
+    if ticks is not None:
+        _ticks_at(ax, ticks)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
+
+
+def _label_and_finish(fig: Figure, ax: Axes, path: str | Path, xlabel: str, ylabel: str, title: str,
+                      logx: bool, ticks: Iterable[float] | None = None) -> Path:
+    """_label_axes, then save."""
+    _label_axes(ax, xlabel, ylabel, title, logx, ticks)
     return _finish(fig, ax, path)
 
 
@@ -184,21 +211,24 @@ def plot_best_speedup_lines(best: pd.DataFrame, *, x: str, group: str, title: st
         ax.plot(g[x], g["speedup"], marker="o", ms=4, lw=2.0, color=cmap(i / max(1, len(groups) - 1)),
                 label=f"{group} = {gv:g}")
     ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
-    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx)
+    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx, ticks=best[x])
 
 
-def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: str | Path) -> Path:
+def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: str | Path,
+                            slo_tpot_ms_p99: float | None = None) -> Path:
     """TPOT p50 (left) and p99 (right) against output tokens/s: plain decoding (black) and each
-    speculative curve; the sweep's points are joined in axis order and labelled with the axis value."""
+    speculative curve; the sweep's points are joined in axis order and labelled with the axis value
+    where the label overlaps no other (plot_labels.py); the TPOT p99 SLO, if set, as a red line."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110, sharey=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     base = df.drop_duplicates(subset=[x_axis]).sort_values(x_axis)
     for ax, q in zip(axes, ("p50", "p99")):
         ax.plot(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"], marker="s", ms=4, lw=2.2, color="black",
                 label="plain decoding (K=0)")
-        for _, r in base.iterrows():
-            ax.annotate(f"{r[x_axis]:g}", (r["base_output_tokens_per_s"], r[f"base_tpot_ms_{q}"]),
-                        textcoords="offset points", xytext=(3, -10), fontsize=7, color="black")
+        if q == "p99" and slo_tpot_ms_p99 is not None:
+            slo = ax.axhline(slo_tpot_ms_p99, color="red", lw=1.5, ls="--",
+                             label=f"SLO: TPOT p99 {slo_tpot_ms_p99:g} ms")
+            ax.legend(handles=[slo], fontsize=8, loc="upper left")
         for i, (name, g) in enumerate(df.groupby("curve", sort=False)):
             g = g.sort_values(x_axis)
             ax.plot(g["spec_output_tokens_per_s"], g[f"spec_tpot_ms_{q}"], marker="o", ms=3, lw=1.6,
@@ -209,6 +239,9 @@ def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: 
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8, loc="best", title=f"numbers: {x_axis}", title_fontsize=8)
     fig.suptitle(title, fontsize=10)
+    for ax, q in zip(axes, ("p50", "p99")):
+        place_labels(ax, list(zip(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"])),
+                     [f"{v:g}" for v in base[x_axis]])
     return _save(fig, path)
 
 

@@ -161,17 +161,25 @@ def scenario_for(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]], e
     return sc
 
 
-def engine_for(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
-    """(engine.kind the row runs under, the table's engine column). The switch point: the row's own
-    engine whenever specsight prices it (resolve_deployment accepts that engine.kind for the row's
-    scenario), else `ideal`, labelled 'ideal (engine not modelled)'."""
+def engine_refusal(scenario: Mapping[str, Any]) -> SpecsightInputError | None:
+    """The switch point for every study that runs under a named engine: None when specsight prices
+    the scenario's engine.kind (resolve_deployment accepts it), else resolve_deployment's refusal
+    (an input error on engine.kind). Any other input error is raised."""
     from simulator.run import resolve_deployment
     from simulator.scenario import load_scenario
     try:
-        resolve_deployment(load_scenario(scenario_for(row, datasets, row.engine)))
+        resolve_deployment(load_scenario(dict(scenario)))
     except SpecsightInputError as e:
         if e.field != "engine.kind":
             raise
+        return e
+    return None
+
+
+def engine_for(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+    """(engine.kind the row runs under, the table's engine column): the row's own engine whenever
+    specsight prices it (`engine_refusal`), else `ideal`, labelled 'ideal (engine not modelled)'."""
+    if engine_refusal(scenario_for(row, datasets, row.engine)) is not None:
         return "ideal", NOT_MODELLED
     return row.engine, row.engine
 

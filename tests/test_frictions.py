@@ -1,0 +1,305 @@
+"""What a new user meets first, fixed as they expect: a padded draft vocabulary accepted, a new
+profile written whole and a broken one reported whole, errors that name their fix, a sliding window
+said aloud, plot labels that never overlap, and argparse errors in the one-line form."""
+import copy
+import dataclasses
+import json
+import warnings
+
+import pytest
+import yaml
+
+from simulator.cost_model import CostModel
+from simulator.drafters import VOCAB_PAD_MULTIPLE, Drafter, DrafterSpec, vocab_mismatch
+from simulator.errors import SpecsightInputError, SpecsightWarning
+from simulator.hardware import load_profile, profile_from_dict
+from simulator.model_spec import load_model, spec_from_config
+from specsight.cli import main
+
+H100 = load_profile("h100-sxm")
+Q7B = load_model("qwen2.5-7b")
+Q05B = load_model("qwen2.5-0.5b")
+L8B = load_model("llama-3.1-8b")
+SCENARIO = "scenarios/llama8b-h100-eagle3-chat.yaml"
+
+
+def _cli(argv, capsys):
+    """(exit code, stdout, stderr) of `specsight argv` in this process."""
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ---- 1. a draft vocabulary that differs only by padding ---------------------------------------
+def test_qwen_half_b_drafts_for_qwen_7b():
+    """151,936 against 152,064 rows: one tokenizer (same bos/eos ids, model_type qwen2), the smaller
+    rounded up to a multiple of 256 is the larger: accepted, and the draft is priced."""
+    assert (Q05B.vocab_size, Q7B.vocab_size) == (151936, 152064)
+    assert vocab_mismatch(Q05B, Q7B) is None and vocab_mismatch(Q7B, Q05B) is None
+    d = Drafter(DrafterSpec("draft_model", 3, model="qwen2.5-0.5b"), Q7B, CostModel(Q7B, H100))
+    assert d.draft_cost is not None and d.weight_bytes_per_gpu() > 0
+
+
+def test_a_real_vocabulary_mismatch_is_refused_with_the_way_out():
+    """Llama-3.2-1B (128,256) for Qwen2.5-7B: another tokenizer; the error names what to use instead."""
+    with pytest.raises(SpecsightInputError) as e:
+        Drafter(DrafterSpec("draft_model", 3, model="llama-3.2-1b"), Q7B, CostModel(Q7B, H100))
+    text = str(e.value)
+    assert "drafter.model" in text and "128256" in text and "152064" in text
+    assert "target's tokenizer" in text and "ngram" in text and "eagle" in text and "\n" not in text
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(vocab_size=151936 - VOCAB_PAD_MULTIPLE), "more than padding"),
+    (dict(bos_token_id=1), "bos_token_id differs"),
+    (dict(eos_token_ids=(2,)), "eos_token_id differs"),
+    (dict(bos_token_id=None), "do not both state bos_token_id"),
+    (dict(model_type="llama"), "model_type differs"),
+])
+def test_padding_rule_needs_every_condition(change, needle):
+    draft = dataclasses.replace(Q05B, **change)
+    assert needle in (vocab_mismatch(draft, Q7B) or "")
+
+
+def test_equal_vocabularies_need_no_token_ids():
+    bare = dataclasses.replace(L8B, bos_token_id=None, eos_token_ids=(), model_type=None)
+    assert vocab_mismatch(bare, L8B) is None
+
+
+# ---- 2. a new profile, whole; a broken profile, reported whole ---------------------------------
+def test_profiles_new_writes_a_complete_profile_that_loads(tmp_path, capsys):
+    out = tmp_path / "my-gpu.yaml"
+    rc, _, err = _cli(["profiles", "new", "my-gpu", "--from", "h100-sxm", "--out", str(out)], capsys)
+    assert rc == 0 and str(out) in err
+    prof = load_profile(str(out))
+    new, base = prof.to_dict(), H100.to_dict()
+    assert prof.name == "my-gpu"
+    for key in base:                              # every key, every number carried over
+        if key not in ("name", "description", "sources"):
+            assert new[key] == base[key], key
+    assert set(new["sources"]) == set(base["sources"])
+    assert all(v.startswith("REPLACE: carried over from h100-sxm") for v in new["sources"].values())
+    text = out.read_text()
+    assert text.startswith("# Hardware profile my-gpu") and f"hardware: {{gpu: {out}}}" in text
+    rc, _, err = _cli(["profiles", "new", "my-gpu", "--from", "h100-sxm", "--out", str(out)], capsys)
+    assert rc == 2 and "exists" in err and err.count("\n") == 1          # never overwritten
+
+
+def test_profiles_new_needs_a_base_and_a_name(tmp_path, capsys):
+    rc, _, err = _cli(["profiles", "new", "x", "--out", str(tmp_path)], capsys)
+    assert rc == 2 and "--from" in err and "h100-sxm" in err
+    rc, _, err = _cli(["profiles", "new", "--from", "h100-sxm"], capsys)
+    assert rc == 2 and "profiles new NAME" in err
+    rc, _, err = _cli(["profiles", "show", "h100-sxm", "--from", "h100-sxm"], capsys)
+    assert rc == 2 and "only with" in err
+
+
+def test_profile_loader_reports_every_missing_and_unsourced_key_at_once():
+    raw = yaml.safe_load(open(H100.path))
+    del raw["memory_bandwidth_tb_s"]
+    del raw["interconnect"]["latency_us"]
+    del raw["efficiency"]["compute"]
+    del raw["sources"]["peak_tflops.fp8"]
+    del raw["sources"]["overheads.iteration_us"]
+    with pytest.raises(SpecsightInputError) as e:
+        profile_from_dict(raw, "mine.yaml")
+    text = str(e.value)
+    for key in ("memory_bandwidth_tb_s", "interconnect.latency_us", "efficiency.compute", "peak_tflops.fp8",
+                "overheads.iteration_us"):
+        assert key in e.value.allowed, key
+    assert "5 keys missing or unsourced" in text and "profiles new" in text and "\n" not in text
+
+
+# ---- 3. errors that name their fix -------------------------------------------------------------
+def _fp32_profile(tmp_path):
+    raw = copy.deepcopy(H100.to_dict())
+    raw.update(name="cpu-box", peak_tflops={"fp32": 1.5})
+    raw["sources"] = {k: v for k, v in raw["sources"].items() if not k.startswith("peak_tflops")}
+    raw["sources"]["peak_tflops.fp32"] = "unit test"
+    path = tmp_path / "cpu-box.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_cpu_profile_with_bf16_says_set_fp32(tmp_path, capsys):
+    prof = load_profile(str(_fp32_profile(tmp_path)))
+    with pytest.raises(SpecsightInputError, match=r"peak figures for fp32: set hardware\.dtype=fp32"):
+        CostModel(L8B, prof, dtype="bf16")
+    rc, _, err = _cli(["cost", "--model", "llama-3.1-8b", "--hardware", str(_fp32_profile(tmp_path / "..")),
+                       "--batch", "1", "--new-tokens", "1", "--context", "10"], capsys)
+    assert rc == 2 and "set hardware.dtype=fp32" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("override, suggestion", [
+    ("hardware.gpuu=h100-sxm", "did you mean gpu?"),
+    ("drafter.num_speculative_token=3", "did you mean num_speculative_tokens"),
+    ("workload.arival.qps=2", "did you mean arrival?"),
+    ("slo.tpot_ms_p9=40", "did you mean tpot_ms_p99"),
+    ("drafterr.method=eagle3", "did you mean drafter?"),
+])
+def test_misspelt_scenario_key_gets_did_you_mean(override, suggestion, capsys):
+    rc, _, err = _cli(["simulate", SCENARIO, "--set", override], capsys)
+    assert rc == 2 and suggestion in err and err.count("\n") == 1
+
+
+# ---- 4. a sliding window is said aloud ---------------------------------------------------------
+def _config(**extra):
+    cfg = json.load(open(Q7B.path))
+    cfg.update(extra)
+    return cfg
+
+
+def test_sliding_window_fields_and_in_use_rule():
+    assert (Q7B.sliding_window, Q7B.use_sliding_window, Q7B.sliding_window_in_use) == (131072, False, False)
+    on = spec_from_config(_config(sliding_window=4096, use_sliding_window=None), "m", "m.json")
+    assert on.sliding_window == 4096 and on.sliding_window_in_use
+    wide = spec_from_config(_config(sliding_window=32768, use_sliding_window=True), "m", "m.json")
+    assert not wide.sliding_window_in_use                  # as wide as the context window: binds nowhere
+    off = spec_from_config(_config(sliding_window=4096, use_sliding_window=False), "m", "m.json")
+    assert not off.sliding_window_in_use
+    with pytest.raises(SpecsightInputError, match="use_sliding_window"):
+        spec_from_config(_config(use_sliding_window="yes"), "m", "m.json")
+
+
+def test_sliding_window_fields_change_no_cost():
+    on = spec_from_config(_config(sliding_window=4096, use_sliding_window=True), "qwen2.5-7b", "m.json")
+    a, b = CostModel(Q7B, H100), CostModel(on, H100)
+    assert a.kv_bytes_per_token == b.kv_bytes_per_token
+    assert on.params_total == Q7B.params_total
+
+
+def test_sliding_window_in_use_warns_once_and_unused_does_not(tmp_path, capsys):
+    path = tmp_path / "windowed.json"
+    path.write_text(json.dumps(_config(sliding_window=4096, use_sliding_window=True)))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        load_model(str(path))
+        load_model(str(path))
+        load_model("qwen2.5-7b")                            # use_sliding_window: false
+    mine = [w for w in seen if issubclass(w.category, SpecsightWarning)]
+    assert len(mine) == 1 and "priced as full attention" in str(mine[0].message)
+    cli_path = tmp_path / "windowed-cli.json"
+    cli_path.write_text(path.read_text())
+    rc, out, err = _cli(["cost", "--model", str(cli_path), "--hardware", "h100-sxm", "--batch", "1",
+                         "--new-tokens", "1", "--context", "100"], capsys)
+    assert rc == 0 and err.count("specsight: warning: model windowed-cli: sliding_window=4096") == 1
+
+
+def test_simulate_warns_about_a_sliding_window(tmp_path):
+    from simulator.run import simulate
+    path = tmp_path / "windowed-sim.json"
+    cfg = _config(sliding_window=4096)
+    del cfg["use_sliding_window"]                                        # absent: the window is in use
+    path.write_text(json.dumps(cfg))
+    scenario = {"name": "w", "seed": 1, "hardware": {"gpu": "h100-sxm"}, "model": str(path),
+                "workload": {"arrival": {"process": "closed_loop", "concurrency": 2}, "num_requests": 4,
+                             "prompt_len": 64, "output_len": 8}}
+    with pytest.warns(SpecsightWarning, match="windowed-sim: sliding_window=4096 .* priced as full attention"):
+        simulate(scenario)
+
+
+# ---- 6. argparse errors in the one-line form -----------------------------------------------------
+@pytest.mark.parametrize("argv, line", [
+    (["breakeven", SCENARIO, "--axis", "bach"], "specsight: error: --axis='bach': did you mean batch"),
+    (["simulat"], "specsight: error: command='simulat': did you mean simulate"),
+    ([], "specsight: error: command=None: required; one of profiles"),
+    (["cost", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "x", "--new-tokens", "1",
+      "--context", "1"], "specsight: error: --batch='x': must be a number"),
+    (["simulate", SCENARIO, "--sett", "a=1"], "specsight: error: argument='--sett': unknown; did you mean --set"),
+    (["simulate"], "specsight: error: scenario=None: required; `specsight simulate -h` lists the arguments"),
+    (["breakeven", SCENARIO, "--axis"], "specsight: error: --axis=None: needs a value"),
+    (["groundtruth", "--batch", "1,x"], "specsight: error: --batch='1,x': expected comma-separated integers"),
+    (["profiles", "shw"], "specsight: error: action='shw': did you mean show?"),
+])
+def test_argparse_errors_are_one_line_exit_2(argv, line, capsys):
+    rc, _, err = _cli(argv, capsys)
+    assert rc == 2 and err.startswith(line) and err.count("\n") == 1 and "usage:" not in err
+
+
+# ---- 5. plots: labels that never overlap, ticks at the simulated values, the SLO drawn ---------------
+def _captured(monkeypatch):
+    """Keep each figure the plots save (they close it; its renderer still answers)."""
+    from specsight.studies import plots
+    figs = []
+    real = plots._save
+
+    def keep(fig, path):
+        figs.append(fig)
+        return real(fig, path)
+    monkeypatch.setattr(plots, "_save", keep)
+    return figs
+
+
+def _latency_frame():
+    """Saturated points: 12, 18 and 24 requests/s land on almost the same throughput and TPOT."""
+    import pandas as pd
+    rows = []
+    for q, tput, tpot in ((6, 900.0, 20.0), (12, 1720.0, 41.0), (18, 1724.0, 41.3), (24, 1725.0, 41.4)):
+        for k in (1, 3):
+            rows.append({"qps": q, "curve": f"K={k}", "base_output_tokens_per_s": tput, "base_tpot_ms_p50": tpot,
+                         "base_tpot_ms_p99": 1.5 * tpot, "spec_output_tokens_per_s": tput * 1.05,
+                         "spec_tpot_ms_p50": tpot * 0.8, "spec_tpot_ms_p99": tpot * 1.2, "speedup": 1.0 + k / 10})
+    return pd.DataFrame(rows)
+
+
+def _boxes(ax):
+    """The window boxes of the axes' texts, as saved (a closed figure gets a fresh Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = ax.figure.canvas
+    r = (canvas if isinstance(canvas, FigureCanvasAgg) else FigureCanvasAgg(ax.figure)).get_renderer()
+    return [t.get_window_extent(r) for t in ax.texts if t.get_visible() and t.get_text()]
+
+
+def test_latency_throughput_labels_never_overlap_and_the_slo_is_drawn(tmp_path, monkeypatch):
+    from specsight.studies.plots import plot_latency_throughput
+    figs = _captured(monkeypatch)
+    plot_latency_throughput(_latency_frame(), x_axis="qps", title="t", path=tmp_path / "lt.png",
+                            slo_tpot_ms_p99=50.0)
+    fig = figs[0]
+    for ax in fig.axes:
+        boxes = _boxes(ax)
+        assert 2 <= len(boxes) <= 4                    # some labels placed, the colliding ones left out
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    p99 = fig.axes[1]
+    assert any(list(line.get_ydata()) == [50.0, 50.0] and line.get_color() == "red" for line in p99.lines)
+    assert (tmp_path / "lt.png").stat().st_size > 0
+    figs.clear()
+    plot_latency_throughput(_latency_frame(), x_axis="qps", title="t", path=tmp_path / "none.png")
+    assert not any(line.get_color() == "red" for ax in figs[0].axes for line in ax.lines)
+
+
+def test_place_labels_skips_what_would_collide():
+    import matplotlib.pyplot as plt
+
+    from specsight.studies.plot_labels import place_labels
+    fig, ax = plt.subplots()
+    ax.plot([0, 10], [0, 10])
+    placed = place_labels(ax, [(5, 5)] * 20, [f"{i}" for i in range(20)])
+    boxes = _boxes(ax)
+    assert len(placed) == len(boxes) < 20
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("logx, values", [(False, [6.0, 12.0, 18.0, 24.0]), (True, [1.0, 3.0, 24.0, 96.0])])
+def test_breakeven_ticks_are_the_simulated_values(tmp_path, monkeypatch, logx, values):
+    import pandas as pd
+
+    from specsight.studies.plots import plot_breakeven
+    figs = _captured(monkeypatch)
+    df = pd.DataFrame([{"x": v, "curve": f"K={k}", "speedup": 1.3 - v / 100 - k / 50} for v in values for k in (1, 2)])
+    plot_breakeven(df, x="x", breakeven={"K=1": values[1], "K=2": values[1] * 1.01}, title="t", xlabel="x",
+                   ylabel="y", path=tmp_path / "b.png", logx=logx)
+    ax = figs[0].axes[0]
+    assert list(ax.get_xticks()) == values
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"{v:g}" for v in values]
+    boxes = _boxes(ax)                                 # the two close break-even labels and the note
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_drafter_mapping_misspelt_key_gets_did_you_mean():
+    with pytest.raises(SpecsightInputError, match="did you mean num_speculative_tokens"):
+        DrafterSpec.from_mapping({"method": "ngram", "num_speculative_token": 3})
