@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from calibrate.sampling import verify_chain
+from simulator.spec_math import expected_tokens_per_round
 
 # inverse temperature s; at s = 3, alpha(rho = 0) is about 0.08 at V = 64 and 0.035 at V = 32000
 # (Monte Carlo, 2000 draws), and alpha(rho = 1) = 1: most published alphas are reachable.
@@ -163,9 +164,10 @@ class KernelAcceptanceSource:
         return self._alpha_estimate[1]
 
     def expected_tokens_per_round(self, k: int) -> float:
-        """(1 - alpha^(k+1)) / (1 - alpha): accepted drafts + 1, in expectation."""
+        """Accepted drafts + 1, in expectation: spec_math.expected_tokens_per_round at
+        expected_alpha() (k + 1 at alpha = 1, where the closed form is 0 / 0)."""
         alpha = self.expected_alpha()
-        return float(k + 1) if alpha >= 1.0 else (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+        return float(k + 1) if alpha >= 1.0 else expected_tokens_per_round(alpha, k)
 
 
 def overlap_for_alpha(alpha: float, vocab_size: int, sharpness: float = DEFAULT_SHARPNESS,

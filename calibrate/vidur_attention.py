@@ -8,7 +8,7 @@ sequence over `kv_cache_size` cached tokens. The repository's reduced copy is
 data/vidur-profiling/compute/a100/attention-legacy/attention.csv (scripts/reduce_vidur_attention.py).
 
 Each row is priced with the cost model's attention op class on a one-layer `ModelSpec` of the
-row's shape (`simulator.cost_model.CostModel`, the `attention` entry of `breakdown`): B sequences
+row's shape (`simulator.pass_time.attention_time_s`, the `attention` entry of `CostModel.breakdown`): B sequences
 of n new tokens over c cached tokens,
 
     FLOPs = (4 h d_head / tp) B n (c + (n + 1) / 2)      KV bytes = kv_bytes_per_token B (c + 2 n)
@@ -37,6 +37,7 @@ from simulator.errors import SpecsightInputError
 from simulator.hardware import HardwareProfile, load_profile
 from simulator.model_spec import ModelSpec
 from simulator.pass_shape import causal_pairs
+from simulator.pass_time import attention_time_s
 from simulator.paths import REPO_ROOT
 
 from .least_squares import ATTN, ape, fit_log_time, params_of, with_params
@@ -96,8 +97,8 @@ def model_of(shape: Sequence[int]) -> ModelSpec:
 
 
 def price(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
-    """Seconds per layer for every row: the cost model's attention op (CostModel.breakdown's
-    'attention' entry) plus its one kernel's overheads.kernel_launch_us."""
+    """Seconds per layer for every row: the cost model's attention op (pass_time.attention_time_s,
+    CostModel.breakdown's 'attention' entry) plus its one kernel's overheads.kernel_launch_us."""
     out = np.empty(len(df))
     for shape, at in df.groupby(list(SHAPE), sort=False).indices.items():     # positions of each shape's rows
         g = df.iloc[at]
@@ -106,11 +107,9 @@ def price(df: pd.DataFrame, hw: HardwareProfile) -> np.ndarray:
         decode = (g["kind"] == "decode").to_numpy()
         # the num_seqs time_s is given: the decode sequences, or the prefill chunk's query tiles (attention_rows)
         rows = np.where(decode, B, -(-(B * n * cm.query_group) // PREFILL_QUERY_TILE))
-        T = B * n
-        pairs = causal_pairs(T, B * c, B)
-        t_c = cm.attn_flops_per_pair * pairs / cm.peak_flops_s
-        t_m = cm.kv_bytes_per_token * (B * c + 2 * T) / (cm.bw_kv_bytes_s / cm.kv_wave_factor(rows))
-        out[at] = soft_roofline(t_c, t_m, cm.p) + hw.overheads.kernel_launch_us * 1e-6
+        T, cached = B * n, B * c
+        out[at] = (attention_time_s(cm.pass_constants(rows), T, cached, causal_pairs(T, cached, B))
+                   + hw.overheads.kernel_launch_us * 1e-6)
     return out
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .acceptance import IIDAcceptance, PerPositionAcceptance
+from .drafters import LOOKUP_METHODS
 from .errors import SpecsightInputError, closest_names
 
 LEVIATHAN = "Leviathan et al. 2022, Fast Inference from Transformers via Speculative Decoding (arXiv 2211.17192)"
@@ -220,7 +221,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
 
 def _closeness(tree: Preset, chain: Preset) -> tuple[bool, bool, bool, bool]:
     return (chain.method == tree.method and chain.target == tree.target, chain.method == tree.method,
-            chain.target == tree.target, (chain.method == "ngram") == (tree.method == "ngram"))
+            chain.target == tree.target, (chain.method in LOOKUP_METHODS) == (tree.method in LOOKUP_METHODS))
 
 
 def nearest_chain_preset(name: str) -> Preset:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from .errors import SpecsightInputError, require_int
 from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
 from .model_spec import ModelSpec
 from .pass_shape import PassShape
-from .pass_time import PassConstants, constants_row, pass_time_s, steps_time_s
+from .pass_time import PassConstants, attention_time_s, constants_row, pass_time_s, steps_time_s
 
 __all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline"]
 
@@ -67,6 +68,22 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "overhead")
+
+
+class OpPieces(NamedTuple):
+    """The per-op pieces of a pass's terms that depend only on its tokens and logits
+    (CostModel._pass_terms(per_op=True)): FLOPs, bytes and roofline seconds of the weight-streaming
+    op classes, and the bytes of the memory-bound streams. Routed experts: None without MoE layers."""
+    linear_flops: float
+    linear_s: float
+    experts_flops: float | None
+    experts_bytes: float | None
+    experts_s: float | None
+    weights_bytes_s: float      # the rate the linear and expert weights stream at (matrix-vector at one token)
+    head_flops: float
+    head_s: float
+    sampling_bytes: float
+    elementwise_bytes: float
 
 
 @dataclass(frozen=True)
@@ -318,10 +335,11 @@ class CostModel:
         self._terms[(T, num_logits)] = terms
         return terms
 
-    def _pass_terms(self, T: float | np.ndarray, num_logits: float | np.ndarray) -> tuple:
+    def _pass_terms(self, T: float | np.ndarray, num_logits: float | np.ndarray, per_op: bool = False) -> tuple:
         """time_s's terms that depend only on (T, num_logits), in the order time_s adds them
         around attention: the weight-streaming ops before it (linear, then routed experts, summed),
-        then the LM head, sampling + elementwise, and the all-reduce's per-token part."""
+        then the LM head, sampling + elementwise, and the all-reduce's per-token part. per_op: the
+        per-op pieces they are made of instead (`OpPieces`, which `breakdown` reports)."""
         p, F, W = self.p, self.peak_flops_s, self.bw_bytes_s
         lin, head, Wx = self._lin_term, self._head_term, W
         if self._gemv:      # one token: matrix-vector kernels (see the module docstring)
@@ -334,22 +352,31 @@ class CostModel:
                 one = np.equal(T, 1)
                 lin, Wx = np.where(one, self._lin_term_gemv, lin), np.where(one, self.bw_gemv_bytes_s, W)
                 head = np.where(np.equal(num_logits, 1), self._head_term_gemv, head)
+        lin_flops, head_flops = self.linear_flops_per_token * T, self.lm_head_flops_per_logit * num_logits
+        moe_s = moe_flops = moe_bytes = None
+        if self.n_moe_layers:
+            moe_flops = self.moe_flops_per_token * T
+            moe_bytes = self._moe_bytes_per_expert * (self.num_experts * (1.0 - self.expert_keep ** T))
         if self._sharp:     # lin, head: weight memory times
             mx = np.maximum
-            t = mx(self.linear_flops_per_token * T / F, lin)
-            if self.n_moe_layers:
-                touched = self.num_experts * (1.0 - self.expert_keep ** T)
-                t = t + mx(self.moe_flops_per_token * T / F, self._moe_bytes_per_expert * touched / Wx)
-            h = mx(self.lm_head_flops_per_logit * num_logits / F, head)
+            t = mx(lin_flops / F, lin)
+            if moe_bytes is not None:
+                moe_s = mx(moe_flops / F, moe_bytes / Wx)
+            h = mx(head_flops / F, head)
         else:               # lin, head: weight memory times to the power p
             ip = self._inv_p
-            t = ((self.linear_flops_per_token * T / F) ** p + lin) ** ip
-            if self.n_moe_layers:
-                touched = self.num_experts * (1.0 - self.expert_keep ** T)
-                t = t + ((self.moe_flops_per_token * T / F) ** p
-                         + (self._moe_bytes_per_expert * touched / Wx) ** p) ** ip
-            h = ((self.lm_head_flops_per_logit * num_logits / F) ** p + head) ** ip
-        rest = (self.sampling_bytes_per_logit * num_logits + self.elementwise_bytes_per_token * T) / W
+            t = ((lin_flops / F) ** p + lin) ** ip
+            if moe_bytes is not None:
+                moe_s = ((moe_flops / F) ** p + (moe_bytes / Wx) ** p) ** ip
+            h = ((head_flops / F) ** p + head) ** ip
+        sampling_bytes = self.sampling_bytes_per_logit * num_logits
+        elementwise_bytes = self.elementwise_bytes_per_token * T
+        if per_op:
+            return OpPieces(lin_flops, t, moe_flops, moe_bytes, moe_s, Wx, head_flops, h, sampling_bytes,
+                            elementwise_bytes)
+        if moe_s is not None:
+            t = t + moe_s
+        rest = (sampling_bytes + elementwise_bytes) / W
         if self.sampling_host_s_per_logit:
             rest = rest + self.sampling_host_s_per_logit * num_logits
         return t, h, rest, self._ar_per_token_s * T
@@ -359,31 +386,29 @@ class CostModel:
 
     # ---- the explained path --------------------------------------------------------------
     def breakdown(self, shape: PassShape) -> PassCost:
-        """Per op class FLOPs, bytes, seconds and what bounds it (scalars only)."""
-        T, F, W, p = float(shape.num_tokens), self.peak_flops_s, self.bw_bytes_s, self.p
-        W_weights = self.bw_gemv_bytes_s if T == 1 else W                   # matrix-vector kernels at one token
-        W_head = self.bw_gemv_bytes_s if float(shape.num_logits) == 1 else W
+        """Per op class FLOPs, bytes, seconds and what bounds it (scalars only): the pieces of
+        time_s's terms (`_pass_terms`), the attention roof (pass_time.attention_time_s), the
+        all-reduce and the launches as time_s adds them."""
+        T, n_logits, F, W = float(shape.num_tokens), float(shape.num_logits), self.peak_flops_s, self.bw_bytes_s
+        o = self._pass_terms(T, n_logits, per_op=True)
+        c = self.pass_constants(float(shape.num_seqs))
 
-        def roof(flops: float, nbytes: float, bw_bytes_s: float = W) -> OpCost:
-            tc, tm = flops / F, nbytes / bw_bytes_s
-            return OpCost(flops, nbytes, float(soft_roofline(tc, tm, p)), "compute" if tc > tm else "memory")
+        def op(flops: float, nbytes: float, seconds: float, bw_bytes_s: float) -> OpCost:
+            return OpCost(flops, nbytes, float(seconds), "compute" if flops / F > nbytes / bw_bytes_s else "memory")
 
-        ops = {"linear": roof(self.linear_flops_per_token * T, self.linear_bytes, W_weights)}
-        if self.n_moe_layers:
-            touched = self.num_experts * (1.0 - self.expert_keep ** T)
-            ops["moe_experts"] = roof(self.moe_flops_per_token * T, self.n_moe_layers * touched * self.expert_bytes,
-                                      W_weights)
-        ops["attention"] = roof(self.attn_flops_per_pair * shape.sum_attn_pairs,
-                                self.kv_bytes_per_token * (shape.sum_context + 2 * T),
-                                self.bw_kv_bytes_s / self.kv_wave_factor(float(shape.num_seqs)))
-        ops["lm_head"] = roof(self.lm_head_flops_per_logit * shape.num_logits, self.lm_head_bytes, W_head)
-        sb = self.sampling_bytes_per_logit * shape.num_logits
-        ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * float(shape.num_logits), "memory")
-        eb = self.elementwise_bytes_per_token * T
+        ops = {"linear": op(o.linear_flops, self.linear_bytes, o.linear_s, o.weights_bytes_s)}
+        if o.experts_s is not None:
+            ops["moe_experts"] = op(o.experts_flops, o.experts_bytes, o.experts_s, o.weights_bytes_s)
+        ops["attention"] = op(self.attn_flops_per_pair * shape.sum_attn_pairs,
+                              self.kv_bytes_per_token * (shape.sum_context + 2 * T),
+                              attention_time_s(c, T, shape.sum_context, shape.sum_attn_pairs), c.kv_bytes_s)
+        ops["lm_head"] = op(o.head_flops, self.lm_head_bytes, o.head_s,
+                            self.bw_gemv_bytes_s if n_logits == 1 else W)     # matrix-vector kernel at one logit
+        sb, eb = o.sampling_bytes, o.elementwise_bytes
+        ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * n_logits, "memory")
         ops["elementwise"] = OpCost(0.0, eb, eb / W, "memory")
         if self.allreduce_count:
-            msg = self.allreduce_bytes_per_token * T
-            t_ar = self.allreduce_count * (self.ring_factor * msg / self.link_bytes_s + self.ring_latency_s)
-            ops["allreduce"] = OpCost(0.0, self.allreduce_count * msg, t_ar, "network")
+            ops["allreduce"] = OpCost(0.0, self.allreduce_count * (self.allreduce_bytes_per_token * T),
+                                      self._ar_per_token_s * T + self._ar_fixed_s, "network")
         ops["overhead"] = OpCost(0.0, 0.0, self.launch_overhead_s, "overhead")
         return PassCost(ops)

@@ -42,6 +42,9 @@ METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix",
 NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "parallel")
 HEAD_METHODS = HEAD_KINDS         # methods whose model is a head config (models/*{method}*.json)
 LOOKUP_METHODS = ("ngram", "suffix")
+EAGLE_METHODS = ("eagle", "eagle3")   # EAGLE heads: a chain, or a tree with tree: true
+# the method names, for code outside this file that names one (engines map methods to rounds)
+DRAFT_MODEL, EAGLE, EAGLE3, MTP, MEDUSA, NGRAM, SUFFIX, PARALLEL, SELF_SPEC = METHODS
 VOCAB_PAD_MULTIPLE = 256          # the widest padding of an embedding table (Megatron, vLLM pad to 64..256)
 
 

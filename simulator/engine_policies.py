@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .drafters import EAGLE_METHODS
 from .errors import SpecsightInputError
 from .policies import ENGINE_RULES, Policy, PolicyState
 
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 SGLANG_DEFAULT_CONFIG = ((1, (1, 3, 5, 7), 0.0, -0.25), (8, (0, 1, 3), 0.0, 0.0),
                          (32, (0, 1), 0.0, 0.0), (64, (0,), 0.0, 0.0))
 SGLANG_DOWN_HYSTERESIS = -0.25     # AdaptiveStepSlot's default where an entry gives none
-SGLANG_METHODS = ("eagle", "eagle3")   # adaptive_unsupported_reason: EAGLE/EAGLE3 only, topk = 1
 
 
 def sglang_spec_cuda_graph_bs(max_bs: int = 256) -> tuple[int, ...]:
@@ -328,7 +328,7 @@ def check_policy_engine(policy: Policy, engine_kind: str, drafter: Any) -> None:
         raise SpecsightInputError("policy.kind", policy.kind,
                                   f"runs under engine.kind {need} (this scenario: {engine_kind})")
     if policy.kind == "sglang_adaptive" and drafter is not None:
-        if drafter.method not in SGLANG_METHODS:
+        if drafter.method not in EAGLE_METHODS:     # adaptive_unsupported_reason: EAGLE/EAGLE3 only, topk = 1
             raise SpecsightInputError("drafter.method", drafter.method,
                                       "SGLang adaptive speculation (policy.kind sglang_adaptive) "
                                       "runs EAGLE/EAGLE3 only")

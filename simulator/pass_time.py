@@ -113,3 +113,18 @@ def steps_time_s(c: PassConstants, first_terms: tuple, later_terms: tuple, first
         x = ctx + B * j
         t = t + pass_time_s(c, later_terms, n, x, causal_pairs(n, x, B))
     return t
+
+
+ATTENTION_ONLY = PassTerms(0.0, 0.0, 0.0, 0.0)   # the terms of a pass that is attention alone (attention_time_s)
+
+
+def attention_time_s(c: PassConstants, tokens: float | np.ndarray, sum_context: float | np.ndarray,
+                     pairs: float | np.ndarray) -> float | np.ndarray:
+    """Seconds of a pass's attention alone, the roofline of its FLOPs (attn_flops_per_pair per
+    query-key pair) and its KV reads (kv_bytes_per_token per cached token, and the pass's own
+    tokens' keys and values written and read): pass_time_s of a pass with no other op (zero terms,
+    no launches, no all-reduce), whose additions of 0.0 leave the roof's bits as they are. One
+    writing of the attention roof, which CostModel.breakdown's 'attention' op and the Vidur
+    attention fit (calibrate/vidur_attention.py) read. c: a PassConstants (CostModel.pass_constants).
+    Floats or numpy arrays."""
+    return pass_time_s(c._replace(launch_s=0.0, allreduce_count=0.0), ATTENTION_ONLY, tokens, sum_context, pairs)

@@ -13,6 +13,7 @@ from simulator.errors import SpecsightInputError
 from simulator.hardware import Efficiency, load_profile
 from simulator.model_spec import load_model
 from simulator.pass_shape import causal_pairs
+from simulator.pass_time import attention_time_s
 
 H100 = load_profile("h100-sxm")
 L8B = load_model("llama-3.1-8b")
@@ -254,6 +255,23 @@ def test_breakdown_agrees_with_fast_path_with_and_without_memory_gemv(memory_gem
         arr = cm.time_s(*(np.array([getattr(s, f) for s in shapes], float)
                           for f in ("num_tokens", "sum_context", "sum_attn_pairs", "num_logits")))
         np.testing.assert_allclose(arr, scalar, rtol=1e-12)
+
+
+def test_breakdown_reports_the_fast_paths_own_terms():
+    """The explained path reads the pieces of time_s's terms: weights = linear (+ routed experts),
+    the LM head, the attention roof (pass_time.attention_time_s) and the all-reduce, bit for bit."""
+    for name, tp in [("llama-3.1-8b", 1), ("mixtral-8x7b", 2), ("deepseek-v3", 8)]:
+        cm = CostModel(load_model(name), H100, tp=tp)
+        for s in (PassShape.uniform(1, 1, 128), PassShape.uniform(7, 3, 333), PassShape.uniform(256, 5, 100)):
+            ops = cm.breakdown(s).ops
+            weights, head, _, allreduce = cm._pass_terms(float(s.num_tokens), float(s.num_logits))
+            moe = ops["moe_experts"].time_s if "moe_experts" in ops else None
+            assert (ops["linear"].time_s if moe is None else ops["linear"].time_s + moe) == weights
+            assert ops["lm_head"].time_s == head
+            c = cm.pass_constants(s.num_seqs)
+            assert ops["attention"].time_s == attention_time_s(c, s.num_tokens, s.sum_context, s.sum_attn_pairs)
+            if tp > 1:
+                assert ops["allreduce"].time_s == allreduce + c.allreduce_fixed_s
         s = PassShape.from_sequences([(1, 127)])       # integer sums, as from_sequences builds them
         assert cm.shape_time_s(s) == pytest.approx(cm.time_s(1.0, 127.0, 128.0, 1.0), rel=1e-12)
 

@@ -18,6 +18,7 @@ from simulator.acceptance_presets import (
     nearest_chain_preset,
     shape_mismatch,
 )
+from simulator.drafters import METHODS
 from simulator.errors import SpecsightWarning
 from simulator.run import simulate
 from specsight.cli import main
@@ -29,7 +30,7 @@ TREE = "eagle3-llama-3.1-8b-mtbench"
 
 def test_every_preset_states_its_shape_and_why():
     for p in PRESETS.values():
-        assert p.shape in SHAPES and p.shape_basis and p.method and p.target, p.name
+        assert p.shape in SHAPES and p.shape_basis and p.method in METHODS and p.target, p.name
         assert AcceptanceSpec.from_mapping(p.name).per_depth == (p.shape == "tree"), p.name
     shapes = {name: p.shape for name, p in PRESETS.items()}
     for name in ("eagle2-vicuna-13b", "eagle2-llama-3.1-8b-mtbench", "eagle3-vicuna-13b", "eagle3-vicuna-13b-t1",

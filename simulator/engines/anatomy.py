@@ -6,7 +6,7 @@ One row per pass of one round, for B sequences and K drafts (chain), vLLM's defa
 """
 from __future__ import annotations
 
-from ..drafters import DrafterSpec
+from ..drafters import LOOKUP_METHODS, DrafterSpec
 from . import ENGINES
 from .round import EngineDef, EngineLimits
 
@@ -30,7 +30,7 @@ def anatomy_rows(B: int = EXAMPLE_B, k: int = EXAMPLE_K) -> list[tuple]:
             lim = _limits(eng)
             for method in eng.supported_methods():
                 spec = DrafterSpec(method=method, num_speculative_tokens=k,
-                                   model=None if method in ("ngram", "suffix") else "x")
+                                   model=None if method in LOOKUP_METHODS else "x")
                 sync = eng.syncs(spec)
                 ov = ("on" if eng.overlap(spec) else "off") + " / " + ("on" if eng.overlap(None) else "off")
                 passes = tuple((p.name, p.model, p.seqs, p.tokens_per_seq, p.logits_per_seq, p.count, p.graph,

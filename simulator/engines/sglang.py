@@ -25,7 +25,7 @@ topk = speculative_eagle_topk (the drafter's tree_branches; 1 for a chain), N = 
 """
 from __future__ import annotations
 
-from ..drafters import DrafterSpec
+from ..drafters import DRAFT_MODEL, EAGLE, EAGLE3, MTP, NGRAM, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, sglang_max_bs, sglang_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed
@@ -37,7 +37,7 @@ class SGLang(EngineDef):
     name = "sglang"
     versions = ("v0.5", "v0.5-spec-v2")
     default_version = "v0.5"
-    methods = ("eagle", "eagle3", "mtp", "draft_model", "ngram")
+    methods = (EAGLE, EAGLE3, MTP, DRAFT_MODEL, NGRAM)
     release = {"v0.5": "SGLang v0.5.x, EAGLE v1 worker", "v0.5-spec-v2": "SGLang v0.5.x, spec-v2 overlap worker"}
 
     @property
@@ -60,7 +60,7 @@ class SGLang(EngineDef):
     def passes(self, spec: DrafterSpec, B: int, k: int, width: int, lim: EngineLimits) -> list[Pass]:
         pb = self._pad(B, lim)
         verify = graphed("verify", "target", B, width, width, "full", None if pb is None else pb * width)
-        if spec.method == "ngram":
+        if spec.is_lookup:
             return [verify]
         topk = spec.branches
         out = []
@@ -72,14 +72,14 @@ class SGLang(EngineDef):
         return out
 
     def syncs(self, spec: DrafterSpec) -> int:
-        if spec.method == "ngram":
+        if spec.is_lookup:
             return 1                      # the sampled tokens reach the CPU cache before drafting
         return 1 if self.v2 else 2
 
     def overlap(self, spec: DrafterSpec | None) -> bool:
         if spec is None:
             return True
-        return self.v2 and spec.method != "ngram"
+        return self.v2 and not spec.is_lookup
 
     def host(self, spec: DrafterSpec | None) -> H.HostModel:
         return H.SGLANG_HOST

@@ -23,20 +23,20 @@ drafting_loops.py@03dd9bb8, llm_args.py, interface.py; blog2, blog7, features do
 """
 from __future__ import annotations
 
-from ..drafters import DrafterSpec
+from ..drafters import DRAFT_MODEL, EAGLE3, MTP, NGRAM, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, trtllm_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed
 
 MAX_BATCH_SIZE = 128
-ONE_MODEL = ("mtp", "eagle3")
+ONE_MODEL = (MTP, EAGLE3)
 
 
 class TRTLLM(EngineDef):
     name = "trtllm"
     versions = ("1.1",)
     default_version = "1.1"
-    methods = ("mtp", "eagle3", "draft_model", "ngram")
+    methods = (MTP, EAGLE3, DRAFT_MODEL, NGRAM)
     trees = False
     release = {"1.1": "TensorRT-LLM 1.1 PyTorch backend"}
 
@@ -54,7 +54,7 @@ class TRTLLM(EngineDef):
         one = spec.method in ONE_MODEL
         mode = "round" if one else "full"
         verify = graphed("verify", "target", B, width, width, mode, None if pb is None else pb * width)
-        if spec.method == "ngram":
+        if spec.is_lookup:
             return [verify]
         out = [verify, graphed("draft_1", "draft", B, width, 1, mode, None if pb is None else pb * width)]
         if k > 1:

@@ -26,13 +26,13 @@ V0 (docs v0.9.2; issues #4630, #10387): a SpecDecodeWorker proposes K one-token 
 """
 from __future__ import annotations
 
-from ..drafters import DrafterSpec
+from ..drafters import DRAFT_MODEL, EAGLE, EAGLE3, MEDUSA, MTP, NGRAM, SUFFIX, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, vllm_v0_sizes, vllm_v1_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed
 
-V1_METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram", "suffix")
-V0_METHODS = ("draft_model", "eagle", "mtp", "medusa", "ngram")
+V1_METHODS = (EAGLE, EAGLE3, MTP, DRAFT_MODEL, NGRAM, SUFFIX)
+V0_METHODS = (DRAFT_MODEL, EAGLE, MTP, MEDUSA, NGRAM)
 # V0 plain decoding: async output processing hides process_model_outputs; schedule + prepare show
 V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
 
@@ -67,17 +67,17 @@ class VLLM(EngineDef):
         m = spec.method
         if self.version == "v0":
             v0 = [Pass("verify", "target", B, width, width, "eager")]
-            if m in ("ngram",):
+            if spec.is_lookup:
                 return v0
-            if m == "medusa":
+            if m == MEDUSA:
                 return [Pass("draft", "draft", B, 1, 1, "eager")] + v0
             sizes0 = vllm_v0_sizes(lim.max_num_seqs)
             return [graphed("draft", "draft", B, 1, 1, "full", padded_size(B, sizes0), count=k)] + v0
         sizes = self._sizes(width - 1, lim)      # 1 + num_speculative_tokens: a tree's nodes + 1
         verify = graphed("verify", "target", B, width, width, "full", padded_size(B * width, sizes))
-        if m in ("ngram", "suffix"):
+        if spec.is_lookup:
             return [verify]
-        first = width + 1 if m == "draft_model" else width
+        first = width + 1 if m == DRAFT_MODEL else width
         # pad_for_cudagraph: the draft's piecewise graphs use the same token-count sizes (the
         # draft_model's B (2 + K) tokens pad to the next one too)
         out = [verify, graphed("draft_1", "draft", B, first, 1, "piecewise", padded_size(B * first, sizes))]

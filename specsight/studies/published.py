@@ -27,6 +27,7 @@ import yaml
 from simulator.acceptance_presets import alpha_for_tau
 from simulator.errors import SpecsightInputError
 from simulator.paths import DATA_DIR
+from simulator.spec_math import candidate_alpha
 
 RESULTS_FILE = DATA_DIR / "published" / "engine_results.yaml"
 NOT_MODELLED = "ideal (engine not modelled)"
@@ -116,8 +117,7 @@ def stated_alpha(accept_length: float, depth: int, branches: int = 1) -> float:
     """The per-token alpha that reproduces a stated accept length at this depth (K): the per-depth
     alpha of the tau rule (1 + a + ... + a^depth = accept length), and for a tree of `branches`
     candidates per depth the per-token alpha whose tree rule 1 - (1 - alpha)^branches gives it."""
-    per_depth = alpha_for_tau(accept_length, depth)
-    return float(1.0 - (1.0 - per_depth) ** (1.0 / branches))
+    return candidate_alpha(alpha_for_tau(accept_length, depth), branches)
 
 
 def _acceptance(row: PublishedRow) -> Any:
