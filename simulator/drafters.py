@@ -138,7 +138,7 @@ class DrafterSpec:
 
     @property
     def is_tree(self) -> bool:
-        return self.method == "medusa" or (self.method in ("eagle", "eagle3") and self.tree)
+        return self.method == MEDUSA or (self.method in EAGLE_METHODS and self.tree)
 
     @property
     def branches(self) -> int:
