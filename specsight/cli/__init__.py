@@ -20,9 +20,9 @@ from typing import TextIO
 
 from simulator.errors import SpecsightInputError, SpecsightWarning
 
-from . import analytic, breakeven, calibrate, cost, models, plan, profiles, simulate, sweep
+from . import analytic, breakeven, calibrate, cost, groundtruth, models, plan, profiles, simulate, sweep, validate
 
-COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, plan, sweep)
+COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, groundtruth, validate, plan, sweep)
 
 
 def build_parser() -> argparse.ArgumentParser:
