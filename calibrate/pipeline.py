@@ -327,15 +327,20 @@ def validate_run(run: str | Path | Mapping[str, Any], hardware: str | None = Non
     or YAML; default: the datasheet profile of the run's GPU) and compare (calibrate.validate)."""
     from .groundtruth import load_run
     from .validate import report_markdown, validate
+    where = run if not isinstance(run, Mapping) else "the run record"
     if not isinstance(run, Mapping):
         try:
             run = load_run(run)
-        except (OSError, ValueError) as e:      # (json.JSONDecodeError is a ValueError)
-            raise SpecsightInputError("run", run, f"a groundtruth RUN.json or folder ({e})") from None
-    if hardware is None:
-        if run["provenance"].get("device") != "cuda":
-            raise SpecsightInputError("--hardware", None,
-                                      "a CPU run needs its calibrated profile: --hardware PATH.yaml (alias --profile)")
-        hardware = guess_gpu_profile(run["provenance"]["device_name"])
-    table, summary = validate(run, hardware, dtype=dtype)
+        except (OSError, ValueError, AttributeError) as e:      # (json.JSONDecodeError is a ValueError)
+            raise SpecsightInputError("run", where, f"a groundtruth RUN.json or folder ({e})") from None
+    try:
+        if hardware is None:
+            if run["provenance"].get("device") != "cuda":
+                raise SpecsightInputError("--hardware", None, "a CPU run needs its calibrated profile: "
+                                          "--hardware PATH.yaml (alias --profile)")
+            hardware = guess_gpu_profile(run["provenance"]["device_name"])
+        table, summary = validate(run, hardware, dtype=dtype)
+    except (KeyError, TypeError, AttributeError, IndexError) as e:     # a record missing what groundtruth writes
+        raise SpecsightInputError("run", where, f"a run record as `specsight groundtruth` writes it "
+                                  f"({type(e).__name__}: {e})") from None
     return Validation(table=table, summary=summary, markdown=report_markdown(table, summary))

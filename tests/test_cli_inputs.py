@@ -1,23 +1,18 @@
 """Command-line flags and output paths: a bad --out (a path through a file, a folder where a file
 belongs) and a number beyond its bound are each one `specsight: error:` line naming the flag, exit
-code 2, before any work; never a traceback (issue: robust to any input)."""
+code 2, before any work; never a traceback (robust to any input)."""
 from __future__ import annotations
 
 import pytest
 from scenario_files import write_scenario
+from test_cli_flags import FIXED as FLAGS_SCENARIO
 
+from simulator.errors import SpecsightInputError
 from specsight.cli import main
 from specsight.cli.args import check_out_dir, check_out_file
-from simulator.errors import SpecsightInputError
 
-FIXED = {
-    "name": "fixed-inputs", "seed": 3,
-    "hardware": {"kind": "fixed", "target_step_s": 0.02, "draft_step_s": 0.004},
-    "drafter": {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 2},
-    "acceptance": {"model": "iid", "alpha": 0.6},
-    "workload": {"arrival": {"process": "poisson", "qps": 4}, "num_requests": 4, "prompt_len": 16, "output_len": 8},
-    "slo": {"tpot_ms_p99": 30, "ttft_ms_p99": 400},
-}
+FIXED = {**FLAGS_SCENARIO, "name": "fixed-inputs",
+         "workload": {**FLAGS_SCENARIO["workload"], "num_requests": 4, "output_len": 8}}
 HUGE = "99999999999999999999"
 ANALYTIC = ["breakeven", "--analytic", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle3",
             "--alpha", "0.7", "--no-plot"]
@@ -117,3 +112,12 @@ def test_numbers_beyond_their_bound_are_one_line(argv, flag, files, tmp_path, ca
     line = _one_error(capsys, argv, f"{flag}=")
     assert "in [" in line or "lie in" in line, line
     assert "1000000000000000000" not in line.replace(HUGE, ""), line      # the value as given, not rounded
+
+
+@pytest.mark.parametrize("text", ['{"kind": "specsight-groundtruth", "runs": 3}', '[1, 2]',
+                                  '{"kind": "specsight-groundtruth", "provenance": {"device": "cuda"}}'])
+def test_validate_a_malformed_run_record_is_one_line(text, tmp_path, capsys):
+    """A RUN.json with the right kind but not what groundtruth writes: one line naming the run."""
+    (tmp_path / "run.json").write_text(text)
+    _one_error(capsys, ["validate", str(tmp_path / "run.json"), "--hardware", "h100-sxm"], "run=")
+    _one_error(capsys, ["validate", str(tmp_path / "run.json")])
