@@ -7,8 +7,9 @@ classifies it as fuzz_mutate.run_cli does: "ok", "input_error" (one `specsight: 
 argparse's one `error:` line, exit code 2), or "traceback". calibrate and groundtruth never time
 anything here: their flags are checked, then the step that would set up torch raises DryRun,
 counted "ok"; `validate --published` always carries a flag it refuses (its table takes ~30 s).
-A sweep that exits 1 because points failed counts as input_error when every failed point says
-SpecsightInputError. Used by tests/test_fuzz.py (seeded, small) and benchmarks/fuzz_campaign.py.
+A sweep that exits 1 because points failed counts as input_error when every failed point (in its
+sweep.csv) says SpecsightInputError. Used by tests/test_fuzz.py (seeded, small) and
+benchmarks/fuzz_campaign.py.
 """
 from __future__ import annotations
 
@@ -172,7 +173,20 @@ def run(argv: list[str]) -> tuple[str, str]:
     if outcome == "traceback" and "DryRun" in detail:
         return "ok", "dry run"
     if outcome == "traceback" and argv[0] == "sweep" and detail.startswith("rc=1"):
-        failed = [ln for ln in detail.splitlines() if " failed: " in ln]
-        if failed and all("SpecsightInputError" in ln for ln in failed):
-            return "input_error", failed[0]
+        errors = _sweep_errors(detail)
+        if errors and all(e.startswith("SpecsightInputError") for e in errors):
+            return "input_error", errors[0]
     return outcome, detail
+
+
+def _sweep_errors(stderr: str) -> list[str]:
+    """The failed points' errors of a sweep: its `failed:` lines, and the sweep.csv its last line
+    names (a point read back from the store prints no `failed:` line; --json prints no csv line)."""
+    import csv
+    import re
+    errors = [ln.split(" failed: ", 1)[1] for ln in stderr.splitlines() if " failed: " in ln]
+    m = re.search(r"wrote (.+\.csv) \(store:", stderr)
+    if m:
+        with open(m.group(1), newline="") as f:
+            errors += [r["error"] for r in csv.DictReader(f) if r.get("error")]
+    return errors
