@@ -11,8 +11,12 @@ run with NaN, infinite, negative or out-of-order times). Case i is drawn from ra
 a run is reproducible; --state keeps the counts and the next case, so an interrupted campaign
 resumes where it stopped. Progress and counts print every --every cases; at the end, up to
 --examples examples of each failure kind.
-  --cli         CLI runs in this process (specsight.cli.main on a mutated file and odd --set values)
+  --cli         CLI runs in this process: half `specsight simulate` on a mutated file with odd --set
+                values, half every other command and mode with odd flag values (tests/fuzz_flags.py;
+                calibrate and groundtruth stop where timing would start)
   --subprocess  of those, how many run the installed `specsight` executable in a child process
+                (never calibrate, groundtruth or validate --published: a child cannot stop before timing)
+Counts are kept per command (`per_command` in the state file and the final print).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+import fuzz_flags as ff  # noqa: E402
 import fuzz_mutate as fm  # noqa: E402
 
 KINDS = ("ok", "input_error", "traceback", "hang", "nonsense")
@@ -50,8 +55,19 @@ def _alarm(signum, frame):
     raise Hang()
 
 
-def cli_argv(rng: random.Random, raw, tmp: Path) -> list[str]:
-    """A `specsight simulate` command line on a mutated file (or an odd path) with odd --set values."""
+NO_CHILD = ("calibrate", "groundtruth", "validate-published")     # in-process only (a dry run needs a patch)
+
+
+def cli_argv(rng: random.Random, raw, tmp: Path, scenario: Path, child: bool) -> tuple[str, list[str]]:
+    """(command, argv): half the time any command with odd flags (fuzz_flags), else `simulate` on
+    a mutated file (or an odd path) with odd --set values."""
+    if rng.random() < 0.5:
+        commands = [c for c in ff.COMMANDS if not (child and c in NO_CHILD)]
+        return ff.command_line(rng, tmp, scenario, rng.choice(commands))
+    return "simulate-mutated", _simulate_argv(rng, raw, tmp)
+
+
+def _simulate_argv(rng: random.Random, raw, tmp: Path) -> list[str]:
     r = rng.random()
     if r < 0.85:
         path = tmp / "scenario.yaml"
@@ -107,8 +123,10 @@ def main() -> int:
     sub_every = max(1, a.cli // max(1, a.subprocess)) if a.subprocess else 0
     signal.signal(signal.SIGPROF, _alarm)
     t0 = time.time() - state["seconds"]
+    state.setdefault("per_command", {})
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
+        scenario = ff.prepare(tmp)
         for i in range(state["next"], total):
             rng = random.Random(a.seed * 10 ** 9 + i)
             raw, what = fm.mutate(rng, pool)
@@ -116,9 +134,10 @@ def main() -> int:
                 v for k, v in state["counts"]["cli"].items() if k != "ok") < a.cli
             where = "cli" if is_cli else "scenario"
             if is_cli:
-                argv = cli_argv(rng, raw, tmp)
                 n_cli = sum(state["counts"]["cli"].values())
-                if sub_every and n_cli % sub_every == 0:
+                child = bool(sub_every and n_cli % sub_every == 0)
+                command, argv = cli_argv(rng, raw, tmp, scenario, child)
+                if child:
                     outcome, detail = run_subprocess(argv, a.timeout)
                     what = "subprocess: " + " ".join(argv)[:300]
                 else:
@@ -128,12 +147,14 @@ def main() -> int:
                 if not is_cli:
                     outcome, detail = fm.run_in_process(raw)
                 elif not what.startswith("subprocess"):
-                    outcome, detail = fm.run_cli(argv)
+                    outcome, detail = ff.run(argv)
             except Hang:
                 outcome, detail = "hang", f"over {a.timeout} CPU s"
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
             state["counts"][where][outcome] += 1
+            if is_cli:
+                state["per_command"].setdefault(command, dict.fromkeys(KINDS, 0))[outcome] += 1
             if outcome not in ("ok", "input_error"):
                 ex = state["examples"].setdefault(f"{where}/{outcome}", [])
                 if len(ex) < a.examples:
@@ -147,6 +168,7 @@ def main() -> int:
                 print(f"[{state['seconds']:7.0f} s] {i + 1:>7}/{total}  scenarios {state['counts']['scenario']}  "
                       f"cli {state['counts']['cli']}", flush=True)
     print("\nfinal counts:", json.dumps(state["counts"], indent=1))
+    print("CLI runs per command:", json.dumps(state["per_command"], indent=1))
     for key, exs in state["examples"].items():
         print(f"\n== {key}: {len(exs)} example(s)")
         for ex in exs:

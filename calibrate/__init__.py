@@ -4,7 +4,8 @@ Submodules are imported explicitly (``from calibrate.pipeline import calibrate_p
 package imports nothing eagerly, so ``import calibrate`` stays cheap and torch-free.
 
     pipeline          the jobs as one call each: calibrate_profile, calibrate_from_vidur,
-                      record_groundtruth, validate_run (specsight/cli/calibrate.py prints them)
+                      record_groundtruth, validate_run (specsight/cli/calibrate.py,
+                      groundtruth.py and validate.py print them)
     machine           device defaults and setup (MachineConfig), environment record
     layers            the timed decoder (real dims, random weights), KV cache, PassRunner
     grids             the pass grids a calibration times (--passes NAME)

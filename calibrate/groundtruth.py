@@ -255,13 +255,11 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
 
 
 def write_run(run: dict, out: str | Path) -> Path:
-    """RUN.json, or DIR/groundtruth.json when `out` is not a .json path."""
-    p = Path(out)
-    if p.suffix != ".json":
-        p = p / "groundtruth.json"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(run, indent=1))
-    return p
+    """Write the run to run_path(out), whole or not at all."""
+    from specsight.studies.atomic_files import out_file, write_text
+
+    from .inputs import run_path
+    return write_text(out_file(run_path(out)), json.dumps(run, indent=1))
 
 
 def load_run(path: str | Path) -> dict:

@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from simulator.errors import SpecsightInputError, require_int, require_range
+from simulator.errors import SpecsightInputError
 from simulator.hardware import HardwareProfile, load_profile
 
 from .grids import GRIDS
+from .inputs import check_calibration, check_groundtruth
 from .machine import MachineConfig, depths, guess_gpu_profile, model_specs, prepare_machine
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
     """Time, fit and write a calibrated profile (module docstring); every input is checked
     before the first pass is timed."""
     t0 = time.perf_counter()
+    check_calibration(cfg)
     m = prepare_machine(cfg.machine)
     device, dtype, scale = m.device, m.dtype, m.scale
     from . import microbench as mb
@@ -92,9 +94,6 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
     from .timing import last_level_cache_bytes
 
     n_layers, draft_layers = depths(cfg.layers, cfg.draft_layers, device)
-    require_int("--repeats", cfg.repeats, lo=1)
-    require_int("--warmup", cfg.warmup, lo=0)
-    require_range("--holdout", cfg.holdout, 0.0, 1.0, lo_open=True, hi_open=True)    # a fraction of the grid's cells
     if cfg.stat is not None and cfg.stat not in STATS:
         raise SpecsightInputError("--stat", cfg.stat, f"one of {', '.join(STATS)}")
     evict = device == "cpu" if cfg.evict is None else bool(cfg.evict)
@@ -280,18 +279,9 @@ class GroundTruthResult:
 def record_groundtruth(cfg: GroundTruthConfig, progress: bool = False) -> GroundTruthResult:
     """Run every (batch, K) of `cfg` and record each round (calibrate.groundtruth); every input is
     checked before the models are built."""
+    check_groundtruth(cfg)
     m = prepare_machine(cfg.machine)
     from .groundtruth import GTConfig, run_groundtruth, write_run
-    if any(b < 1 for b in cfg.batches) or any(k < 0 for k in cfg.ks) or not cfg.batches or not cfg.ks:
-        raise SpecsightInputError("--batch/--k", f"{cfg.batches}/{cfg.ks}", "batches >= 1, K >= 0")
-    if any(k > 0 for k in cfg.ks) and not cfg.draft:
-        raise SpecsightInputError("--draft", cfg.draft, "K > 0 needs a draft model")
-    if cfg.prompt_len < 3:
-        raise SpecsightInputError("--prompt-len", cfg.prompt_len, "must be >= 3")
-    if cfg.steps is not None:
-        require_int("--steps", cfg.steps, lo=1)
-    require_int("--warmup", cfg.warmup, lo=0)
-    require_range("--temperature", cfg.temperature, 0.0, lo_open=True)   # sampling from softmax(logits / T)
     target, draft = model_specs(cfg.model, cfg.draft if any(k > 0 for k in cfg.ks) else None, m.scale)
     gt = GTConfig(batches=tuple(cfg.batches), ks=tuple(cfg.ks), steps=cfg.steps, warmup=cfg.warmup,
                   prompt_len=cfg.prompt_len, temperature=cfg.temperature, seed=cfg.machine.seed,
@@ -337,15 +327,20 @@ def validate_run(run: str | Path | Mapping[str, Any], hardware: str | None = Non
     or YAML; default: the datasheet profile of the run's GPU) and compare (calibrate.validate)."""
     from .groundtruth import load_run
     from .validate import report_markdown, validate
+    where = run if not isinstance(run, Mapping) else "the run record"
     if not isinstance(run, Mapping):
         try:
             run = load_run(run)
-        except (OSError, ValueError) as e:      # (json.JSONDecodeError is a ValueError)
-            raise SpecsightInputError("run", run, f"a groundtruth RUN.json or folder ({e})") from None
-    if hardware is None:
-        if run["provenance"].get("device") != "cuda":
-            raise SpecsightInputError("--hardware", None,
-                                      "a CPU run needs its calibrated profile: --hardware PATH.yaml (alias --profile)")
-        hardware = guess_gpu_profile(run["provenance"]["device_name"])
-    table, summary = validate(run, hardware, dtype=dtype)
+        except (OSError, ValueError, AttributeError) as e:      # (json.JSONDecodeError is a ValueError)
+            raise SpecsightInputError("run", where, f"a groundtruth RUN.json or folder ({e})") from None
+    try:
+        if hardware is None:
+            if run["provenance"].get("device") != "cuda":
+                raise SpecsightInputError("--hardware", None, "a CPU run needs its calibrated profile: "
+                                          "--hardware PATH.yaml (alias --profile)")
+            hardware = guess_gpu_profile(run["provenance"]["device_name"])
+        table, summary = validate(run, hardware, dtype=dtype)
+    except (KeyError, TypeError, AttributeError, IndexError) as e:     # a record missing what groundtruth writes
+        raise SpecsightInputError("run", where, f"a run record as `specsight groundtruth` writes it "
+                                  f"({type(e).__name__}: {e})") from None
     return Validation(table=table, summary=summary, markdown=report_markdown(table, summary))

@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 from simulator.hardware import HardwareProfile, load_profile
+from specsight.studies.atomic_files import out_file, write_text
 
 from .least_squares import PARAM_NAMES, RATES, with_params
 
@@ -92,9 +93,9 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
     cal["base_profile"] = cal.get("base_profile", base.name)
     d["calibration"] = cal
     d = _round(d)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(d, sort_keys=False, width=120, allow_unicode=True)
-    path.write_text((header.rstrip() + "\n" if header else "") + text)
+    out_file(path)                          # its folder made; a path in the way is one line naming --out
+    write_text(path, (header.rstrip() + "\n" if header else "") + text)
     return load_profile(str(path))
 
 

@@ -110,7 +110,7 @@ step() {  # step NAME LIMIT_S CMD...: run under timeout (capped by the time left
   "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 } 2>&1 | tee -a "$LOG"
 
-CLI=("$PY" -m specsight.cli.calibrate)
+CLI=("$PY" -m specsight.cli)
 PROFILE="$OUT/hardware_profiles/h200-sxm.calibrated.yaml"
 
 # 1. calibration: forward passes over the grid -> fitted profile, measured points, summary JSON.

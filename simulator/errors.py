@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 from collections.abc import Iterable
 
 MAX_SHOWN_CHARS = 120     # an error line shows at most this much of a value (a 10**400, a 300-character name)
@@ -78,14 +79,18 @@ def require_int(field: str, value: object, lo: int | None = None, hi: int | None
     """An integer (bools and non-integral floats rejected) within [lo, hi]."""
     if isinstance(value, bool):
         raise SpecsightInputError(field, value, "must be an integer")
-    try:
-        f = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise SpecsightInputError(field, value, "must be an integer") from None
-    if not math.isfinite(f) or f != int(f):
-        raise SpecsightInputError(field, value, "must be an integer")
-    i = int(f)
+    if isinstance(value, numbers.Integral):
+        i = int(value)                      # exactly (a float would round 99999999999999999999)
+    else:
+        try:
+            f = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise SpecsightInputError(field, value, "must be an integer") from None
+        if not math.isfinite(f) or f != int(f):
+            raise SpecsightInputError(field, value, "must be an integer")
+        i = int(f)
     if (lo is not None and i < lo) or (hi is not None and i > hi):
         rng = f">= {lo}" if hi is None else (f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
-        raise SpecsightInputError(field, i, f"must be an integer {rng}")       # (i: 0, not the 0.0 a float flag parsed)
+        # i: 0, not the 0.0 a float flag parsed; a huge float as given (1e+30, not its 31 digits)
+        raise SpecsightInputError(field, i if abs(i) < 10 ** 15 else value, f"must be an integer {rng}")
     return i

@@ -45,7 +45,7 @@ def _is_real(v: Any) -> bool:
 def _kind_of(v: Any) -> str:
     """What a wrong value is, for the error line."""
     if isinstance(v, str):
-        return "a string"
+        return "a string" + _number_hint(v)
     if type(v).__name__ in ("bool", "bool_"):
         return "a boolean (YAML reads yes/no/on/off/true/false as booleans)"
     if v is None:
@@ -57,6 +57,29 @@ def _kind_of(v: Any) -> str:
     if _is_real(v):
         return "a number"
     return f"a {type(v).__name__}"
+
+
+def _number_hint(text: str) -> str:
+    """For a string that reads as a number: how to write it so YAML reads a number."""
+    try:
+        x = float(text)
+    except ValueError:
+        return ""
+    if not math.isfinite(x):
+        return ""
+    t = text.strip()
+    if "e" in t.lower() and "." not in t:        # YAML 1.1 wants a dot in a float with an exponent
+        return f" (YAML reads {t} as text: write {x:.1e})"
+    return f" (quoted: write {t} without quotes)"
+
+
+def _written(key: Any) -> str:
+    """A non-string mapping key as the YAML text that gives it."""
+    if key is None:
+        return "~"
+    if type(key).__name__ in ("bool", "bool_"):
+        return "true" if key else "false"
+    return str(key)
 
 
 def _num(x: float) -> str:
@@ -207,8 +230,10 @@ def check_keys(value: Mapping, where: str) -> None:
     """Mapping keys must be strings (YAML reads `~` as null, `1` as a number, `on` as a boolean)."""
     for k in value:
         if not isinstance(k, str):
-            raise SpecsightInputError(f"{where}.{k!r}" if where else repr(k), k,
-                                      f"keys must be strings, not {_kind_of(k)}: quote the key")
+            text = _written(k)
+            raise SpecsightInputError(f"{where} key" if where else "key", text,
+                                      f"keys must be strings; YAML reads {text} as {_kind_of(k).split(' (')[0]}: "
+                                      f"quote it (\"{text}\")")
 
 
 @dataclass(frozen=True)

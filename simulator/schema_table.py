@@ -34,6 +34,7 @@ MAX_BATCHED_TOKENS = 10 ** 8      # tokens per iteration
 MAX_BLOCK_SIZE = 65_536           # tokens per KV block
 MAX_BLOCKS = 10 ** 10             # KV blocks per replica
 MAX_TP = 1024                     # GPUs per replica
+MAX_LAYERS = 1024                 # layers of a model (the deepest real ones have about 130)
 MAX_REPLICAS = 100_000           # replicas behind one router
 MAX_QPS = 10 ** 9                 # requests per second
 MIN_QPS = 1e-6                    # one request in 11.6 days: arrival times stay far from float64's limits
@@ -284,7 +285,7 @@ MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc
     ("num_attention_heads", 1, 2 ** 16, "query heads"),
     ("num_key_value_heads", 1, 2 ** 16, "KV heads"),
     ("head_dim", 1, 2 ** 16, "per-head width"),
-    ("num_hidden_layers", 0, 2 ** 16, "layers"),
+    ("num_hidden_layers", 0, MAX_LAYERS, "layers"),
     ("num_local_experts", 0, 2 ** 16, "routed experts (0: dense)"),
     ("moe_intermediate_size", 0, 2 ** 24, "expert MLP width"),
     ("intermediate_size", 0, 2 ** 24, "MLP width"),

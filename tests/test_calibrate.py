@@ -392,7 +392,7 @@ def test_sweeps_spread_the_repeats_and_resume_within_a_sweep(tmp_path):
 @pytest.fixture(scope="module")
 def cpu_calibration(tmp_path_factory):
     """A real, very quick calibration of this CPU through the CLI (tiny grid, dims / 32)."""
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     d = tmp_path_factory.mktemp("cal")
     out = d / "cpu-test.yaml"
     args = ["calibrate", "--device", "cpu", "--model", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--scale", "32",

@@ -46,7 +46,7 @@ def test_calibrate_profile_returns_the_profile_the_fit_and_prints_nothing(calibr
 def test_the_cli_prints_what_the_library_returns(calibration, monkeypatch):
     """On the same points (resumed, nothing re-timed) and the same measured ceilings, `specsight
     calibrate --json` prints the summary calibrate_profile returns, and writes the same profile."""
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     from specsight.cli.emit import dumps
     d, _, _ = calibration
     monkeypatch.setattr(calibrate.ceilings, "measure_peaks", lambda *a, **k: PEAKS)
@@ -72,11 +72,43 @@ def test_bad_inputs_are_refused_before_any_work(tmp_path):
         with pytest.raises(SpecsightInputError) as e:
             calibrate_profile(CalibrationConfig(out=tmp_path / "x.yaml", machine=CPU, **cfg))
         assert e.value.field == field
-    with pytest.raises(SpecsightInputError, match="--batch/--k"):
+    with pytest.raises(SpecsightInputError, match="--batch"):
         record_groundtruth(GroundTruthConfig(batches=(), machine=CPU))
     with pytest.raises(SpecsightInputError, match="--draft"):
         record_groundtruth(GroundTruthConfig(draft=None, ks=(0, 2), machine=CPU))
     assert not list(tmp_path.iterdir())
+
+
+HUGE = 99999999999999999999
+
+
+@pytest.mark.parametrize("cfg, field", [
+    (dict(layers=HUGE), "--layers"), (dict(draft_layers=0), "--draft-layers"), (dict(repeats=HUGE), "--repeats"),
+    (dict(warmup=-1), "--warmup"), (dict(sweeps=HUGE), "--sweeps"), (dict(holdout=1e30), "--holdout"),
+    (dict(machine=MachineConfig(device="cpu", scale=HUGE)), "--scale"),
+    (dict(machine=MachineConfig(device="cpu", threads=HUGE)), "--threads"),
+    (dict(machine=MachineConfig(device="cpu", seed=-1)), "--seed"),
+])
+def test_calibration_numbers_are_bounded_before_torch(cfg, field, tmp_path, monkeypatch):
+    """Every number of a calibration has an upper bound, checked before the machine is set up."""
+    import calibrate.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "prepare_machine", lambda m: pytest.fail("the machine was set up"))
+    with pytest.raises(SpecsightInputError) as e:
+        calibrate_profile(CalibrationConfig(out=tmp_path / "x.yaml", **{"machine": CPU, **cfg}))
+    assert e.value.field == field and ("in [" in e.value.allowed or "lie in" in e.value.allowed), str(e.value)
+
+
+@pytest.mark.parametrize("cfg, field", [
+    (dict(batches=(1, HUGE)), "--batch"), (dict(ks=(0, 65)), "--k"), (dict(layers=HUGE), "--layers"),
+    (dict(prompt_len=10 ** 9), "--prompt-len"), (dict(steps=HUGE), "--steps"), (dict(warmup=HUGE), "--warmup"),
+    (dict(temperature=1e30), "--temperature"), (dict(batches=tuple(range(1, 2000))), "--batch"),
+])
+def test_groundtruth_numbers_are_bounded_before_torch(cfg, field, monkeypatch):
+    import calibrate.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "prepare_machine", lambda m: pytest.fail("the machine was set up"))
+    with pytest.raises(SpecsightInputError) as e:
+        record_groundtruth(GroundTruthConfig(**{"machine": CPU, **cfg}))
+    assert e.value.field == field, str(e.value)
 
 
 def test_record_and_validate_a_ground_truth_in_memory():
@@ -98,7 +130,7 @@ def test_record_and_validate_a_ground_truth_in_memory():
 @pytest.mark.parametrize("flag", ["--hardware", "--gpu", "--profile"])
 def test_hardware_flag_and_its_aliases(flag, tmp_path):
     from calibrate.groundtruth import write_run
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     run = record_groundtruth(GroundTruthConfig(layers=1, batches=(1,), ks=(0,), steps=1, warmup=0, prompt_len=8,
                                                machine=CPU)).run
     path = write_run(run, tmp_path / "run.json")
@@ -111,10 +143,10 @@ def test_hardware_flag_and_its_aliases(flag, tmp_path):
 def test_grid_is_an_alias_of_passes_only_for_a_name(tmp_path):
     """--grid NAME picks a pass grid; --grid KEY=V1,V2 (the scenario-override grid of other
     commands) is refused with one line, before any work."""
-    from specsight.cli.calibrate import build_parser
+    from specsight.cli import build_parser
     args = build_parser().parse_args(["calibrate", "--grid", "cpu-tiny", "--out", "x.yaml"])
     assert args.passes == "cpu-tiny"
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         assert main(["calibrate", "--device", "cpu", "--grid", "workload.rate=1,2",

@@ -383,7 +383,7 @@ def test_cost_cli_says_whether_the_batch_fits_in_memory(capsys):
                 "--batch", "1"]) == 0
     assert "exceeds llama-3.1-8b's context window of 131072 tokens" in capsys.readouterr().out
     assert cli([*args, "--batch", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "specsight: error: --batch=0: must be an integer >= 1"
+    assert capsys.readouterr().err.strip() == "specsight: error: --batch=0: must be an integer in [1, 65536]"
 
 
 def test_causal_pairs_counts_each_new_tokens_keys():

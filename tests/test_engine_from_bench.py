@@ -21,7 +21,7 @@ from simulator.engines.host import VLLM_V1_HOST, load_host_overrides
 from simulator.errors import SpecsightInputError
 from simulator.run import simulate
 from simulator.scenario import load_scenario
-from specsight.cli.calibrate import main as calibrate_main
+from specsight.cli import main as calibrate_main
 
 DEPLOYMENT = {"name": "bench", "seed": 1, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",
               "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},

@@ -272,7 +272,7 @@ def test_compare_refuses_a_run_with_no_timed_rounds():
 
 
 def test_cli_groundtruth_and_validate(tmp_path):
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     out = tmp_path / "run.json"
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -318,7 +318,7 @@ def test_cli_groundtruth_and_validate(tmp_path):
 ])
 def test_bad_calibrate_and_groundtruth_arguments_are_refused_before_any_work(argv, flag, tmp_path):
     """One line naming the flag, exit 2, nothing written (each is checked before a pass is timed)."""
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     out = tmp_path / ("run.json" if argv[0] == "groundtruth" else "p.yaml")
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -103,7 +103,7 @@ def test_the_engine_column_falls_back_to_ideal_while_an_engine_is_not_priced():
 
 
 def test_a_priced_engine_is_used_with_no_change_here(monkeypatch):
-    """When resolve_deployment accepts a real engine (issue 14, item 1), its rows run under it."""
+    """When resolve_deployment accepts a real engine, its rows run under it."""
     import simulator.run
     monkeypatch.setattr(simulator.run, "resolve_deployment", lambda scenario, *a, **k: None)
     assert engine_for(ROW4, CAT.datasets) == ("vllm", "vllm")

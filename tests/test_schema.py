@@ -43,14 +43,21 @@ def test_the_base_scenarios_load():
     load_scenario(ROOF)
 
 
-@pytest.mark.parametrize("key", [None, 1, True, 1.5])
-def test_non_string_keys_are_refused(key):
+@pytest.mark.parametrize("key, written", [(None, "~"), (1, "1"), (True, "true"), (1.5, "1.5")])
+def test_non_string_keys_are_refused(key, written):
     raw = copy.deepcopy(BASE)
     raw[key] = "x"
-    _refused(raw, repr(key), "keys must be strings")
+    e = _refused(raw, "key", "keys must be strings", f'quote it ("{written}")')
+    assert e.value == written and str(e).startswith(f"key={written!r}: "), str(e)
     raw = copy.deepcopy(BASE)
     raw["engine"][key] = 3
-    _refused(raw, f"engine.{key!r}", "keys must be strings")
+    _refused(raw, "engine key", "keys must be strings")
+
+
+def test_a_number_yaml_reads_as_text_says_how_to_write_it():
+    e = _refused(_with(BASE, "workload.num_requests", "1e30"), "workload.num_requests", "not a string")
+    assert "YAML reads 1e30 as text: write 1.0e+30" in e.allowed, str(e)
+    e = _refused(_with(BASE, "engine.max_num_seqs", "64"), "engine.max_num_seqs", "write 64 without quotes")
 
 
 @pytest.mark.parametrize("path, value", [

@@ -116,7 +116,7 @@ def test_shipped_profile_is_this_fit(vfit):
 
 def test_cli_from_vidur_prints_one_json(tmp_path, capsys):
     """`specsight calibrate --from-vidur` on a three-model copy of the layout."""
-    from specsight.cli.calibrate import main
+    from specsight.cli import main
     src = _data_dir()
     for m in ("meta-llama/Llama-2-7b-hf", "meta-llama/Meta-Llama-3-8B", "microsoft/phi-2"):
         d = tmp_path / "vidur" / "compute" / "a100" / m

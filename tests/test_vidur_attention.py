@@ -1,4 +1,4 @@
-"""The cost model's attention term against Vidur's A100 FlashAttention timings (issue 14 item 2):
+"""The cost model's attention term against Vidur's A100 FlashAttention timings:
 the data, the pricing by hand, the datasheet error and the fit's error held out by context band.
 Run benchmarks/vidur_attention.py for the tables (docs/calibration.md)."""
 import subprocess

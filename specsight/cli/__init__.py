@@ -22,9 +22,9 @@ from typing import NoReturn, TextIO
 
 from simulator.errors import SpecsightInputError, SpecsightWarning, closest_names
 
-from . import analytic, breakeven, calibrate, cost, models, plan, profiles, simulate, sweep
+from . import analytic, breakeven, calibrate, cost, groundtruth, models, plan, profiles, simulate, sweep, validate
 
-COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, plan, sweep)
+COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, groundtruth, validate, plan, sweep)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -7,6 +7,8 @@ import argparse
 from .args import add_json, add_k
 from .emit import emit_json
 
+MAX_STEP_RATIO = 1e3      # --c: a draft step a thousand target steps long (any c >= 1 never pays)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analytic", help="closed-form speculation math (Leviathan et al. 2022)")
@@ -25,7 +27,7 @@ def closed_forms(alpha: float, k: int, c: float | None) -> dict:
 
     out = {"alpha": alpha, "k": k, "expected_tokens_per_round": spec_math.expected_tokens_per_round(alpha, k)}
     if c is not None:
-        c = require_range("c", c, 0.0)
+        c = require_range("--c", c, 0.0, MAX_STEP_RATIO)
         out.update(c=c, speedup=float(spec_math.speedup_batch1(alpha, k, c)),
                    optimal_k=spec_math.optimal_k(alpha, c),
                    compute_increase=float(spec_math.compute_increase(alpha, k, c)))
@@ -34,11 +36,12 @@ def closed_forms(alpha: float, k: int, c: float | None) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from simulator import spec_math
+    from simulator.schema_table import MAX_K
 
     from ..studies.inputs import int_list
 
     alpha = spec_math.check_alpha(args.alpha)
-    answers = [closed_forms(alpha, k, args.c) for k in int_list("k", args.k, lo=0)]
+    answers = [closed_forms(alpha, k, args.c) for k in int_list("--k", args.k, lo=0, hi=MAX_K)]
     if args.json:
         emit_json(answers[0] if len(answers) == 1 else answers)
         return 0

@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..studies.atomic_files import out_file, out_folder
+
 HARDWARE_FLAGS = ("--hardware", "--gpu", "--profile")
 
 
@@ -42,6 +44,16 @@ def add_k(p: argparse.ArgumentParser, default: str | None, help: str, required: 
 
 def add_out(p: argparse.ArgumentParser, default: str | None, help: str) -> None:
     p.add_argument("--out", default=default, metavar="DIR", help=help)
+
+
+def check_out_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Create a command's output folder before any work; a bad one is one line naming `flag`."""
+    return out_folder(path, flag)
+
+
+def check_out_file(path: str | Path, flag: str = "--out") -> Path:
+    """Check a command's output file can be written before any work (its folder is created)."""
+    return out_file(path, flag)
 
 
 def add_set(p: argparse.ArgumentParser, help: str = "override a scenario value (parsed as YAML), "

@@ -1,41 +1,30 @@
-"""`specsight calibrate`, `specsight groundtruth`, `specsight validate`: parse, call calibrate.pipeline, print.
-
-    calibrate    time real forward passes on this machine (or read Vidur's tables), fit the cost
-                 model's efficiencies and overheads, report held-out error, write a profile YAML
-    groundtruth  run real speculative decoding in torch (target + draft, KV caches, exact kernel)
-                 and record every round's time and accept lengths
-    validate     simulate a ground-truth run with a profile and compare, per (batch, K)
+"""`specsight calibrate`: time real forward passes on this machine (or read Vidur's tables), fit the
+cost model's efficiencies and overheads, report held-out error, write a profile YAML
+(calibrate.pipeline.calibrate_profile / calibrate_from_vidur).
 
 Flags follow the names every command uses (specsight/cli/args.py): --hardware NAME|YAML (aliases
---gpu, --profile), --k as a comma list of ints, --out, --json (specsight/cli/emit.py writes it).
-calibrate's pass grid is --passes NAME; --grid NAME is its alias (a scenario-override grid,
---grid KEY=V1,V2, does not apply to calibrate).
-torch is imported only inside the run functions, so `specsight --help` stays fast.
+--gpu, --profile), --out, --json (specsight/cli/emit.py writes it). The pass grid is --passes NAME;
+--grid NAME is its alias (a scenario-override grid, --grid KEY=V1,V2, does not apply to calibrate).
+The device flags (--device, --dtype, --scale, --threads, --seed, --graphs) are shared with
+`specsight groundtruth` (add_device_args, machine_config). Every flag and --out are checked before
+torch is imported or a pass is timed.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from calibrate.grids import GRIDS
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, CPU_SCALE, CPU_THREADS, GPU_LAYERS, MachineConfig
 from simulator.errors import SpecsightInputError
 
-from .args import add_hardware, add_json, add_set, scenario_overrides
+from ..studies.atomic_files import write_text
+from .args import add_hardware, add_json, add_set, check_out_file, scenario_overrides
 from .emit import emit_json
 
 
-def _ints(s: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in str(s).split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-
-
-def _device_args(p: argparse.ArgumentParser) -> None:
+def add_device_args(p: argparse.ArgumentParser) -> None:
+    """--device, --dtype, --scale, --threads, --seed, --graphs, --no-progress (calibrate, groundtruth)."""
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda if available, else cpu")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None, help="default: bf16 on cuda, fp32 on cpu")
     p.add_argument("--scale", type=int, default=None,
@@ -48,13 +37,12 @@ def _device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _machine(args: argparse.Namespace) -> MachineConfig:
+def machine_config(args: argparse.Namespace) -> MachineConfig:
     return MachineConfig(device=args.device, dtype=args.dtype, scale=args.scale, threads=args.threads,
                          seed=args.seed, graphs=args.graphs)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register calibrate, groundtruth and validate on the `specsight` subparsers."""
     p = subparsers.add_parser("calibrate", help="time real forward passes (or read Vidur tables), fit, write a profile")
     p.add_argument("--model", default="llama-3.1-8b", help="catalog model or config.json whose dims are timed")
     p.add_argument("--draft", default=None, help="draft model whose step shapes are timed too (e.g. llama-3.2-1b)")
@@ -92,48 +80,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="with --from-bench: the deployment the runs were made on (model, GPU, drafter, engine.version)")
     add_set(p)
     add_json(p)
-    _device_args(p)
-    p.set_defaults(func=run_calibrate)
-
-    g = subparsers.add_parser("groundtruth", help="real speculative decoding in torch, timed per round")
-    g.add_argument("--model", default="llama-3.1-8b")
-    g.add_argument("--draft", default="llama-3.2-1b", help="independent draft model (same vocabulary)")
-    g.add_argument("--layers", type=int, default=None,
-                   help=f"target layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
-    g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS,
-                   help=f"draft layers (default {CPU_DRAFT_LAYERS})")
-    g.add_argument("--batch", type=_ints, default=(1, 8, 32), help="comma-separated batch sizes")
-    g.add_argument("--k", type=_ints, default=(0, 2, 4), metavar="K[,K...]",
-                   help="draft tokens per round (comma-separated integers; 0 = plain decoding)")
-    g.add_argument("--steps", type=int, default=None,
-                   help="timed rounds per (batch, K) (default: max(16, ceil(256 / batch)), so every configuration "
-                        "records at least 256 accept lengths; see calibrate.groundtruth.GTConfig.steps_for)")
-    g.add_argument("--warmup", type=int, default=3, help="warm-up rounds per (batch, K), recorded but flagged")
-    g.add_argument("--prompt-len", type=int, default=256)
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
-                   help="at each batch, run the K values' rounds in turn, each with its own caches, so their "
-                        "speedups compare the same stretch of machine time (default: on)")
-    g.add_argument("--out", required=True, help="RUN.json, or a folder (DIR/groundtruth.json)")
-    add_json(g)
-    _device_args(g)
-    g.set_defaults(func=run_groundtruth)
-
-    v = subparsers.add_parser("validate", help="simulate a ground-truth run and compare with what was measured; "
-                                               "--published: the table of published engine results")
-    v.add_argument("run", nargs="?", default=None, help="groundtruth RUN.json or its folder (not with --published)")
-    v.add_argument("--published", action="store_true",
-                   help="compare with published engine results (data/published/engine_results.yaml) instead")
-    add_hardware(v, help="profile the rounds are costed with (default: the datasheet profile of the run's GPU)")
-    v.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16", "fp8"],
-                   help="cost the rounds at this dtype (default: the run's own)")
-    v.add_argument("--out", default=None, help="also write the Markdown report here")
-    add_json(v)
-    v.set_defaults(func=run_validate)
-
-
-def run(args: argparse.Namespace) -> int:
-    return int(args.func(args) or 0)
+    add_device_args(p)
+    p.set_defaults(func=run)
 
 
 def _fitted_text(params: dict[str, Any], stderr: dict[str, float] | None = None,
@@ -146,21 +94,25 @@ def _fitted_text(params: dict[str, Any], stderr: dict[str, float] | None = None,
                      else f"{k}=tied to efficiency.memory ({why.get(k, 'not fitted')})" for k, v in params.items())
 
 
-# ---- calibrate ------------------------------------------------------------------------------
-def run_calibrate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.passes is not None and "=" in args.passes:
         raise SpecsightInputError("--grid", args.passes, f"a pass grid name, one of {', '.join(GRIDS)} (a "
                                   "scenario-override grid KEY=V1,V2 does not apply to calibrate)")
+    check_out_file(args.out)                 # before any timing: a bad path costs one line, not the run
     if args.from_bench:
         return run_from_bench(args)
+    if args.points:
+        check_out_file(args.points, "--points")
     if args.from_vidur:
         return _calibrate_vidur(args)
+    from calibrate.inputs import check_calibration
     from calibrate.pipeline import CalibrationConfig, calibrate_profile
     cfg = CalibrationConfig(out=args.out, model=args.model, draft=args.draft, layers=args.layers,
                             draft_layers=args.draft_layers, passes=args.passes, quick=args.quick,
                             repeats=args.repeats, warmup=args.warmup, sweeps=args.sweeps, evict=args.evict,
                             hardware=args.hardware, stat=args.stat, holdout=args.holdout, points=args.points,
-                            machine=_machine(args))
+                            machine=machine_config(args))
+    check_calibration(cfg)
     res = calibrate_profile(cfg, progress=not (args.no_progress or args.json))
     r = res.summary
     if args.json:
@@ -208,80 +160,6 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- groundtruth ----------------------------------------------------------------------------
-def run_groundtruth(args: argparse.Namespace) -> int:
-    from calibrate.pipeline import GroundTruthConfig, record_groundtruth
-    arguments = {k: v for k, v in vars(args).items() if k not in ("func",) and not callable(v)}
-    cfg = GroundTruthConfig(model=args.model, draft=args.draft, layers=args.layers, draft_layers=args.draft_layers,
-                            batches=args.batch, ks=args.k, steps=args.steps, warmup=args.warmup,
-                            prompt_len=args.prompt_len, temperature=args.temperature, interleave=args.interleave,
-                            out=args.out, machine=_machine(args), arguments=arguments)
-    res = record_groundtruth(cfg, progress=not (args.no_progress or args.json))
-    rows = res.configs.to_dict("records")
-    if args.json:
-        emit_json({"run": str(res.path), "device_name": res.run["provenance"]["device_name"], "configs": rows},
-                  indent=None)
-    else:
-        print(f"wrote {res.path}")
-        for r in rows:
-            print(f"  B={r['batch']:>4} K={r['k']}: median round {r['median_round_ms']:.2f} ms, "
-                  f"mean accepted {r['mean_accepted']:.2f} over {r['rounds']} rounds")
-    return 0
-
-
-# ---- validate -------------------------------------------------------------------------------
-def run_validate(args: argparse.Namespace) -> int:
-    if args.published:
-        return _validate_published(args)
-    if args.run is None:
-        raise SpecsightInputError("run", None, "a groundtruth RUN.json or its folder (or --published)")
-    from calibrate.pipeline import validate_run
-    res = validate_run(args.run, hardware=args.hardware, dtype=args.dtype)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(res.markdown)
-    if args.json:
-        emit_json({**res.summary, "rows": json.loads(res.table.to_json(orient="records"))}, indent=None)
-    else:
-        print(res.markdown)
-    return 0
-
-
-def _validate_published(args: argparse.Namespace) -> int:
-    """`validate --published`: the published-results table (--out writes docs/validation.md's page)."""
-    for flag, value in (("run", args.run), ("--hardware", args.hardware), ("--dtype", args.dtype)):
-        if value is not None:
-            raise SpecsightInputError(flag, value, "not with --published: each row states its own setup")
-    from specsight.studies.published import validate_published
-    from specsight.studies.published_report import report_json, report_text, validation_markdown
-    table = validate_published()
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(validation_markdown(table))
-    if args.json:
-        emit_json(report_json(table), indent=None)
-    else:
-        print(report_text(table))
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """A `specsight` parser with these three commands only."""
-    parser = argparse.ArgumentParser(prog="specsight")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (python -m specsight.cli.calibrate ...), the same commands as `specsight`."""
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except SpecsightInputError as e:
-        print(f"specsight: error: {e}", file=sys.stderr)
-        return 2
-
-
 # ---- calibrate --from-bench ------------------------------------------------------------------
 def run_from_bench(args: argparse.Namespace) -> int:
     """Fit an engine's host constants from its serving benchmark's files; write the engine profile."""
@@ -299,9 +177,7 @@ def run_from_bench(args: argparse.Namespace) -> int:
     command = " ".join(["specsight calibrate --engine", args.engine, "--from-bench", *args.from_bench, "--scenario",
                         args.scenario, *(f"--set {o}" for o in args.overrides), "--out", args.out])
     prof = profile_dict(fit, str(args.scenario), command)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(prof, sort_keys=False))
+    out = write_text(args.out, yaml.safe_dump(prof, sort_keys=False))
     if args.json:
         emit_json({**prof, "profile": str(out)}, indent=None)
         return 0
@@ -315,7 +191,3 @@ def run_from_bench(args: argparse.Namespace) -> int:
           + ("(leave one file out) median " + f"{100 * held:.1f} %" if held is not None else "n/a (one file)"))
     print(f"engine profile: {out} (a scenario names it as engine.profile)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

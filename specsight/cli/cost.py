@@ -27,10 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from simulator.errors import require_int
     from simulator.hardware import load_profile
     from simulator.model_spec import load_model
+    from simulator.schema_table import MAX_SEQS, MAX_TOKENS, MAX_TP
 
-    batch = require_int("--batch", args.batch, lo=1)
-    new = require_int("--new-tokens", args.new_tokens, lo=1)
-    ctx = require_int("--context", args.context, lo=0)
+    batch = require_int("--batch", args.batch, lo=1, hi=MAX_SEQS)
+    new = require_int("--new-tokens", args.new_tokens, lo=1, hi=MAX_TOKENS)
+    ctx = require_int("--context", args.context, lo=0, hi=MAX_TOKENS)
+    require_int("--tp", args.tp, lo=1, hi=MAX_TP)
     hw = load_profile(args.hardware)
     cm = CostModel(load_model(args.model), hw, tp=args.tp, dtype=args.dtype)
     shape = PassShape.uniform(batch, new, ctx)

@@ -23,6 +23,7 @@ from .args import (
     add_k,
     add_out,
     add_set,
+    check_out_dir,
     grid_cases,
 )
 from .emit import emit_json
@@ -61,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
     from ..studies.overrides import point_label
 
     answers = []
-    for point, overrides, out in grid_cases(args):
+    cases = grid_cases(args)
+    for _, _, out in cases:
+        check_out_dir(out)                   # every case's folder before any probe runs
+    for point, overrides, out in cases:
         t0 = time.perf_counter()
         res = capacity_plan(args.scenario, args.target_qps, slo_tpot_ms_p99=args.slo_tpot_ms_p99,
                             slo_ttft_ms_p99=args.slo_ttft_ms_p99, price_per_gpu_hour=args.price_per_gpu_hour,

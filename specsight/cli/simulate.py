@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.errors import SpecsightInputError
 
 from ..studies.atomic_files import replacing, write_text
-from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, scenario_overrides
+from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, check_out_dir, scenario_overrides
 from .emit import dumps, emit_json
 
 if TYPE_CHECKING:
@@ -99,25 +99,17 @@ def _write_table(df: pd.DataFrame, path_stem: Path) -> Path:
     return p
 
 
-def _make_folder(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise SpecsightInputError("--out", str(path), f"a folder this run can create and write "
-                                  f"({type(e).__name__}: {e.strerror or e})") from None
-
-
 def write_outputs(result: SimResult, out_dir: Path) -> list[Path]:
     """requests/iterations tables, summary.json and scenario.yaml under out_dir."""
     import yaml
-    _make_folder(out_dir)
+    check_out_dir(out_dir)
     written = [_write_table(result.requests, out_dir / "requests"),
                _write_table(result.iterations, out_dir / "iterations"),
                write_text(out_dir / "summary.json", dumps(result.summary) + "\n"),
                write_text(out_dir / "scenario.yaml", yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))]
     if result.baseline is not None:
         b = out_dir / "baseline"
-        _make_folder(b)
+        check_out_dir(b)
         written += [_write_table(result.baseline.requests, b / "requests"),
                     _write_table(result.baseline.iterations, b / "iterations"),
                     write_text(b / "summary.json", dumps(result.baseline.summary) + "\n")]
@@ -130,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         sc = load_scenario(args.scenario, scenario_overrides(args))
         if args.out:
-            _make_folder(Path(args.out))           # before the run: a bad folder costs no simulation
+            check_out_dir(Path(args.out))           # before the run: a bad folder costs no simulation
         if not sc.hardware.is_fixed:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from ..studies.atomic_files import write_csv
 from .args import (
@@ -27,6 +26,7 @@ from .args import (
     add_json,
     add_out,
     add_set,
+    check_out_dir,
     scenario_overrides,
 )
 from .emit import emit_json
@@ -53,12 +53,11 @@ def run(args: argparse.Namespace) -> int:
     from ..studies.sweep import sweep
 
     t0 = time.perf_counter()
-    out = Path(args.out)
+    out = check_out_dir(args.out)            # before any point runs
     store = out / "points.jsonl"
     res = sweep(args.scenario, args.grid, overrides=scenario_overrides(args), baseline=args.baseline, store=store,
                 workers=args.workers, dask=args.dask, retry_errors=args.retry_errors, progress=not args.no_progress)
     df = res.frame
-    out.mkdir(parents=True, exist_ok=True)
     csv = write_csv(df, out / "sweep.csv")
     n_new, n_err, n = res.computed, res.errors, len(res.records)
     elapsed = time.perf_counter() - t0

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from simulator.errors import SpecsightInputError, require_int
 
-from .atomic_files import write_csv
+from .atomic_files import out_folder, write_csv
 from .inputs import int_list
 
 BATCH_GRID = np.unique(np.round(np.geomspace(1, 1024, 61)))
@@ -124,8 +124,7 @@ class AnalyticBreakeven:
     def write(self, out_dir: str | Path) -> dict[str, str]:
         """breakeven_analytic.csv and .png under out_dir; returns {csv, png}."""
         from .plots import plot_speedup_curves
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        out = out_folder(out_dir)
         csv = write_csv(self.frame, out / "breakeven_analytic.csv")
         png = out / "breakeven_analytic.png"
         title = (f"{self.model} on {self.hardware} x{self.tp}, drafter {self.drafter}, alpha={self.alpha:g}, "
@@ -152,12 +151,14 @@ def analytic_breakeven(model: str, hardware: str, drafter: str, alpha: float, ks
     from simulator.drafters import Drafter
     from simulator.hardware import load_profile
     from simulator.model_spec import load_model
+    from simulator.schema_table import MAX_K, MAX_TOKENS, MAX_TP
 
     from ..drafter_arg import resolve_drafter
 
     alpha = spec_math.check_alpha(alpha)
-    ks = int_list("k", ks, lo=1)
-    ctx = require_int("context", context, lo=0)
+    ks = int_list("--k", ks, lo=1, hi=MAX_K)
+    ctx = require_int("--context", context, lo=0, hi=MAX_TOKENS)
+    require_int("--tp", tp, lo=1, hi=MAX_TP)
     hw = load_profile(hardware)
     target = load_model(model)
     cm = CostModel(target, hw, tp=tp, dtype=dtype)

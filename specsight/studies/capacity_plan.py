@@ -30,6 +30,7 @@ DEFAULT_PRICE = 2.0          # USD per GPU-hour: a placeholder; pass your own
 DEFAULT_POLICIES = ("off", "static", "goodput")
 TOLERANCE = 0.05             # bisection stops when hi / lo - 1 <= this
 MAX_PROBES = 16              # per configuration
+MAX_PRICE = 1e6              # USD per GPU-hour
 MIN_QPS = 1e-3               # below this a configuration is declared unable to meet the SLO
 
 
@@ -199,8 +200,10 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
     `ks`), goodput, adaptive, batch_schedule; store: the JSON-lines point store (None: in memory)."""
     import pandas as pd
 
-    target = require_range("--target-qps", target_qps, 0.0, lo_open=True)
-    price = require_range("--price-per-gpu-hour", price_per_gpu_hour, 0.0)
+    from simulator.schema_table import MAX_K, MAX_MS, MAX_QPS
+
+    target = require_range("--target-qps", target_qps, 0.0, MAX_QPS, lo_open=True)
+    price = require_range("--price-per-gpu-hour", price_per_gpu_hour, 0.0, MAX_PRICE)
     tol = require_range("--tolerance", tolerance, 0.001, 1.0)
     source = scenario_source(scenario, overrides)
     raw_slo = source.get("slo") or {}
@@ -208,12 +211,12 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
               slo_ttft_ms_p99 if slo_ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
     for name, v in (("--slo-tpot-ms-p99", slo.tpot_ms_p99), ("--slo-ttft-ms-p99", slo.ttft_ms_p99)):
         if v is not None:
-            require_range(name, v, 0.0, lo_open=True)
+            require_range(name, v, 0.0, MAX_MS, lo_open=True)
     if slo.tpot_ms_p99 is None and slo.ttft_ms_p99 is None:
         raise SpecsightInputError("--slo-tpot-ms-p99", None, "give an SLO (flags or the scenario's slo: block)")
     text = policies if isinstance(policies, str) else ",".join(policies)
     pols = [p.strip() for p in text.split(",") if p.strip()]
-    configs = configurations(source, pols, int_list("k", ks, lo=1) if ks else [])
+    configs = configurations(source, pols, int_list("--k", ks, lo=1, hi=MAX_K) if ks else [])
     with study_executor(executor, workers, dask, len(configs)) as ex:
         rows = plan(source, target, slo, price, configs, tol=tol, store_path=None if store is None else Path(store),
                     executor=ex, progress=progress)

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .atomic_files import write_csv, write_text
+from .atomic_files import out_folder, write_csv, write_text
 
 if TYPE_CHECKING:
     from .capacity_plan import CapacityPlan
@@ -49,7 +49,7 @@ def headline(p: CapacityPlan) -> str:
 def write_outputs(p: CapacityPlan, out: Path) -> dict[str, str]:
     """plan.csv, plan.md and plan.png under `out`."""
     from .plots import plot_plan_probes
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(out)
     csv = write_csv(p.frame, out / "plan.csv")
     md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)))
     png = plot_plan_probes(p.rows, slo_tpot_ms=p.slo.tpot_ms_p99, slo_ttft_ms=p.slo.ttft_ms_p99, path=out / "plan.png",

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from simulator.errors import SpecsightInputError, require_int
 
 
-def int_list(field: str, value: str | int | Sequence[int], lo: int = 0) -> list[int]:
-    """Integers >= lo from `1,2,3` text, one integer or a sequence of them (integral floats such
-    as 3.0 count as integers)."""
+def int_list(field: str, value: str | int | Sequence[int], lo: int = 0, hi: int | None = None) -> list[int]:
+    """Integers in [lo, hi] from `1,2,3` text, one integer or a sequence of them (integral floats
+    such as 3.0 count as integers)."""
     if isinstance(value, str):
         items: list = [x for x in value.split(",") if x.strip()]
         try:
@@ -22,7 +22,7 @@ def int_list(field: str, value: str | int | Sequence[int], lo: int = 0) -> list[
         items = list(value)
     if not items:
         raise SpecsightInputError(field, value, "at least one value")
-    return [require_int(field, _number(v) if isinstance(v, str) else v, lo=lo) for v in items]
+    return [require_int(field, _number(v) if isinstance(v, str) else v, lo=lo, hi=hi) for v in items]
 
 
 def _number(text: str) -> int | float:

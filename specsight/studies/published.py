@@ -1,4 +1,5 @@
-"""Published engine results as a validation table (issue 14, item 6).
+"""Published engine results as a validation table: each row simulated at its publication's setup and
+compared with the published TPOT, tokens/s and speedup.
 
 data/published/engine_results.yaml holds the rows: a published engine measurement each (setup,
 figure, acceptance, source). For every row this module builds a scenario with the row's setup
@@ -39,7 +40,7 @@ PREDICTION_COLUMNS = ("plain_tpot_ms", "spec_tpot_ms", "plain_tokens_per_s", "sp
 # requests per closed-loop user: enough rounds that a speculative row's TPOT mean settles
 REQUESTS_PER_USER = 64
 
-# the goals of issue 14, item 6 (absolute relative error; the side band of the speedup)
+# the table's goals (absolute relative error; the side band of the speedup)
 TOKENS_PER_S_MAX_ERROR = 0.15
 SPEEDUP_MEDIAN_MAX_ERROR = 0.15
 SPEEDUP_MAX_ERROR = 0.30

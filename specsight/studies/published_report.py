@@ -34,7 +34,7 @@ def _max(values: Any) -> float:
 
 
 def group_goals(df: Any) -> dict[str, Any]:
-    """The issue's goals over one group of rows; a goal with no rows in the group is None (not met, not missed)."""
+    """The table's goals over one group of rows; a goal with no rows in the group is None (not met, not missed)."""
     tok = df[df["figure"] == "tokens_per_s"]
     sp = df[df["figure"] == "speedup"]
     side = sp[(sp["published"] < SIDE_BAND[0]) | (sp["published"] > SIDE_BAND[1])]
@@ -208,14 +208,14 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
             "round (TPOT x accept length) against the published one."]
     if (df["engine"] == NOT_MODELLED).any():
         out += ["", "Rows run as `ideal (engine not modelled)` price only the cost model's passes: none of the "
-                "engine's extra passes, host work, syncs or CUDA-graph padding (issue 14, item 1), so they "
-                "understate the speculative round and overstate speedups."]
+                "engine's extra passes, host work, syncs or CUDA-graph padding (the engine models of "
+                "docs/engines.md add those), so they understate the speculative round and overstate speedups."]
     out += ["", "## Setup of each row", "", *[_setup_line(r, cat) for r in cat.rows], ""]
     out += ["Dataset lengths (the rows' prompt and output tokens where the publication does not state them):", ""]
     out += [f"- {name}: {d['prompt_tokens']} prompt / {d['output_tokens']} output tokens. {d['basis']}."
             for name, d in cat.datasets.items()]
     out += ["", *sensitivity_lines(cat)]
-    out += ["", "## Rows waiting for the catalog (the seed-systems issue)", ""]
+    out += ["", "## Rows waiting for the catalog (models, drafters or engines not yet in it)", ""]
     out += [f"- {_ref(w['ref'])}: {w['what']}. Needs: {w['needs']}." for w in cat.waiting]
     out += ["", "## Not rows", ""]
     out += [f"- {_ref(e['ref'])}: {e['why']}." for e in cat.excluded]
