@@ -96,7 +96,7 @@ def run_subprocess(argv: list[str], timeout_s: float) -> tuple[str, str]:
         return "hang", f"over {10 * timeout_s} s wall-clock: " + " ".join(argv)[:300]
     if p.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return "hang", f"over {timeout_s} CPU s: " + " ".join(argv)[:300]
-    return fm.classify_cli(p.returncode, p.stderr)
+    return ff.classify_sweep(argv, *fm.classify_cli(p.returncode, p.stderr))
 
 
 def main() -> int:

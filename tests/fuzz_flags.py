@@ -172,7 +172,13 @@ def run(argv: list[str]) -> tuple[str, str]:
         outcome, detail = fm.run_cli(argv)
     if outcome == "traceback" and "DryRun" in detail:
         return "ok", "dry run"
-    if outcome == "traceback" and argv[0] == "sweep" and detail.startswith("rc=1"):
+    return classify_sweep(argv, outcome, detail)
+
+
+def classify_sweep(argv: list[str], outcome: str, detail: str) -> tuple[str, str]:
+    """A sweep exits 1 when a point failed, having run the others: an input error when every
+    failed point's error is a SpecsightInputError (in this process or as a child process)."""
+    if outcome == "traceback" and argv and argv[0] == "sweep" and detail.startswith("rc=1"):
         errors = _sweep_errors(detail)
         if errors and all(e.startswith("SpecsightInputError") for e in errors):
             return "input_error", errors[0]
