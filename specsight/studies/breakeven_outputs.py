@@ -65,7 +65,8 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
         png = plots.plot_latency_throughput(
             df, x_axis=axis,
             title=f"{head}\nTPOT vs output throughput, with and without speculation (points: {axis} values)",
-            path=out_dir / f"latency_throughput_{axis}.png")
+            path=out_dir / f"latency_throughput_{axis}.png",
+            slo_tpot_ms_p99=(res.source.get("slo") or {}).get("tpot_ms_p99"))
         files["latency_plot"] = str(png)
     return files
 
