@@ -22,7 +22,9 @@ GOLDEN = ROOT / "tests" / "data" / "golden_runs.json"
 _SMALL = ["workload.num_requests=600"]
 
 
-def _fixed(reps: int, arrival: dict, output_len: Any, ngram: bool) -> dict:
+def fixed_ties_scenario(reps: int, arrival: dict, output_len: Any, ngram: bool) -> dict:
+    """Fixed step costs exact in binary: iterations end exactly when requests arrive or another
+    replica's iteration ends (the tie cases)."""
     sc: dict[str, Any] = {
         "name": "ties", "seed": 1,
         "hardware": {"kind": "fixed", "target_step_s": 0.25, "draft_step_s": 0.125, "replicas": reps},
@@ -60,7 +62,7 @@ def cases() -> dict[str, tuple[Any, list[str]]]:
             for out_name, out_len in (("1tok", 1), ("uniform", {"dist": "uniform", "low": 1, "high": 9})):
                 for ngram in (False, True):
                     out[f"ties/r{reps}/{arr_name}/{out_name}/{'ngram' if ngram else 'plain'}"] = (
-                        _fixed(reps, arrival, out_len, ngram), [])
+                        fixed_ties_scenario(reps, arrival, out_len, ngram), [])
     return out
 
 

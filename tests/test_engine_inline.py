@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from golden_cases import fixed_ties_scenario
 from same_run import assert_same_run
 
 from simulator.replica import Replica
@@ -42,15 +43,7 @@ def test_inline_iterations_give_the_same_trajectory(case, monkeypatch):
 # Fixed step costs exact in binary make ties: iterations that end exactly when a request arrives
 # or another replica's iteration ends (the inline rule must stop at t == peek()), closed-loop users
 # whose 1-token requests finish at their first token (a prefill iteration must end on an event).
-def _fixed(reps, arrival, output_len, ngram):
-    sc = {"name": "ties", "seed": 1,
-          "hardware": {"kind": "fixed", "target_step_s": 0.25, "draft_step_s": 0.125, "replicas": reps},
-          "workload": {"arrival": arrival, "num_requests": 40, "prompt_len": 4, "output_len": output_len},
-          "engine": {"router": "least_outstanding"}}
-    if ngram:
-        sc["drafter"] = {"method": "ngram", "num_speculative_tokens": 2}
-        sc["acceptance"] = {"model": "iid", "alpha": 0.5}
-    return sc
+_fixed = fixed_ties_scenario
 
 
 TIES = [(reps, arrival, out, ngram)
