@@ -246,14 +246,8 @@ SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "llama8b-h100-eagl
     ("{kind: sglang_adaptive}", "sglang"),
     ("{kind: trtllm_schedule, max_concurrency: 8, acceptance_window: 16, acceptance_length_threshold: 0.5}", "trtllm")])
 def test_end_to_end_under_its_engine(policy, engine):
-    """A shipped scenario (EAGLE-3, K = 3) under each engine with its own rule; skipped while
-    simulate refuses the engine."""
+    """A shipped scenario (EAGLE-3, K = 3) under each engine with its own rule."""
     sc = load_scenario(SHIPPED, [f"policy={policy}", f"engine.kind={engine}", "workload.num_requests=64"])
-    try:
-        res = simulate(sc)
-    except SpecsightInputError as e:
-        if str(e).startswith("engine.kind="):
-            pytest.skip(f"simulate does not price engine.kind {engine} yet: {e}")
-        raise
+    res = simulate(sc)
     k = res.iterations["k"]
     assert res.summary["policy"] == sc.policy.kind and (k <= 3).all() and res.summary["num_requests"] == 64

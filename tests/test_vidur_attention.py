@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calibrate.vidur import SHARED_DIR
 from calibrate.vidur_attention import (
     ATTN,
     LAUNCH,
@@ -115,11 +116,9 @@ def test_band_tables_cover_every_row(report):
 
 
 def test_reduction_script_reproduces_shipped_csv(tmp_path):
-    src = next((r / "shared" / "data" / "vidur-profiling" / RELATIVE
-                for r in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
-                if (r / "shared" / "data" / "vidur-profiling" / RELATIVE).is_file()), None)
-    if src is None:
-        pytest.skip("Vidur's full attention.csv is not beside the checkout (../shared/data/vidur-profiling)")
+    src = SHARED_DIR / RELATIVE
+    if not src.is_file():
+        pytest.skip(f"Vidur's full attention.csv is not beside the checkout ({src})")
     out = tmp_path / "attention.csv"
     subprocess.run([sys.executable, str(SCRIPT), str(src), str(out)], check=True, capture_output=True)
     assert out.read_bytes() == Path(SHIPPED).read_bytes()
