@@ -1,4 +1,4 @@
-"""specsight from Python: the four studies of the command line, as functions returning data.
+"""specsight from Python: the studies of the command line, as functions returning data.
 
 Run it as a script (`python examples/python_api.py`, a few seconds) or paste the cells into a
 notebook. Every call returns DataFrames and frozen dataclasses; nothing is printed or written
@@ -46,8 +46,14 @@ def run() -> dict[str, Any]:
     # %% 5. A capacity plan: replicas and $/M tokens for 10 requests/s within the scenario's SLO.
     plan = specsight.capacity_plan(CAPACITY, target_qps=10, policies=["off", "static"], tolerance=0.25,
                                    overrides=["workload.num_requests=40"], workers=1, progress=False)
+
+    # %% 6. The plan's cheapest configuration as each engine launches it (docs/deploy.md): the
+    # `vllm serve` argv with its --speculative-config, the SGLang flags, the TensorRT-LLM YAML.
+    from specsight.studies.deploy import plan_deployment
+    chosen = plan_deployment(plan, CAPACITY, ["workload.num_requests=40"], ["off", "static"])
+    # chosen.deployment["vllm"].argv, .files (name, text), .notes; .unsupported says why not
     return {"simulation": sim, "speedup": speedup, "breakeven": be, "table": table, "verdict": verdict,
-            "analytic": an, "sweep": sw, "plan": plan}
+            "analytic": an, "sweep": sw, "plan": plan, "deployment": chosen}
 
 
 if __name__ == "__main__":
@@ -61,3 +67,4 @@ if __name__ == "__main__":
                               "output_tokens_per_s", "speedup_output_tokens_per_s"]].to_string(index=False))
     print(out["plan"].frame[["config", "max_qps_per_replica", "replicas", "cost_per_million_output_tokens_usd"]]
           .to_string(index=False))
+    print(out["deployment"].text())

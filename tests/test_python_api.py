@@ -85,3 +85,18 @@ def test_import_specsight_is_light_and_exports_resolve():
     assert int(r.stdout) == len(specsight.__all__)
     with pytest.raises(AttributeError):
         _ = specsight.no_such_thing
+
+
+def test_the_plans_choice_comes_back_as_serving_commands(example):
+    """The cheapest row that meets the SLO, as each engine's argv and files (tests/test_deploy.py
+    checks the names against the engines' documentation)."""
+    chosen, plan = example["deployment"], example["plan"]
+    met = [r for r in plan.rows if r["max_qps_per_replica"]]
+    cheapest = min(r["cost_per_million_output_tokens_usd"] for r in met)
+    row = next(r for r in met if r["config"] == chosen.config)
+    assert row["cost_per_million_output_tokens_usd"] == cheapest
+    vllm = chosen.deployment["vllm"]
+    assert vllm.argv[:3] == ("vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct")
+    assert ("--speculative-config" in vllm.argv) == (chosen.config != "off (no speculation)")
+    assert dict(chosen.deployment["trtllm"].files)["trtllm.yaml"].startswith("tensor_parallel_size: 4")
+

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from .args import (
     GRID_HELP,
@@ -27,6 +28,11 @@ from .args import (
     grid_cases,
 )
 from .emit import emit_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..studies.capacity_plan import CapacityPlan
 
 HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"
 
@@ -50,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_set(p, "override a scenario value first; repeatable")
     add_hardware(p, help=SCENARIO_HARDWARE_HELP)
     add_grid(p, GRID_HELP)
-    add_out(p, "out/plan", "folder for plan.csv, plan.md, plan.png and points.jsonl")
+    add_out(p, "out/plan", "folder for plan.csv, plan.md, plan.png, points.jsonl and the serving commands "
+                            "(serve_vllm.sh, serve_sglang.sh, serve_trtllm.sh, trtllm.yaml)")
     add_executor(p)
     add_json(p)
     p.set_defaults(func=run)
@@ -73,10 +80,11 @@ def run(args: argparse.Namespace) -> int:
                             store=out / "points.jsonl", workers=args.workers, dask=args.dask,
                             progress=not args.no_progress)
         files = {**res.write(out), "store": str(out / "points.jsonl")}
+        serving_text, serving, deploy_files = deploy_hook(res, args, overrides, out)
         elapsed = time.perf_counter() - t0
         if args.json:
             answers.append({**({"point": point} if point is not None else {}), **res.to_dict(),
-                            "elapsed_s": round(elapsed, 2), "files": files})
+                            "deployment": serving, "elapsed_s": round(elapsed, 2), "files": {**files, **deploy_files}})
             continue
         if point is not None:
             print(f"== {point_label(point)}")
@@ -85,7 +93,27 @@ def run(args: argparse.Namespace) -> int:
         for r in res.rows:
             if r["max_qps_per_replica"] is None:
                 print(f"  {r['config']}: no rate >= {MIN_QPS} requests/s meets the SLO ({r['limited_by']})")
-        print(f"{elapsed:.1f} s; wrote {files['csv']}, {files['markdown']}, {files['plot']}", file=sys.stderr)
+        print(serving_text)
+        print(f"{elapsed:.1f} s; wrote {files['csv']}, {files['markdown']}, {files['plot']}"
+              + "".join(f", {f}" for f in deploy_files.values()), file=sys.stderr)
     if args.json:
         emit_json(answers[0] if not args.grid else {"grid": answers})
     return 0
+
+
+def deploy_hook(res: CapacityPlan, args: argparse.Namespace, overrides: list[str],
+                out: Path) -> tuple[str, dict, dict[str, str]]:
+    """The chosen configuration's serving commands (specsight.studies.deploy) as text and data,
+    and the files written for them ({"none": why} when there are none)."""
+    from simulator.errors import SpecsightInputError
+
+    from ..studies.deploy import plan_deployment
+    try:
+        chosen = plan_deployment(res, args.scenario, overrides, args.policies, args.k or ())
+    except SpecsightInputError as e:
+        why = str(e)
+    else:
+        if chosen is not None:
+            return chosen.text(), chosen.to_dict(), chosen.deployment.write(out)
+        why = "no configuration meets the SLO"
+    return f"serving commands: none ({why})", {"none": why}, {}
