@@ -263,3 +263,27 @@ def test_plan_prints_and_writes_the_chosen_configurations_commands(tmp_path, cap
     assert main(["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out),
                  "--no-progress"]) == 0
     assert f"serving commands for {best['config']}" in capsys.readouterr().out
+
+
+def test_each_script_hands_the_engine_exactly_its_argv(tmp_path):
+    """Run every written script with stand-in `vllm`, `python` and `trtllm-serve` programs that
+    record their arguments: bash delivers argv word for word, the files as paths beside the script."""
+    import os
+    import subprocess
+    import sys
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for prog in ("vllm", "python", "trtllm-serve"):
+        stub = bin_dir / prog
+        stub.write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+        stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    adaptive = scenario(policy={"kind": "sglang_adaptive"}, engine={"kind": "sglang"})
+    for i, dep in enumerate((deployment(EAGLE3_70B), deployment(adaptive))):
+        out = tmp_path / f"out {i}"                         # a space in the folder: quoting matters
+        files = dep.write(out)
+        for e in (e for e in dep.engines if e.supported):
+            run = subprocess.run(["bash", files[f"serve_{e.engine}.sh"]], env=env, capture_output=True,
+                                 text=True, check=True)
+            beside = {name: str(out.resolve() / name) for name, _ in e.files}
+            assert json.loads(run.stdout) == [beside.get(w, w) for w in e.argv[1:]], e.engine

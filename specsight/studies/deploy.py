@@ -136,12 +136,16 @@ def shell_script(e: EngineCommand, scenario: str) -> str:
     """A bash script that runs e.argv from its own folder's files: the file arguments become
     "$HERE/NAME" (HERE: the script's folder)."""
     names = {name for name, _ in e.files}
-    words = [f'"$HERE/{w}"' if w in names else shlex.quote(w) for w in e.argv]
+    lines: list[list[str]] = [[]]
+    for w in e.argv:
+        if w.startswith("--"):                     # one flag and its values per line
+            lines.append([])
+        lines[-1].append(f'"$HERE/{w}"' if w in names else shlex.quote(w))
     return ("#!/usr/bin/env bash\n"
             f"# {e.engine}: the serving command for specsight scenario {scenario} (docs/deploy.md)\n"
             + "".join(f"# note: {n}\n" for n in e.notes)
             + 'HERE="$(cd "$(dirname "$0")" && pwd)"\n'
-            + "exec " + " \\\n  ".join(words) + "\n")
+            + "exec " + " \\\n  ".join(" ".join(ws) for ws in lines) + "\n")
 
 
 # ---- names --------------------------------------------------------------------------------
