@@ -87,6 +87,9 @@ def test_the_search_finds_the_configuration_the_closed_form_predicts(result):
     d = result.to_dict()
     assert d["chosen"]["config"] == chosen["config"] and len(d["configurations"]) == 8
     assert list(result.frame["rank"][:4]) == [1, 2, 3, 4] and "probes" not in result.frame
+    chosen_sc = result.scenario_for(chosen)          # the chosen configuration as a scenario, to deploy
+    assert chosen_sc["hardware"]["target_step_s"] == STEP_FAST and chosen_sc["hardware"]["tp"] == 1
+    assert chosen_sc["policy"] == {"kind": "off"} and chosen_sc["pricing"] == {"usd_per_gpu_hour": 1.0}
 
 
 def test_a_price_changes_no_probe(store, result, monkeypatch):
@@ -142,16 +145,18 @@ def test_a_process_pool_and_a_dask_cluster_answer_as_this_process(tmp_path):
 
 
 def test_configurations_that_do_not_fit_are_listed_with_the_reason(tmp_path, capsys):
-    """70B weights (141 GB in bf16) on one 48 GB L40S leave no room for a KV cache; one KV block of
-    16 tokens cannot hold a 96-token request. Both are listed, not dropped."""
+    """70B weights (141 GB in bf16) on one 48 GB L40S leave no room for a KV cache; TP 3 does not
+    divide its 64 heads; one KV block of 16 tokens cannot hold a 96-token request. All are listed,
+    with the reason, not dropped."""
     big = {"name": "too-big", "seed": 1, "model": "llama-3.1-70b", "hardware": {"gpu": "l40s", "tp": 1},
            "workload": {"arrival": {"process": "poisson", "qps": 1}, "num_requests": 4, "prompt_len": 64,
                         "output_len": 16}, "slo": {"tpot_ms_p99": 100}}
-    res = plan_search(big, 1.0, {"hardware.tp": [1]}, policies="off", store=tmp_path / "p.jsonl", workers=1,
+    res = plan_search(big, 1.0, {"hardware.tp": [3, 1]}, policies="off", store=tmp_path / "p.jsonl", workers=1,
                       progress=False)
-    (row,) = res.rows
+    row, odd = res.rows                                          # does not fit, then cannot run
     assert row["status"] == "does not fit" and NO_FIT[0] in row["limited_by"] and row["rank"] is None
-    assert len(row["probes"]) == 1 and res.chosen is None       # one refusal ends the search
+    assert odd["status"] == "cannot run" and "must divide" in odd["limited_by"] and odd["point"]["hardware.tp"] == 3
+    assert all(len(r["probes"]) == 1 for r in res.rows) and res.chosen is None   # one refusal ends a search
     tiny = write_scenario(tmp_path / "tiny.yaml", FIXED, "Which configurations fit? (test scenario)")
     argv = ["plan", str(tiny), "--target-qps", "5", "--policies", "off", "--grid", "engine.num_gpu_blocks=1,64",
             "--grid", "hardware.target_step_s=0.01", "--price-per-gpu-hour", "2", "--workers", "1",

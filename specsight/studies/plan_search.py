@@ -150,8 +150,8 @@ def rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class PlanSearch:
     """A configuration search: `rows` ranked (rank 1 is `chosen`), one per configuration, each with
-    its grid point, setting, status, max rate per replica, fleet, costs, latencies and probes;
-    `frame`: the rows without their probes."""
+    its grid point, setting, the overrides its probes apply, status, max rate per replica, fleet,
+    costs, latencies and probes; `frame`: the rows without their probes."""
     scenario: str | None
     meta: dict[str, Any]                    # {scenario, deployment, drafter} in words
     target_qps: float
@@ -159,11 +159,17 @@ class PlanSearch:
     grid: list[str]                         # the grid's keys
     rows: list[dict[str, Any]]
     frame: Any                              # pandas.DataFrame
+    source: dict[str, Any]                  # the scenario searched, as a mapping (overrides applied)
 
     @property
     def chosen(self) -> dict[str, Any] | None:
         """The cheapest configuration that meets the SLO (None when none does)."""
         return self.rows[0] if self.rows and self.rows[0]["rank"] == 1 else None
+
+    def scenario_for(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The scenario (a mapping, as scenario_source gives it) of one row's configuration: its grid
+        point and speculation setting applied, e.g. `scenario_for(search.chosen)` to deploy it."""
+        return scenario_source(self.source, override_strings({**row["point"], **row["overrides"]}))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: what `specsight plan --grid ... --json` prints, less timing and files."""
@@ -206,13 +212,14 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
         rows = []
         for s, c in zip(searches, cands):
             row = fleet_row(s, target, c.tp, c.price_per_gpu_hour)
-            row.update(point=c.point, setting=c.setting, status=status_of(s),
+            row.update(point=c.point, setting=c.setting, overrides=c.overrides, status=status_of(s),
                        limited_by=row["limited_by"].removeprefix(ERROR_PREFIX),
                        price_per_gpu_hour=c.price_per_gpu_hour, price_source=c.price_source,
                        qps_per_replica_at_load=None, tpot_ms_p99_at_load=None, ttft_ms_p99_at_load=None)
             rows.append(row)
         load_probes(source, rows, cands, target, slo, store_path, ex, progress)
     ranked = rank(rows)
-    flat = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("probes", "point")}, **r["point"]}
+    flat = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("probes", "point", "overrides")}, **r["point"]}
                          for r in ranked])
-    return PlanSearch(source.get("name"), describe_scenario(source), target, slo, list(points[0]), ranked, flat)
+    return PlanSearch(source.get("name"), describe_scenario(source), target, slo, list(points[0]), ranked, flat,
+                      source)
