@@ -75,6 +75,21 @@ def test_capacity_plan_rows_and_fleet_arithmetic(example):
     assert plan.to_dict()["slo"] == {"tpot_ms_p99": 50, "ttft_ms_p99": 2000}
 
 
+def test_configuration_search_ranks_and_chooses(example):
+    """Every (GPU, K) configuration ranked by $/M output tokens; rank 1 is the chosen one; each
+    configuration is priced at its own profile's price per GPU-hour."""
+    from simulator.hardware import load_profile
+    s = example["search"]
+    assert len(s.rows) == 4 and s.grid == ["hardware.gpu", "drafter.num_speculative_tokens"]
+    costs = [r["cost_per_million_output_tokens_usd"] for r in s.rows if r["rank"] is not None]
+    assert costs == sorted(costs) and s.chosen is s.rows[0] and s.chosen["rank"] == 1
+    for r in s.rows:
+        assert r["price_per_gpu_hour"] == load_profile(r["point"]["hardware.gpu"]).price_usd_per_gpu_hour
+        if r["status"] == "meets SLO":
+            assert r["gpus"] == r["replicas"] * r["tp"] and r["tpot_ms_p99_at_load"] is not None
+    assert list(s.frame["config"]) == [r["config"] for r in s.rows] and "probes" not in s.frame
+
+
 def test_import_specsight_is_light_and_exports_resolve():
     code = ("import sys, specsight; "
             "heavy = [m for m in ('torch', 'pandas', 'simulator', 'matplotlib') if m in sys.modules];"

@@ -293,11 +293,27 @@ def plan_deployment(plan: Any, scenario: Any, overrides: Iterable[str] = (), pol
         return (math.inf if c is None else c, r.get("gpus") or math.inf, -r["max_qps_per_replica"],
                 math.inf if t is None else t)
     rows = sorted((r for r in plan.rows if r.get("max_qps_per_replica") and r["config"] in by_label), key=cost)
+    return first_deployable(((r["config"], source, override_strings(by_label[r["config"]])) for r in rows),
+                            model_path, draft_path)
+
+
+def first_deployable(candidates: Iterable[tuple[str, Any, Iterable[str]]], model_path: str | None,
+                     draft_path: str | None) -> PlanDeployment | None:
+    """The first of (label, scenario, overrides), cheapest first, that at least one engine can
+    run, with the cheaper ones skipped and why; None when there is none."""
     skipped: list[tuple[str, str]] = []
-    for r in rows:
-        dep = deploy_config(serving_config(source, override_strings(by_label[r["config"]]), model_path=model_path,
-                                           draft_path=draft_path))
+    for label, scenario, overrides in candidates:
+        dep = deploy_config(serving_config(scenario, overrides, model_path=model_path, draft_path=draft_path))
         if any(e.supported for e in dep.engines):
-            return PlanDeployment(r["config"], dep, tuple(skipped))
-        skipped.append((r["config"], "; ".join(f"{e.engine}: {e.unsupported}" for e in dep.engines)))
+            return PlanDeployment(label, dep, tuple(skipped))
+        skipped.append((label, "; ".join(f"{e.engine}: {e.unsupported}" for e in dep.engines)))
     return None
+
+
+
+def search_deployment(search: Any, *, model_path: str | None = None,
+                      draft_path: str | None = None) -> PlanDeployment | None:
+    """The serving commands for a configuration search's (plan_search.PlanSearch) cheapest ranked
+    configuration that at least one engine can run; None when no configuration meets the SLO."""
+    return first_deployable(((r["config"], search.scenario_for(r), ()) for r in search.rows
+                             if r.get("rank") is not None), model_path, draft_path)
