@@ -115,3 +115,15 @@ def test_the_plans_choice_comes_back_as_serving_commands(example):
     assert ("--speculative-config" in vllm.argv) == (chosen.config != "off (no speculation)")
     assert dict(chosen.deployment["trtllm"].files)["trtllm.yaml"].startswith("tensor_parallel_size: 4")
 
+
+
+def test_the_searchs_choice_comes_back_as_serving_commands(example):
+    """The search's rank-1 configuration is deployed with its own grid point: the GPU count and K
+    in the vLLM command are the chosen row's."""
+    import json
+    s, dep = example["search"], example["search_deployment"]
+    assert dep.config == s.chosen["config"]
+    argv = dep.deployment["vllm"].argv
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(s.chosen["tp"])
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec["num_speculative_tokens"] == s.chosen["point"]["drafter.num_speculative_tokens"]
