@@ -362,9 +362,14 @@ def _sliding_window(cfg: Mapping[str, Any], where: str) -> tuple[int, bool | Non
 
 
 def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: ModelSpec | None = None) -> ModelSpec:
-    """Parse HF config keys. A head's missing dimensions are taken from its target."""
+    """Parse HF config keys. A head's missing dimensions are taken from its target. A multimodal
+    wrapper (Gemma 3, Qwen3.5, Llama 4: the language model's keys under `text_config`) is read as
+    its language model: text_config's keys over the top level's (the vision tower is not counted)."""
     if not isinstance(cfg, Mapping):
         raise SpecsightInputError(where, type(cfg).__name__, "a config.json must hold a JSON object")
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping) and "hidden_size" not in cfg:
+        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text}
     meta = cfg.get("specsight") or {}
     if not isinstance(meta, Mapping):
         raise SpecsightInputError(f"{where}: specsight", meta, 'must be a mapping {"kind": ..., "target": ...}')

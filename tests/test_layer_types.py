@@ -228,3 +228,21 @@ def test_the_reserve_holds_the_linear_states():
     assert estimate_activation_reserve_bytes(q, 8192, 256, 3) - flat == pytest.approx(
         256 * 3 * q.linear_state_bytes + 256 * 3 * QNEXT.vocab_size * 4 * 2 / 4, rel=1e-12)
     assert linear_state_reserve_bytes(CostModel(MISTRAL, H100), 256, 3) == 0.0
+
+
+def test_a_multimodal_wrapper_is_read_as_its_language_model():
+    """Gemma 3 and Qwen3.5 ship the language model's keys under text_config (their layer_types and
+    windows too); the top level's quantization_config and tie_word_embeddings still apply."""
+    gemma3 = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+              "text_config": _cfg(model_type="gemma3_text", sliding_window=512, sliding_window_pattern=3),
+              "vision_config": {"hidden_size": 1152}}
+    m = spec_from_config(gemma3, "g", "g.json")
+    assert (m.num_full_layers, m.num_sliding_layers, m.window, m.hidden_size) == (2, 4, 512, 64)
+    qwen35 = {"model_type": "qwen3_5", "tie_word_embeddings": True,
+              "quantization_config": {"quant_method": "gptq", "bits": 4},
+              "text_config": _cfg(layer_types=["linear_attention"] * 3 + ["full_attention"] * 3,
+                                  linear_num_key_heads=1, linear_num_value_heads=2, linear_key_head_dim=8,
+                                  linear_value_head_dim=8, attn_output_gate=True)}
+    q = spec_from_config(qwen35, "q", "q.json")
+    assert (q.num_linear_layers, q.num_full_layers, q.attn_output_gate, q.tie_word_embeddings) == (3, 3, True, True)
+    assert dict(q.weight_formats)["attention"] == "int4"
