@@ -246,3 +246,15 @@ def test_a_multimodal_wrapper_is_read_as_its_language_model():
     q = spec_from_config(qwen35, "q", "q.json")
     assert (q.num_linear_layers, q.num_full_layers, q.attn_output_gate, q.tie_word_embeddings) == (3, 3, True, True)
     assert dict(q.weight_formats)["attention"] == "int4"
+
+
+def test_cost_command_holds_the_window(capsys):
+    """`specsight cost` reports the KV a batch holds by layer type: 32 sequences x 4,096 tokens of
+    Mistral's window, whatever the context past it."""
+    from specsight.cli import main
+    for ctx in (30_000, 60_000):
+        assert main(["cost", "--model", "mistral-7b", "--hardware", "h100-sxm", "--batch", "32",
+                     "--new-tokens", "1", "--context", str(ctx), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["kv_bytes_per_gpu"] == 32 * W * KV_TOKEN
+        assert out["breakdown"]["attention"]["bytes"] == KV_TOKEN * 32 * (W - 1 + 2)
