@@ -20,6 +20,9 @@ from .paths import HARDWARE_DIR, REPO_ROOT
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 MAX_PRICE_USD_PER_GPU_HOUR = 10 ** 6   # no GPU rents for more (keeps every cost finite)
+# peak_tflops keys: the dtypes above, and fp4 (FP4 tensor cores, Blackwell: the rate NVFP4 weights and
+# activations run at, simulator/weight_formats.py); fp4 is a compute rate only, not a model dtype
+PEAK_DTYPES = (*DTYPE_BYTES, "fp4")
 ATTENTION_BLOCKS = ("split_kv", "per_sequence_head")     # Efficiency.attention_blocks
 
 
@@ -142,9 +145,9 @@ class HardwareProfile:
         require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, 1e5, lo_open=True)
         require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, 1e4, lo_open=True)
         for dt, v in self.peak_tflops.items():
-            if dt not in DTYPE_BYTES:
+            if dt not in PEAK_DTYPES:
                 raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v,
-                                          f"dtype must be one of {sorted(DTYPE_BYTES)}")
+                                          f"dtype must be one of {sorted(PEAK_DTYPES)}")
             require_range(f"{self.name}.peak_tflops.{dt}", v, 0, 1e7, lo_open=True)
         require_range(f"{self.name}.efficiency.memory", self.efficiency.memory, 0, 1, lo_open=True)
         require_range(f"{self.name}.efficiency.compute", self.efficiency.compute, 0, 1, lo_open=True)

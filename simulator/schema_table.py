@@ -302,6 +302,7 @@ MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc
     ("vocab_size", 1, 2 ** 24, "vocabulary"),
     ("num_experts_per_tok", 0, 2 ** 16, "experts per token"),
     ("n_shared_experts", 0, 2 ** 16, "shared experts"),
+    ("shared_expert_intermediate_size", 0, 2 ** 24, "a shared expert's MLP width (one shared expert when set)"),
     ("first_k_dense_replace", 0, 2 ** 16, "leading dense layers"),
     ("q_lora_rank", 0, _DIM, "MLA query rank"),
     ("kv_lora_rank", 0, _DIM, "MLA KV rank"),
@@ -312,6 +313,15 @@ MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc
     ("medusa_num_heads", 0, MAX_LIST, "Medusa heads"),
     ("medusa_num_layers", 0, MAX_LIST, "Medusa layers per head"),
     ("max_position_embeddings", 0, 10 ** 12, "context window (0: not given)"),
+    ("sliding_window_pattern", 1, MAX_LAYERS, "every n-th layer full, the others sliding (Gemma 3)"),
+    ("full_attention_interval", 1, MAX_LAYERS, "every n-th layer full, the others linear (Qwen3-Next)"),
+    ("max_window_layers", 0, MAX_LAYERS, "layers from this index on slide (Qwen2, when the window is in use)"),
+    ("attention_chunk_size", 1, 10 ** 12, "chunked-attention chunk, priced as a window (Llama 4)"),
+    ("linear_num_key_heads", 1, 2 ** 16, "linear-attention key heads (Gated DeltaNet)"),
+    ("linear_num_value_heads", 1, 2 ** 16, "linear-attention value heads"),
+    ("linear_key_head_dim", 1, 2 ** 16, "linear-attention key head width"),
+    ("linear_value_head_dim", 1, 2 ** 16, "linear-attention value head width"),
+    ("linear_conv_kernel_dim", 1, 2 ** 8, "linear-attention short convolution taps"),
 )}
 
 
