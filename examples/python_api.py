@@ -1,4 +1,4 @@
-"""specsight from Python: the four studies of the command line, as functions returning data.
+"""specsight from Python: the studies of the command line, as functions returning data.
 
 Run it as a script (`python examples/python_api.py`, a few seconds) or paste the cells into a
 notebook. Every call returns DataFrames and frozen dataclasses; nothing is printed or written
@@ -46,8 +46,21 @@ def run() -> dict[str, Any]:
     # %% 5. A capacity plan: replicas and $/M tokens for 10 requests/s within the scenario's SLO.
     plan = specsight.capacity_plan(CAPACITY, target_qps=10, policies=["off", "static"], tolerance=0.25,
                                    overrides=["workload.num_requests=40"], workers=1, progress=False)
+
+    # %% 6. Saturation and capacity as data. Along the load, which points saturate (the queue
+    # grows: no steady state), from which rate with and without speculation, and the highest
+    # Poisson rate per GPU within the SLO beside the speedups (a coarse search: `tolerance`).
+    load = specsight.breakeven(CAPACITY, axis="qps", values=[2, 8, 32], ks=[3], overrides=["workload.num_requests=200"],
+                               tolerance=0.25, workers=1, progress=False)
+    flags = load.frame[["qps", "speedup", "saturated", "base_saturated", "kv_limited"]]
+    saturates_from = load.verdict.saturation        # {"plain": first saturated rate or None, "K=3": ...}
+    capacities = load.capacity["capacities"]         # {"plain": {capacity_qps_per_gpu, ...}, "K=3": {...}}
+    # Break-even on capacity itself: the SLO-bound rate per GPU with and without speculation, per K.
+    cap = specsight.breakeven(CAPACITY, axis="k", values=[1, 3], metric="capacity",
+                              overrides=["workload.num_requests=100"], tolerance=0.1, workers=1, progress=False)
     return {"simulation": sim, "speedup": speedup, "breakeven": be, "table": table, "verdict": verdict,
-            "analytic": an, "sweep": sw, "plan": plan}
+            "analytic": an, "sweep": sw, "plan": plan, "load": load, "flags": flags, "saturates_from": saturates_from,
+            "capacities": capacities, "capacity_breakeven": cap}
 
 
 if __name__ == "__main__":
@@ -61,3 +74,8 @@ if __name__ == "__main__":
                               "output_tokens_per_s", "speedup_output_tokens_per_s"]].to_string(index=False))
     print(out["plan"].frame[["config", "max_qps_per_replica", "replicas", "cost_per_million_output_tokens_usd"]]
           .to_string(index=False))
+    print(out["flags"].to_string(index=False))
+    print("saturates from (requests/s):", out["saturates_from"])
+    print("capacity per GPU within the SLO:", {k: v["capacity_qps_per_gpu"] for k, v in out["capacities"].items()})
+    print(out["capacity_breakeven"].frame[["k", "spec_capacity_qps_per_gpu", "base_capacity_qps_per_gpu", "speedup"]]
+          .to_string(index=False), "| best K:", out["capacity_breakeven"].verdict.best_k)

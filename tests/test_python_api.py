@@ -85,3 +85,23 @@ def test_import_specsight_is_light_and_exports_resolve():
     assert int(r.stdout) == len(specsight.__all__)
     with pytest.raises(AttributeError):
         _ = specsight.no_such_thing
+
+
+def test_saturation_and_capacity_come_back_as_data(example):
+    """The same rule judges both: a rate below the capacity the search found (a passing rate, so
+    its queue did not grow) is not saturated; 32 requests/s, ten times that capacity, is."""
+    flags, load = example["flags"].set_index("qps"), example["load"]
+    caps = example["capacities"]
+    tp = load.capacity["tp"]
+    assert set(caps) == {"plain", "K=3"} and set(example["saturates_from"]) == {"plain", "K=3"}
+    for name, col in (("plain", "base_saturated"), ("K=3", "saturated")):
+        per_replica = caps[name]["capacity_qps_per_gpu"] * tp
+        assert per_replica == caps[name]["capacity_qps_per_replica"] and 2 < per_replica < 32 / 5
+        assert not flags.loc[2, col] and flags.loc[32, col]
+        assert example["saturates_from"][name] == 32
+    cap = example["capacity_breakeven"]
+    f = cap.frame.set_index("k")
+    assert cap.metric == "capacity" and list(f.index) == [1, 3]
+    assert (f["speedup"] == f["spec_capacity_qps_per_gpu"] / f["base_capacity_qps_per_gpu"]).all()
+    best = int(f["speedup"].idxmax()) if f["speedup"].max() > 1 else 0
+    assert set(cap.verdict.best_k.values()) == {best}
