@@ -57,6 +57,7 @@ def test_the_qps_axis_line_is_plans_search(path, capsys, tmp_path):
     assert cap["capacities"]["plain"]["capacity_qps_per_replica"] == plan.rows[0]["max_qps_per_replica"]
     assert cap["capacities"][f"K={K}"]["capacity_qps_per_replica"] == plan.rows[1]["max_qps_per_replica"]
     assert cap["capacities"][f"K={K}"]["vs_plain"] == pytest.approx(plan.rows[1]["capacity_vs_off"])
+    assert cap["best_k"] == (K if plan.rows[1]["capacity_vs_off"] > 1 else 0)
     rc = main(["breakeven", str(path), "--axis", "qps", "--values", "6,12", "--k", str(K), "--out", str(tmp_path),
                "--workers", "1", "--no-progress", "--json"])
     obj = json.loads(capsys.readouterr().out)

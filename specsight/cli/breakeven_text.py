@@ -83,7 +83,8 @@ def capacity_lines(cap: Mapping[str, Any] | None, labels: list[str]) -> list[str
                                                           ("TTFT", cap["slo"]["ttft_ms_p99"])) if v is not None)
     return [f"capacity within the SLO ({slo}), Poisson requests/s per GPU (tp {cap['tp']}), searched to within "
             f"{cap['tolerance']:.0%} ({cap['probes']} probes, {cap['simulated']} simulated): "
-            f"plain decoding {one(PLAIN)}; " + "; ".join(f"{lab} {one(lab)}" for lab in labels if lab in per)]
+            f"plain decoding {one(PLAIN)}; " + "; ".join(f"{lab} {one(lab)}" for lab in labels if lab in per)
+            + (f"; best K by capacity {cap['best_k']}" if cap.get("best_k") is not None else "")]
 
 
 def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) -> str:

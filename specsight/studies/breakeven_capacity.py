@@ -88,8 +88,9 @@ def capacity_of(row: Mapping[str, Any], tp: int) -> dict[str, Any]:
 
 def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: float, store_path: Path | None,
                      executor: Any, progress: bool) -> dict[str, Any]:
-    """At the scenario itself: plain decoding's and each curve's capacity, and each curve's
-    capacity over plain's (`vs_plain`)."""
+    """At the scenario itself: plain decoding's and each curve's capacity, each curve's capacity
+    over plain's (`vs_plain`), and the static K of the highest capacity (`best_k`; 0 when none
+    beats plain decoding, None without static curves; the first of a tie)."""
     slo = scenario_slo(source, "capacity", True)
     found, ran, probes = search(source, [PLAIN_CONFIG, *((c.label, c.overrides) for c in curves)], slo, tol,
                                 store_path, executor, progress)
@@ -99,7 +100,10 @@ def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: floa
     for lab, p in per.items():
         q = p["capacity_qps_per_replica"]
         p["vs_plain"] = q / base if q and base else None
-    return {"slo": vars(slo), "tolerance": tol, "tp": tp, "capacities": per, "simulated": ran, "probes": probes}
+    static = [(per[c.label]["vs_plain"] or 0.0, -c.k, c.k) for c in curves if c.k is not None]
+    best = max(static, default=None)
+    return {"slo": vars(slo), "tolerance": tol, "tp": tp, "capacities": per,
+            "best_k": None if best is None else (best[2] if best[0] > 1.0 else 0), "simulated": ran, "probes": probes}
 
 
 def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float], curves: Sequence[Any],
