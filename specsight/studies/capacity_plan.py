@@ -2,16 +2,14 @@
 for each speculation setting (off, static K, and policies).
 
 For each setting, the largest Poisson request rate one replica sustains within the SLO. A rate
-*passes* when the simulated TPOT p99 and TTFT p99 are within the SLO and the queue is not
-growing: the mean TTFT of the last quarter of requests (by arrival) is at most 2 x that of the
-first quarter + a quarter of the median E2E latency (past capacity the backlog, and with it the
-wait, grows through the run). Search: start at the scenario's rate (or 1/s), double or halve
-until a passing and a failing rate bracket the limit, then bisect geometrically until they are
-within `tolerance` (relative). Every probe is a point of the point store, so a rerun resumes.
-A probe that errors (the configuration does not fit in memory, or cannot run at all) ends its
-configuration's search: no rate would help. replicas = ceil(target / max rate); GPUs = replicas x
-tp; $/hour = GPUs x price (capacity_plan_price.py); $/M output tokens = $/hour / (target rate x
-mean output tokens x 3600) x 10^6.
+*passes* when the simulated TPOT p99 and TTFT p99 are within the SLO and the queue is not growing
+(saturation.py: the rule `simulate --json` and `breakeven` report as `saturated`). Search: start
+at the scenario's rate (or 1/s), double or halve until a passing and a failing rate bracket the
+limit, then bisect geometrically until they are within `tolerance` (relative). Every probe is a
+point of the point store, so a rerun resumes. A probe that errors (the configuration does not fit
+in memory, or cannot run at all) ends its configuration's search: no rate would help. replicas =
+ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price (capacity_plan_price.py); $/M
+output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6.
 """
 from __future__ import annotations
 
@@ -28,6 +26,7 @@ from .inputs import int_list
 from .jsonable import json_safe
 from .overrides import describe_scenario, own_policy, scenario_source
 from .points import run_points, study_executor
+from .saturation import queue_growth
 
 DEFAULT_POLICIES = ("off", "static", "goodput")
 TOLERANCE = 0.05             # bisection stops when hi / lo - 1 <= this
@@ -53,10 +52,8 @@ def verdict(summary: Mapping[str, Any] | None, slo: SLO) -> tuple[bool, str]:
         return False, f"TPOT p99 {g('tpot_ms_p99'):.1f} ms > {slo.tpot_ms_p99:g}"
     if slo.ttft_ms_p99 is not None and not g("ttft_ms_p99") <= slo.ttft_ms_p99:
         return False, f"TTFT p99 {g('ttft_ms_p99'):.0f} ms > {slo.ttft_ms_p99:g}"
-    early, late, e2e = g("ttft_first_quarter_s"), g("ttft_last_quarter_s"), g("e2e_ms_p50") / 1e3
-    if math.isfinite(late) and not late <= 2.0 * early + 0.25 * (e2e if math.isfinite(e2e) else 0.0):
-        return False, f"queue growing (TTFT {early:.2f} s -> {late:.2f} s)"
-    return True, "ok"
+    growing, why = queue_growth(summary)
+    return (False, why) if growing else (True, "ok")
 
 
 @dataclass
