@@ -53,7 +53,8 @@ def test_the_qps_axis_line_is_plans_search(path, capsys, tmp_path):
     res = breakeven(path, axis="qps", values=[6, 12], ks=[K], workers=1, progress=False)
     cap = res.capacity
     assert cap["tolerance"] == 0.1 and cap["slo"] == {"tpot_ms_p99": 30, "ttft_ms_p99": None}
-    plan = capacity_plan(path, target_qps=10, policies=["off", "static"], tolerance=0.1, workers=1, progress=False)
+    plan = capacity_plan(path, target_qps=10, policies=["off", "static"], tolerance=0.1, price_per_gpu_hour=1.0,
+                         workers=1, progress=False)
     assert cap["capacities"]["plain"]["capacity_qps_per_replica"] == plan.rows[0]["max_qps_per_replica"]
     assert cap["capacities"][f"K={K}"]["capacity_qps_per_replica"] == plan.rows[1]["max_qps_per_replica"]
     assert cap["capacities"][f"K={K}"]["vs_plain"] == pytest.approx(plan.rows[1]["capacity_vs_off"])
