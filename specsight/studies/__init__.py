@@ -7,6 +7,7 @@ the `specsight` command line is a thin layer over them. See docs/api.md.
 | breakeven.py      | breakeven(scenario, axis, ...)       | BreakevenResult (.frame, .verdict) |
 | analytic.py       | analytic_breakeven(model, hw, ...)   | AnalyticBreakeven (.frame)   |
 | capacity_plan.py  | capacity_plan(scenario, target_qps)  | CapacityPlan (.rows, .frame) |
+| fleet_day.py      | fleet_day(scenario)                  | FleetDay (.rows, .frame)     |
 | sweep.py          | sweep(scenario, grid)                | SweepResult (.frame)         |
 
 Underneath: overrides.py (scenarios as mappings, key-path overrides, grids), points.py (points

@@ -189,6 +189,20 @@ class CapacityPlan:
         return write_outputs(self, Path(out_dir))
 
 
+def resolve_slo(source: Mapping[str, Any], tpot_ms_p99: float | None, ttft_ms_p99: float | None) -> SLO:
+    """The SLO: the flags' limits, else the scenario's slo: block; at least one limit is required."""
+    from simulator.schema_table import MAX_MS
+    raw_slo = source.get("slo") or {}
+    slo = SLO(tpot_ms_p99 if tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
+              ttft_ms_p99 if ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
+    for name, v in (("--slo-tpot-ms-p99", slo.tpot_ms_p99), ("--slo-ttft-ms-p99", slo.ttft_ms_p99)):
+        if v is not None:
+            require_range(name, v, 0.0, MAX_MS, lo_open=True)
+    if slo.tpot_ms_p99 is None and slo.ttft_ms_p99 is None:
+        raise SpecsightInputError("--slo-tpot-ms-p99", None, "give an SLO (flags or the scenario's slo: block)")
+    return slo
+
+
 def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | None = None,
                   slo_ttft_ms_p99: float | None = None, price_per_gpu_hour: float = DEFAULT_PRICE,
                   policies: Sequence[str] | str = DEFAULT_POLICIES, ks: Sequence[int] | str = (),
@@ -200,20 +214,13 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
     `ks`), goodput, adaptive, batch_schedule; store: the JSON-lines point store (None: in memory)."""
     import pandas as pd
 
-    from simulator.schema_table import MAX_K, MAX_MS, MAX_QPS
+    from simulator.schema_table import MAX_K, MAX_QPS
 
     target = require_range("--target-qps", target_qps, 0.0, MAX_QPS, lo_open=True)
     price = require_range("--price-per-gpu-hour", price_per_gpu_hour, 0.0, MAX_PRICE)
     tol = require_range("--tolerance", tolerance, 0.001, 1.0)
     source = scenario_source(scenario, overrides)
-    raw_slo = source.get("slo") or {}
-    slo = SLO(slo_tpot_ms_p99 if slo_tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
-              slo_ttft_ms_p99 if slo_ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
-    for name, v in (("--slo-tpot-ms-p99", slo.tpot_ms_p99), ("--slo-ttft-ms-p99", slo.ttft_ms_p99)):
-        if v is not None:
-            require_range(name, v, 0.0, MAX_MS, lo_open=True)
-    if slo.tpot_ms_p99 is None and slo.ttft_ms_p99 is None:
-        raise SpecsightInputError("--slo-tpot-ms-p99", None, "give an SLO (flags or the scenario's slo: block)")
+    slo = resolve_slo(source, slo_tpot_ms_p99, slo_ttft_ms_p99)
     text = policies if isinstance(policies, str) else ",".join(policies)
     pols = [p.strip() for p in text.split(",") if p.strip()]
     configs = configurations(source, pols, int_list("--k", ks, lo=1, hi=MAX_K) if ks else [])
