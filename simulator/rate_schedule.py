@@ -50,7 +50,8 @@ class RateSchedule:
         if self.shape not in SHAPES:
             raise SpecsightInputError(f"{w}.shape", self.shape, "one of " + ", ".join(SHAPES))
         if len(self.start_s) == 0 or len(self.start_s) != len(self.qps):
-            raise SpecsightInputError(f"{w}.rates", list(zip(self.start_s, self.qps)), "at least one row [start_s, qps]")
+            raise SpecsightInputError(f"{w}.rates", list(zip(self.start_s, self.qps)),
+                                      "at least one row [start_s, qps]")
         if not math.isfinite(self.period_s) or self.period_s <= 0:
             raise SpecsightInputError(f"{w}.period_s", self.period_s, "a number of seconds > 0")
         if self.start_s[0] != 0:

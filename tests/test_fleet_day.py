@@ -92,6 +92,8 @@ def test_a_shortened_day_end_to_end(tmp_path, capsys):
     assert obj["schedule"]["peak_qps"] == 16.0 and obj["schedule"]["requests"] == 780
     for f in ("csv", "markdown", "windows"):
         assert Path(obj["files"][f]).stat().st_size > 100, f
+    win = pd.read_csv(obj["files"]["windows"])
+    assert list(win[win.config == "static K=3"].start_h) == [0.0, 0.5, 1.0]      # the rows' real hours
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "worst TPOT p99 ms" in text and "static K=3" in text

@@ -33,10 +33,14 @@ def headline(day: FleetDay) -> str:
 
 
 def windows_frame(day: FleetDay) -> Any:
-    """One row per (setting, window) at each setting's answer: requests and p99 latencies."""
+    """One row per (setting, window) at each setting's answer: its start on the simulated clock (s)
+    and on the real one (h), requests and p99 latencies."""
     import pandas as pd
-    rows = [{"config": r["config"], "replicas": r["replicas"], **w} for r in day.rows for w in r.get("windows", [])]
-    return pd.DataFrame(rows, columns=["config", "replicas", "start_s", "requests", "ttft_ms_p99", "tpot_ms_p99"])
+    per_h = day.schedule["time_compression"] / 3600.0
+    rows = [{"config": r["config"], "replicas": r["replicas"], "start_h": w["start_s"] * per_h, **w}
+            for r in day.rows for w in r.get("windows", [])]
+    return pd.DataFrame(rows, columns=["config", "replicas", "start_s", "start_h", "requests", "ttft_ms_p99",
+                                       "tpot_ms_p99"])
 
 
 def write_outputs(day: FleetDay, out: Path) -> dict[str, str]:
