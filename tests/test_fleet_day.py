@@ -53,6 +53,9 @@ def test_window_stats_are_the_percentiles_of_each_window():
     assert day_verdict(w, SLO(10.5, 1000))[0] and not day_verdict(w, SLO(9.5, None))[0]
     assert day_verdict(w, SLO(None, 800)) == (False, "worst window TTFT p99 886 ms > 800")
     assert day_verdict({"tpot_ms_p99": 1}, SLO(30, None))[0] is False     # no windows: not a day
+    unserved = req.assign(first_token_s=req.first_token_s.where(req.index != 5))   # no first token
+    assert window_stats(unserved, sch)["window_ttft_ms_p99_max"] == math.inf
+    assert not day_verdict(window_stats(unserved, sch), SLO(None, 1e9))[0]
 
 
 @pytest.mark.parametrize("start, need, cap", [(8, 5, 64), (1, 5, 64), (3, 1, 64), (4, 100, 64), (64, 64, 64)])

@@ -43,7 +43,8 @@ MAX_PROBES = 24               # per setting: enough to bracket and bisect up to 
 # ---- one probe's windows ------------------------------------------------------------------------
 def window_stats(requests: pd.DataFrame, schedule: RateSchedule) -> dict[str, Any]:
     """Per window of the schedule (each row's span, every period the run covers) the requests that
-    arrived in it and their p99 TTFT and TPOT (ms); and the worst window of each."""
+    arrived in it and their p99 TTFT and TPOT (ms; TTFT infinite where a request never got its
+    first token); and the worst window of each."""
     import numpy as np
 
     from simulator.metrics import per_request_latencies
@@ -60,11 +61,11 @@ def window_stats(requests: pd.DataFrame, schedule: RateSchedule) -> dict[str, An
         tpot = tpot[np.isfinite(tpot)]
         c, p = divmod(int(w), len(starts))
         windows.append({"start_s": c * schedule.period_s + float(starts[p]), "requests": int(m.sum()),
-                        "ttft_ms_p99": float(np.percentile(ttft, 99)),
+                        "ttft_ms_p99": math.inf if np.isnan(ttft).any() else float(np.percentile(ttft, 99)),
                         "tpot_ms_p99": float(np.percentile(tpot, 99)) if tpot.size else math.nan})
 
     def worst(key: str) -> float:
-        vals = [w[key] for w in windows if math.isfinite(w[key])]
+        vals = [w[key] for w in windows if not math.isnan(w[key])]
         return max(vals) if vals else math.nan
     return {"windows": windows, "window_ttft_ms_p99_max": worst("ttft_ms_p99"),
             "window_tpot_ms_p99_max": worst("tpot_ms_p99")}
