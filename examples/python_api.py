@@ -1,4 +1,4 @@
-"""specsight from Python: the four studies of the command line, as functions returning data.
+"""specsight from Python: the studies of the command line, as functions returning data.
 
 Run it as a script (`python examples/python_api.py`, a few seconds) or paste the cells into a
 notebook. Every call returns DataFrames and frozen dataclasses; nothing is printed or written
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import specsight
+from specsight.studies.plan_search import plan_search
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SINGLE_USER = SCENARIOS / "llama8b-rtx4090-single-user.yaml"      # Llama 3.1 8B on an RTX 4090, 1 user
@@ -46,8 +47,25 @@ def run() -> dict[str, Any]:
     # %% 5. A capacity plan: replicas and $/M tokens for 10 requests/s within the scenario's SLO.
     plan = specsight.capacity_plan(CAPACITY, target_qps=10, policies=["off", "static"], tolerance=0.25,
                                    overrides=["workload.num_requests=40"], workers=1, progress=False)
+
+    # %% 6. The plan's cheapest configuration as each engine launches it (docs/deploy.md): the
+    # `vllm serve` argv with its --speculative-config, the SGLang flags, the TensorRT-LLM YAML.
+    from specsight.studies.deploy import plan_deployment, search_deployment
+    chosen = plan_deployment(plan, CAPACITY, ["workload.num_requests=40"], ["off", "static"])
+    # chosen.deployment["vllm"].argv, .files (name, text), .notes; .unsupported says why not
+
+    # %% 7. A configuration search: the cheapest GPU, TP and K for 10 requests/s within the SLO,
+    # each GPU at its profile's price per GPU-hour (hardware_profiles/*.yaml cite theirs).
+    search = plan_search(CAPACITY, target_qps=10, grid={"hardware.gpu": ["h100-sxm", "h200-sxm"],
+                                                          "drafter.num_speculative_tokens": [2, 3]},
+                         policies=["static"], tolerance=0.25, overrides=["workload.num_requests=40"], workers=1,
+                         progress=False)
+    # search.rows: ranked, each with its grid point, status, fleet and $/M output tokens;
+    # search.chosen: the cheapest that meets the SLO (None when none does)
+    search_chosen = search_deployment(search)
     return {"simulation": sim, "speedup": speedup, "breakeven": be, "table": table, "verdict": verdict,
-            "analytic": an, "sweep": sw, "plan": plan}
+            "analytic": an, "sweep": sw, "plan": plan, "deployment": chosen, "search": search,
+            "search_deployment": search_chosen}
 
 
 if __name__ == "__main__":
@@ -61,3 +79,7 @@ if __name__ == "__main__":
                               "output_tokens_per_s", "speedup_output_tokens_per_s"]].to_string(index=False))
     print(out["plan"].frame[["config", "max_qps_per_replica", "replicas", "cost_per_million_output_tokens_usd"]]
           .to_string(index=False))
+    print(out["deployment"].text())
+    print(out["search"].frame[["rank", "config", "status", "gpus", "cost_per_million_output_tokens_usd"]]
+          .to_string(index=False))
+    print("cheapest:", out["search"].chosen["config"] if out["search"].chosen else None)

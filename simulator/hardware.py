@@ -19,6 +19,7 @@ from .input_files import read_yaml, usable_file
 from .paths import HARDWARE_DIR, REPO_ROOT
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+MAX_PRICE_USD_PER_GPU_HOUR = 10 ** 6   # no GPU rents for more (keeps every cost finite)
 ATTENTION_BLOCKS = ("split_kv", "per_sequence_head")     # Efficiency.attention_blocks
 
 
@@ -132,6 +133,9 @@ class HardwareProfile:
     # Streaming multiprocessors (a GPU) or parallel workers (a CPU: torch's threads) that run an
     # attention kernel's thread blocks; needed by efficiency.attention_blocks = per_sequence_head.
     sm_count: int | None = None
+    # USD per GPU-hour, for capacity plans (specsight plan); its source under `sources` says whose
+    # price, which kind (on-demand, serverless) and when. Absent: plans need a price given to them.
+    price_usd_per_gpu_hour: float | None = None
 
     def __post_init__(self) -> None:
         # upper limits: no device has more (they keep every derived figure finite)
@@ -158,6 +162,8 @@ class HardwareProfile:
                                           or not 1 <= self.sm_count <= 10 ** 7):
             raise SpecsightInputError(f"{self.name}.sm_count", self.sm_count, "a whole number >= 1 (or absent)")
         require_sm_count(self.name, self.efficiency, self.sm_count)
+        _optional_number(f"{self.name}.price_usd_per_gpu_hour", self.price_usd_per_gpu_hour,
+                         "a number of USD per GPU-hour in [0, 1e6] (or absent)", 0, MAX_PRICE_USD_PER_GPU_HOUR)
 
     # Derived values in SI units.
     @property
@@ -230,6 +236,8 @@ class HardwareProfile:
                            if v is not None and not (k == "attention_blocks" and v == "split_kv")},
             "overheads": {k: v for k, v in vars(self.overheads).items() if v is not None},  # optional terms: absent = 0
             **({"sm_count": self.sm_count} if self.sm_count is not None else {}),
+            **({"price_usd_per_gpu_hour": self.price_usd_per_gpu_hour}
+               if self.price_usd_per_gpu_hour is not None else {}),
             "sources": dict(self.sources),
         }
         if self.calibration is not None:
@@ -252,7 +260,7 @@ REQUIRED_KEYS = ("name", "memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tf
                  "interconnect.bandwidth_gb_s", "interconnect.latency_us", "efficiency.memory", "efficiency.compute",
                  "overheads.kernel_launch_us", "overheads.iteration_us")
 _SOURCED_SECTIONS = ("memory_capacity_gb", "memory_bandwidth_tb_s", "peak_tflops", "interconnect", "efficiency",
-                     "overheads", "sm_count")
+                     "overheads", "sm_count", "price_usd_per_gpu_hour")
 
 
 def incomplete_keys(raw: Mapping[str, Any], sources: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -336,6 +344,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             calibration=raw.get("calibration"),
             path=where,
             sm_count=raw.get("sm_count"),                                       # type-checked by HardwareProfile
+            price_usd_per_gpu_hour=raw.get("price_usd_per_gpu_hour"),           # type-checked by HardwareProfile
         )
     except (TypeError, ValueError, OverflowError) as e:
         if isinstance(e, SpecsightInputError):

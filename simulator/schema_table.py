@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .acceptance_presets import PRESETS
 from .drafters import METHODS
-from .hardware import DTYPE_BYTES
+from .hardware import DTYPE_BYTES, MAX_PRICE_USD_PER_GPU_HOUR
 from .length_dist import MAX_LENGTH_TOKENS, ORDERS
 from .policies import KINDS as POLICY_KINDS
 from .rate_schedule import DEFAULT_PERIOD_S
@@ -49,6 +49,7 @@ MAX_TEXT = 10_000                 # characters of a description
 MAX_LIST = 1024                   # per-position rates, schedule rows
 MAX_VOCAB = 2 ** 18               # kernel acceptance vocabulary (its work grows with it: the largest real ones)
 MAX_GB = 10 ** 5                  # memory figures (GB per GPU)
+MAX_PRICE = MAX_PRICE_USD_PER_GPU_HOUR   # USD per GPU-hour (no GPU rents for more)
 
 POS = dict(lo=0.0, lo_open=True)
 
@@ -274,6 +275,14 @@ LIMITS = Section(doc="work limits checked before a run (simulator/work_limits.py
     "max_replicas": Int(doc="hardware.replicas (memory: about 100 kB each)", lo=1, hi=MAX_REPLICAS, default=10_000),
 })
 
+PRICING = Section(doc="what a GPU-hour costs, for `specsight plan` (simulation ignores it)", nullable=True, keys={
+    "usd_per_gpu_hour": Float(doc="price of one GPU for one hour (default: the hardware profile's "
+                                  "price_usd_per_gpu_hour; --price-per-gpu-hour wins)", unit="USD", lo=0.0,
+                              hi=MAX_PRICE, nullable=True),
+    "source": Str(doc="where the price comes from (a contract, a price page and its date)", max_len=MAX_TEXT,
+                  nullable=True),
+})
+
 SCENARIO = Section(doc="a scenario", keys={
     "name": Str(doc="reported as `scenario` in the summary (default: the file stem)", max_len=MAX_NAME,
                 nullable=True),
@@ -289,6 +298,7 @@ SCENARIO = Section(doc="a scenario", keys={
     "engine": ENGINE,
     "slo": SLO,
     "limits": LIMITS,
+    "pricing": PRICING,
 })
 TOP_KEYS = tuple(SCENARIO.keys)
 

@@ -76,12 +76,14 @@ def test_breakeven_grid_runs_the_study_at_each_point(fixed_path, tmp_path, capsy
 
 
 def test_plan_grid_and_text(fixed_path, tmp_path, capsys):
+    """plan --grid is the configuration search: one ranked table of every grid point, one set of files."""
     assert main(["plan", str(fixed_path), "--target-qps", "10", "--policies", "off", "--tolerance", "0.5",
-                 "--grid", "engine.max_num_seqs=2,8", "--out", str(tmp_path / "p"), "--workers", "1",
-                 "--no-progress"]) == 0
+                 "--grid", "engine.max_num_seqs=2,8", "--price-per-gpu-hour", "1", "--out", str(tmp_path / "p"),
+                 "--workers", "1", "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "== engine.max_num_seqs=2" in text and "== engine.max_num_seqs=8" in text
-    assert (tmp_path / "p" / "engine.max_num_seqs=8" / "plan.md").exists()
+    assert "max_num_seqs=2; off (no speculation)" in text and "max_num_seqs=8; off (no speculation)" in text
+    assert "cheapest: max_num_seqs=8" in text            # 8 sequences per replica serve more than 2
+    assert (tmp_path / "p" / "search.md").exists() and (tmp_path / "p" / "search_pareto.png").exists()
 
 
 def test_hardware_on_a_scenario_sets_its_profile(tmp_path, capsys):

@@ -18,6 +18,7 @@ from simulator.errors import SpecsightInputError
 from simulator.run import simulate
 from simulator.scenario import load_scenario
 from specsight.studies.published import (
+    ENGINE_VERSIONS,
     NOT_MODELLED,
     PublishedRow,
     engine_for,
@@ -28,6 +29,7 @@ from specsight.studies.published import (
     scenario_for,
     side_ok,
     stated_alpha,
+    unpriced,
     validate_published,
 )
 from specsight.studies.published_report import goals, report_json, validation_markdown
@@ -85,6 +87,30 @@ def test_the_scenario_has_the_rows_setup(row):
     assert sc.drafter.tree == bool(d.get("tree"))
     if d.get("tree"):
         assert sc.drafter.tree_nodes == d["tree"]["nodes"] and sc.drafter.tree_branches == d["tree"]["branches"]
+
+
+def test_a_row_runs_at_its_publications_engine_version():
+    """Under its own engine a row runs the version its publication ran where specsight models it
+    (vLLM's Apr-Jul 2025 measurements: V1 at v0.9.x); under ideal, and for other rows, no version."""
+    versions = set()
+    for row in CAT.rows:
+        own = scenario_for(row, CAT.datasets, row.engine)["engine"]
+        assert own.get("version") == ENGINE_VERSIONS.get(row.version)
+        assert "version" not in scenario_for(row, CAT.datasets)["engine"]
+        versions.add(own.get("version"))
+    assert "v1-0.9" in versions and ROW4.version in ENGINE_VERSIONS
+
+
+def test_unpriced_is_the_published_step_and_round_less_the_predicted():
+    pred = {"plain_tpot_ms": 6.0, "spec_tpot_ms": 3.0, "accept_length": 3.0}
+    # ROW4: plain 7.07 ms, speculative 4.05 ms at AL 3.08, K = 4
+    plain, rnd = 7.07 - 6.0, 4.05 * 3.08 - 9.0
+    assert unpriced(ROW4, pred) == (f"unpriced: {plain:+.2f} ms a plain step, {rnd:+.2f} ms a round "
+                                    f"({(rnd - plain) / 4:+.2f} ms per draft token beyond the plain step's)")
+    plain_row = next(r for r in CAT.rows if r.checks == "tokens_per_s")
+    assert unpriced(plain_row, pred) == f"unpriced: {1000 / plain_row.figure - 6.0:+.2f} ms a plain step"
+    loaded = next(r for r in CAT.rows if r.basis == "throughput")
+    assert unpriced(loaded, pred) == ""
 
 
 def test_the_engine_column_falls_back_to_ideal_while_an_engine_is_not_priced():
@@ -172,10 +198,10 @@ def test_row4_under_ideal_is_the_quoted_baseline():
 
 
 def test_row4_under_vllm_against_the_ideal_engine(table):
-    """The same row under vLLM (its table row): CUDA graphs and overlapped host work make both the
-    plain step and the round cheaper than the ideal engine's (which charges the profile's eager
-    launches and 1 ms of host time per iteration), but the round's extra passes and syncs keep more
-    of their cost, so the predicted speedup is lower than the ideal engine's."""
+    """The same row under vLLM V1 at v0.9.x (its table row): CUDA graphs and a host time of 0.97 ms
+    make both the plain step and the round cheaper than the ideal engine's (which charges the
+    profile's eager launches and 1 ms of host time per iteration), but the round's extra passes and
+    syncs keep more of their cost, so the predicted speedup is lower than the ideal engine's."""
     t = table.set_index("name").loc[ROW4.name]
     assert t["engine"] == "vllm"
     ideal = predict(ROW4, CAT.datasets, "ideal")

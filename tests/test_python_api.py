@@ -75,6 +75,21 @@ def test_capacity_plan_rows_and_fleet_arithmetic(example):
     assert plan.to_dict()["slo"] == {"tpot_ms_p99": 50, "ttft_ms_p99": 2000}
 
 
+def test_configuration_search_ranks_and_chooses(example):
+    """Every (GPU, K) configuration ranked by $/M output tokens; rank 1 is the chosen one; each
+    configuration is priced at its own profile's price per GPU-hour."""
+    from simulator.hardware import load_profile
+    s = example["search"]
+    assert len(s.rows) == 4 and s.grid == ["hardware.gpu", "drafter.num_speculative_tokens"]
+    costs = [r["cost_per_million_output_tokens_usd"] for r in s.rows if r["rank"] is not None]
+    assert costs == sorted(costs) and s.chosen is s.rows[0] and s.chosen["rank"] == 1
+    for r in s.rows:
+        assert r["price_per_gpu_hour"] == load_profile(r["point"]["hardware.gpu"]).price_usd_per_gpu_hour
+        if r["status"] == "meets SLO":
+            assert r["gpus"] == r["replicas"] * r["tp"] and r["tpot_ms_p99_at_load"] is not None
+    assert list(s.frame["config"]) == [r["config"] for r in s.rows] and "probes" not in s.frame
+
+
 def test_import_specsight_is_light_and_exports_resolve():
     code = ("import sys, specsight; "
             "heavy = [m for m in ('torch', 'pandas', 'simulator', 'matplotlib') if m in sys.modules];"
@@ -85,3 +100,30 @@ def test_import_specsight_is_light_and_exports_resolve():
     assert int(r.stdout) == len(specsight.__all__)
     with pytest.raises(AttributeError):
         _ = specsight.no_such_thing
+
+
+def test_the_plans_choice_comes_back_as_serving_commands(example):
+    """The cheapest row that meets the SLO, as each engine's argv and files (tests/test_deploy.py
+    checks the names against the engines' documentation)."""
+    chosen, plan = example["deployment"], example["plan"]
+    met = [r for r in plan.rows if r["max_qps_per_replica"]]
+    cheapest = min(r["cost_per_million_output_tokens_usd"] for r in met)
+    row = next(r for r in met if r["config"] == chosen.config)
+    assert row["cost_per_million_output_tokens_usd"] == cheapest
+    vllm = chosen.deployment["vllm"]
+    assert vllm.argv[:3] == ("vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct")
+    assert ("--speculative-config" in vllm.argv) == (chosen.config != "off (no speculation)")
+    assert dict(chosen.deployment["trtllm"].files)["trtllm.yaml"].startswith("tensor_parallel_size: 4")
+
+
+
+def test_the_searchs_choice_comes_back_as_serving_commands(example):
+    """The search's rank-1 configuration is deployed with its own grid point: the GPU count and K
+    in the vLLM command are the chosen row's."""
+    import json
+    s, dep = example["search"], example["search_deployment"]
+    assert dep.config == s.chosen["config"]
+    argv = dep.deployment["vllm"].argv
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(s.chosen["tp"])
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec["num_speculative_tokens"] == s.chosen["point"]["drafter.num_speculative_tokens"]

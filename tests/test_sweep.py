@@ -124,12 +124,19 @@ def test_sweep_cli_json_and_resume(tiny_path, tmp_path, capsys):
 
 
 def test_sweep_cli_table_and_bad_grid(tiny_path, tmp_path, capsys):
-    # one point fails (alpha 7): the other is kept, the failure shown, and the exit status is 1
-    assert main(["sweep", str(tiny_path), "--grid", "acceptance.alpha=0.5,7", "--workers", "1",
+    # one point fails as it runs (one 16-token KV block cannot hold a 30-token request): the other
+    # is kept, the failure shown, and the exit status is 1
+    assert main(["sweep", str(tiny_path), "--grid", "engine.num_gpu_blocks=1,64", "--workers", "1",
                  "--out", str(tmp_path / "s"), "--no-progress"]) == 1
     out = capsys.readouterr().out
-    assert "error: SpecsightInputError: acceptance.alpha=7" in out
+    assert "error: SpecsightInputError: engine.num_gpu_blocks=1" in out
     assert len((tmp_path / "s" / "points.jsonl").read_text().splitlines()) == 2
+    # a value the schema refuses (alpha 7) fails before any point runs, in one line
+    assert main(["sweep", str(tiny_path), "--grid", "acceptance.alpha=0.5,7", "--workers", "1",
+                 "--out", str(tmp_path / "s7")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specsight: error: --grid acceptance.alpha=7: must be") and err.count("\n") == 1
+    assert not (tmp_path / "s7" / "points.jsonl").exists()
     assert main(["sweep", str(tiny_path), "--grid", "acceptance.alpha=0.5", "--workers", "0",
                  "--out", str(tmp_path / "s")]) == 2
     assert "--workers" in capsys.readouterr().err

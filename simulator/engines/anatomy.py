@@ -12,7 +12,8 @@ from .round import EngineDef, EngineLimits
 
 EXAMPLE_B, EXAMPLE_K = 4, 3
 HEADER = ("| engine | version | method | pass | model | sequences | tokens / seq | logits / seq | passes "
-          "| CUDA graph | tokens computed | syncs / round | host overlap (spec / plain) | verify attention |")
+          "| CUDA graph | tokens computed | eager launches / pass | syncs / round | host overlap (spec / plain) "
+          "| verify attention |")
 
 
 def _limits(engine: EngineDef, tp: int = 1) -> EngineLimits:
@@ -22,7 +23,8 @@ def _limits(engine: EngineDef, tp: int = 1) -> EngineLimits:
 
 def anatomy_rows(B: int = EXAMPLE_B, k: int = EXAMPLE_K) -> list[tuple]:
     """Rows (engine, version, methods, pass, model, seqs, tokens/seq, logits/seq, passes, graph,
-    tokens computed, syncs, overlap, attention); methods whose rounds are identical share rows."""
+    tokens computed, eager launches around each pass, syncs, overlap, attention); methods whose
+    rounds are identical share rows."""
     groups: dict[tuple, list[str]] = {}
     for cls in ENGINES.values():
         for version in cls.versions:
@@ -34,7 +36,8 @@ def anatomy_rows(B: int = EXAMPLE_B, k: int = EXAMPLE_K) -> list[tuple]:
                 sync = eng.syncs(spec)
                 ov = ("on" if eng.overlap(spec) else "off") + " / " + ("on" if eng.overlap(None) else "off")
                 passes = tuple((p.name, p.model, p.seqs, p.tokens_per_seq, p.logits_per_seq, p.count, p.graph,
-                                p.padded_tokens if p.padded_tokens is not None else p.tokens, sync, ov,
+                                p.padded_tokens if p.padded_tokens is not None else p.tokens, p.eager_launches,
+                                sync, ov,
                                 eng.attention_class(spec)) for p in eng.passes(spec, B, k, k + 1, lim))
                 groups.setdefault((eng.name, version, passes), []).append(method)
     rows = []

@@ -37,18 +37,20 @@ V0_PER_SEQ_S = (0.01405 + 0.01553 + 0.06221) * MS                # 0.0918 ms per
 
 # vLLM V1 moves output processing (detokenisation, streaming) to the API-server process (vLLM V1
 # blog, Jan 2025 [D]), so its engine loop keeps schedule + prepare. Its base: vLLM PR #25872
-# (Llama-3.1-8B, EAGLE-3 K = 4, L20, concurrency 1): async scheduling took TPOT 9.91 -> 9.57 ms,
-# 0.34 ms per token; a round emits 3.08 tokens at K = 4 (the acceptance preset
-# eagle3-llama-3.1-8b-mtbench-chain-vllm; an acceptance figure, not a timing), so the host work
-# async hides is 0.34 x 3.08 = 1.05 ms per round at B = 1: base = 1.05 - 0.0296 = 1.02 ms.
-V1_BASE_S = 1.05 * MS - VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
+# (Llama-3.1-8B, EAGLE-3 K = 4, L20, vllm bench serve, max concurrency 1): async scheduling took the
+# mean ITL from 28.14 to 27.17 ms. With speculation a streamed chunk holds one round's tokens, so ITL
+# is the round time and 0.97 ms is the host work per round that async scheduling hides at B = 1
+# (no acceptance figure needed): base = 0.97 - 0.0296 = 0.94 ms.
+V1_ROUND_HIDDEN_S = (28.14 - 27.17) * MS
+V1_BASE_S = V1_ROUND_HIDDEN_S - VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
 V1_PER_SEQ_S = VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
 
-# SGLang: PR #11398 (Llama-3.1-8B, EAGLE steps 5 / topk 1): the v1 worker (no overlap) 246.8 tok/s,
-# the spec-v2 overlap worker 273.4 tok/s: 1000/246.8 - 1000/273.4 = 0.394 ms per token hidden by
-# overlap; at 5 steps a round emits 3.32 tokens (the same chain preset at K = 5), so 0.394 x 3.32 =
-# 1.31 ms per round at B = 1 (the PR states no batch: taken as 1). Per request: the vidur slope.
-SGLANG_BASE_S = 0.394 * 3.32 * MS - VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
+# SGLang: PR #11398 (Llama-3.1-8B, EAGLE-1 head, steps 5 / topk 1, sglang.test.send_one: one
+# request) states speed and accept length of both workers: the v1 worker (no overlap) 246.80 tok/s at
+# acc_length 2.99, a round of 2.99 / 246.80 = 12.115 ms; the spec-v2 overlap worker 273.43 tok/s at
+# 3.01, a round of 11.008 ms: overlap hides 1.107 ms a round at B = 1. Per request: the vidur slope.
+SGLANG_ROUND_HIDDEN_S = (2.99 / 246.80 - 3.01 / 273.43) * 1000 * MS
+SGLANG_BASE_S = SGLANG_ROUND_HIDDEN_S - VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
 SGLANG_PER_SEQ_S = VIDUR_SCHEDULE_PREPARE_PER_SEQ_S
 
 # TensorRT-LLM: blog2 (DeepSeek-R1, batch 1): the overlap scheduler gains 1.03x, so the host work
@@ -60,11 +62,12 @@ TRTLLM_HOST_FRACTION = 0.03
 # the GPU this long (it idles until the host launches the next pass).
 SYNC_S = 0.0513 * MS
 
-# A kernel launched eagerly: no engine publishes it; 4 us is the CUDA launch cost the datasheet
-# profiles carry (an estimate, hardware_profiles/h100-sxm.yaml overheads.kernel_launch_us). Eager
-# launches are asynchronous: they overlap the kernels already queued, so an eager pass takes
-# max(GPU time, kernels x EAGER_LAUNCH_S).
-EAGER_LAUNCH_S = 4.0 * US
+# A kernel launched eagerly from Python (torch dispatch + cudaLaunchKernel): pie-project/pie PR #348
+# measured a vLLM model forward (Qwen2.5-72B-AWQ, A100-SXM4-80GB, batch 1) eager against replayed
+# from a CUDA graph: 22.68 -> 15.39 ms a token, 7.29 ms for its ~1200 kernels (80 layers x ~15):
+# 7.29 / 1200 = 6.1 us a kernel. Eager launches are asynchronous: they overlap the kernels already
+# queued, so an eager pass takes max(GPU time, kernels x EAGER_LAUNCH_S).
+EAGER_LAUNCH_S = 7.29 * MS / 1200
 
 
 @dataclass(frozen=True)

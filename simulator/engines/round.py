@@ -36,6 +36,7 @@ class Pass:
     graph: str                 # GRAPH_MODES
     count: int = 1
     padded_tokens: int | None = None   # tokens the replayed graph computes (None: eager, no padding)
+    eager_launches: int = 0            # kernels the host launches eagerly around each repeat (inputs, logits)
 
     @property
     def tokens(self) -> int:
@@ -129,8 +130,8 @@ class EngineDef:
 
 
 def graphed(name: str, model: str, seqs: int, tokens_per_seq: int, logits_per_seq: int, mode: str,
-            padded: int | None, count: int = 1) -> Pass:
+            padded: int | None, count: int = 1, eager_launches: int = 0) -> Pass:
     """A pass that replays a graph of `padded` tokens, or runs eagerly where padded is None."""
     if padded is None:
-        return Pass(name, model, seqs, tokens_per_seq, logits_per_seq, "eager", count, None)
-    return Pass(name, model, seqs, tokens_per_seq, logits_per_seq, mode, count, padded)
+        return Pass(name, model, seqs, tokens_per_seq, logits_per_seq, "eager", count, None, eager_launches)
+    return Pass(name, model, seqs, tokens_per_seq, logits_per_seq, mode, count, padded, eager_launches)

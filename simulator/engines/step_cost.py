@@ -5,7 +5,9 @@ iteration, which the engine replica (engines/replica.py) adds to the passes' tim
 
 A pass's GPU time is the cost model's (TiledCostModel: linear layers with tile and wave
 quantization) at the tokens the engine computes: a graphed pass at its padded size; an eager pass
-at its own size, no less than its kernels' launch time (host.eager_pass_s). The profile's generic
+at its own size; either no less than the launch time of the kernels the host launches for it
+(host.eager_pass_s): an eager pass's own kernels, a PIECEWISE graph's attention per layer, and the
+small ops an engine launches eagerly around a pass (Pass.eager_launches: vLLM's propose loop). The profile's generic
 host terms (per-iteration overhead, kernel launch, the verification step's fixed time) are set to
 zero in the cost models (`engine_profile`): the engine's host model replaces them.
 """
@@ -86,13 +88,15 @@ class EngineStepCost:
                 pairs = causal_pairs(tokens, ctx, B)
             graphed = p.graph != "eager" and p.padded_tokens is not None and p.padded_tokens >= tokens
             gpu = cm.time_s(p.padded_tokens if graphed else tokens, ctx, pairs, B * p.logits_per_seq, B)
-            t += self._graph_s(p, gpu, cm) if graphed else eager_pass_s(gpu, self._kernels[p.model])
+            launched = self._graph_launches(p, cm) if graphed else self._kernels[p.model]
+            t += eager_pass_s(gpu, launched + p.eager_launches)
         return t
 
-    def _graph_s(self, p: Pass, gpu: float, cm: CostModel) -> float:
-        if p.graph == "piecewise":     # attention launched eagerly between the captured pieces
-            return eager_pass_s(gpu, cm.model.num_layers)
-        return gpu
+    @staticmethod
+    def _graph_launches(p: Pass, cm: CostModel) -> int:
+        """Kernels a graphed pass still launches eagerly: a PIECEWISE graph's attention, one per
+        layer between the captured pieces; none for a FULL (or whole-round) graph."""
+        return cm.model.num_layers if p.graph == "piecewise" else 0
 
     def round_passes(self, B: int, k: int) -> list[Pass]:
         width = self.drafter.verify_tokens_per_seq(k)

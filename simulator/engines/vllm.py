@@ -18,6 +18,26 @@ PR #24539):
              drafting is quick then we can have a blocking sync" (PR #24799): one sync a round [D]
   attention: verify requests run as prefill unless the backend declares supports_spec_as_decode;
              the default FlashAttention backend does not (vllm/v1/attention/backend.py) [C]: prefill
+V1 at v0.9.x (`engine.version: v1-0.9`, Apr-Jul 2025, the engine of vLLM's own published EAGLE
+  measurements of that time, PR #16937, issue #20780):
+  async scheduling arrived only as an experimental opt-in that rejects spec decode (PR #19970, Jun
+  2025) [C]: the host is overlapped neither in plain decoding nor while speculating
+  CUDA graphs: PIECEWISE for every pass (FULL_AND_PIECEWISE became the default later, ~v0.11 [I],
+  engines.md §1); the captured sizes not yet rounded to multiples of 1 + K (that rounding,
+  adjust_cudagraph_sizes_for_spec_decode, came later [I])
+  drafter: the unpadded drafter batch (the padded one is PR #24539, Sep 2025): "Rejection sampling
+  on GPU -> sync -> CPU computation -> sync -> GPU upload" (PR #20078, Jun 2025, describing the code
+  it changes) [D]: 2 syncs a round; draft_model (PR #24322, Sep 2025), suffix and trees came later
+Draft steps 2..K (V1, both versions) launch eagerly, around the drafter's graph, the small torch ops
+  of the propose loop (vllm/v1/spec_decode/eagle.py@008603a3; PR #33503, Feb 2026, fused them
+  later; PR #20078: "the GPU was idling on kernel-launch latency more than it was computing") [C]:
+  12 input updates (int cast, positions + 1, >= max_model_len, where, seq_lens + 1, masked_fill,
+  // block_size, gather, *, %, +, masked_fill), 3 copies into the graph's buffers, the LM head and
+  the argmax: 17; EAGLE-3 adds 4 that widen the draft logits to the target vocabulary (arange, +,
+  new_full, index_put: Eagle3LlamaForCausalLM.compute_logits, vllm/model_executor/models/
+  llama_eagle3.py) [C]. Draft 1 launches 7 around its pass (2 input_ids writes, positions and
+  hidden-state copies, the sampled rows' gather, LM head, argmax), EAGLE-3 4 more plus its
+  combine_hidden_states fc [C].
 V0 (docs v0.9.2; issues #4630, #10387): a SpecDecodeWorker proposes K one-token draft steps and
   scores top-1 proposals by CPU batch expansion (an MQA scorer later); spec decode excludes async
   output processing and multi-step scheduling [D]: the host is never overlapped while speculating.
@@ -32,6 +52,11 @@ from .cuda_graphs import padded_size, vllm_v0_sizes, vllm_v1_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed
 
 V1_METHODS = (EAGLE, EAGLE3, MTP, DRAFT_MODEL, NGRAM, SUFFIX)
+V1_09_METHODS = (EAGLE, EAGLE3, MTP, NGRAM)
+# kernels the propose loop launches eagerly (eagle.py@008603a3, llama_eagle3.py; module docstring)
+STEP_LAUNCHES = 12 + 3 + 2            # input updates, buffer copies, LM head + argmax
+FIRST_LAUNCHES = 7
+EAGLE3_LOGITS_LAUNCHES = 4            # compute_logits widening draft logits to the target vocabulary
 V0_METHODS = (DRAFT_MODEL, EAGLE, MTP, MEDUSA, NGRAM)
 # V0 plain decoding: async output processing hides process_model_outputs; schedule + prepare show
 V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
@@ -39,24 +64,34 @@ V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREP
 
 class VLLM(EngineDef):
     name = "vllm"
-    versions = ("v1", "v0")
+    versions = ("v1", "v1-0.9", "v0")
     default_version = "v1"
-    release = {"v1": "vLLM V1 at v0.14.0 (Jan 2026)", "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)"}
+    release = {"v1": "vLLM V1 at v0.14.0 (Jan 2026)", "v1-0.9": "vLLM V1 at v0.9.x (Apr-Jul 2025)",
+               "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)"}
+
+    @property
+    def early(self) -> bool:
+        """V1 at v0.9.x: no async scheduling, PIECEWISE graphs only, the unpadded drafter batch."""
+        return self.version == "v1-0.9"
 
     def supported_methods(self) -> tuple[str, ...]:
-        return V1_METHODS if self.version == "v1" else V0_METHODS
+        return {"v1": V1_METHODS, "v1-0.9": V1_09_METHODS}.get(self.version, V0_METHODS)
 
     def tree_ok(self) -> bool:
         return self.version == "v1"
 
     # ---- graphs ---------------------------------------------------------------------------
     def _sizes(self, k: int, lim: EngineLimits) -> tuple[int, ...]:
-        return vllm_v1_sizes(lim.max_num_seqs, lim.max_num_batched_tokens, k)
+        return vllm_v1_sizes(lim.max_num_seqs, lim.max_num_batched_tokens, 0 if self.early else k)
+
+    @property
+    def _target_graph(self) -> str:
+        return "piecewise" if self.early else "full"
 
     def plain_pass(self, B: int, lim: EngineLimits) -> Pass:
         if self.version == "v0":
             return graphed("decode", "target", B, 1, 1, "full", padded_size(B, vllm_v0_sizes(lim.max_num_seqs)))
-        return graphed("decode", "target", B, 1, 1, "full", padded_size(B, self._sizes(0, lim)))
+        return graphed("decode", "target", B, 1, 1, self._target_graph, padded_size(B, self._sizes(0, lim)))
 
     def mixed_graph(self, tokens: int, lim: EngineLimits) -> int | None:
         if self.version == "v0":
@@ -74,26 +109,28 @@ class VLLM(EngineDef):
             sizes0 = vllm_v0_sizes(lim.max_num_seqs)
             return [graphed("draft", "draft", B, 1, 1, "full", padded_size(B, sizes0), count=k)] + v0
         sizes = self._sizes(width - 1, lim)      # 1 + num_speculative_tokens: a tree's nodes + 1
-        verify = graphed("verify", "target", B, width, width, "full", padded_size(B * width, sizes))
+        verify = graphed("verify", "target", B, width, width, self._target_graph, padded_size(B * width, sizes))
         if spec.is_lookup:
             return [verify]
         first = width + 1 if m == DRAFT_MODEL else width
+        logits = EAGLE3_LOGITS_LAUNCHES if m == EAGLE3 else 0
         # pad_for_cudagraph: the draft's piecewise graphs use the same token-count sizes (the
         # draft_model's B (2 + K) tokens pad to the next one too)
-        out = [verify, graphed("draft_1", "draft", B, first, 1, "piecewise", padded_size(B * first, sizes))]
+        out = [verify, graphed("draft_1", "draft", B, first, 1, "piecewise", padded_size(B * first, sizes),
+                               eager_launches=FIRST_LAUNCHES + logits + (1 if m == EAGLE3 else 0))]
         if k > 1:
             out.append(graphed("draft_2..K", "draft", B, 1, spec.branches, "piecewise",
-                               padded_size(B, sizes), count=k - 1))
+                               padded_size(B, sizes), count=k - 1, eager_launches=STEP_LAUNCHES + logits))
         return out
 
     # ---- host ------------------------------------------------------------------------------
     def syncs(self, spec: DrafterSpec) -> int:
-        if self.version == "v0":
+        if self.version == "v0" or (self.early and not spec.is_lookup):
             return 2
         return 1 + (1 if spec.is_tree else 0)
 
     def overlap(self, spec: DrafterSpec | None) -> bool:
-        if self.version == "v0":
+        if self.version == "v0" or self.early:
             return False
         return spec is None or not spec.is_lookup
 

@@ -86,9 +86,10 @@ def grid_cases(args: argparse.Namespace) -> list[tuple[dict[str, Any] | None, li
     base = scenario_overrides(args)
     if not args.grid:
         return [(None, base, Path(args.out))]
-    from ..studies.overrides import grid_points, override_strings
-    return [(pt, base + override_strings(pt), Path(args.out) / point_folder(pt))
-            for pt in grid_points(args.grid)]
+    from ..studies.overrides import check_points, grid_points, override_strings, scenario_source
+    points = grid_points(args.grid)
+    check_points(scenario_source(args.scenario, base), points)     # a misspelt key fails here, once
+    return [(pt, base + override_strings(pt), Path(args.out) / point_folder(pt)) for pt in points]
 
 
 def point_folder(point: dict[str, Any]) -> str:

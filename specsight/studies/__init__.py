@@ -7,6 +7,8 @@ the `specsight` command line is a thin layer over them. See docs/api.md.
 | breakeven.py      | breakeven(scenario, axis, ...)       | BreakevenResult (.frame, .verdict) |
 | analytic.py       | analytic_breakeven(model, hw, ...)   | AnalyticBreakeven (.frame)   |
 | capacity_plan.py  | capacity_plan(scenario, target_qps)  | CapacityPlan (.rows, .frame) |
+| plan_search.py    | plan_search(scenario, qps, grid)     | PlanSearch (.rows, .chosen)  |
+| deploy.py         | deployment(scenario), plan_deployment, search_deployment | Deployment, PlanDeployment |
 | fleet_day.py      | fleet_day(scenario)                  | FleetDay (.rows, .frame)     |
 | sweep.py          | sweep(scenario, grid)                | SweepResult (.frame)         |
 

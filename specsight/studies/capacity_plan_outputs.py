@@ -45,7 +45,8 @@ def headline(p: CapacityPlan) -> str:
     slo = p.slo
     return (f"# Capacity plan: {p.scenario}\n\n{p.meta['deployment']} per replica, drafter {p.meta['drafter']}; "
             f"target {p.target_qps:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
-            f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour.")
+            f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour"
+            + (f" ({p.price_source.split(':')[0]})." if p.price_source else "."))
 
 
 def write_outputs(p: CapacityPlan, out: Path) -> dict[str, str]:

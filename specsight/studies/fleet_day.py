@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.errors import SpecsightInputError, require_int
 
-from .capacity_plan import DEFAULT_POLICIES, SLO, configurations, resolve_slo
+from .capacity_plan import DEFAULT_POLICIES, SLO, configurations, policy_names, resolve_slo
 from .inputs import int_list
 from .jsonable import json_safe
 from .overrides import describe_scenario, scenario_source
@@ -193,9 +193,7 @@ def fleet_day(scenario: Any, *, slo_tpot_ms_p99: float | None = None, slo_ttft_m
         raise SpecsightInputError("workload.arrival.process", sc.workload.arrival,
                                   "schedule (a day of traffic), or give --target-qps for a Poisson-rate plan")
     slo = resolve_slo(source, slo_tpot_ms_p99, slo_ttft_ms_p99)
-    text = policies if isinstance(policies, str) else ",".join(policies)
-    configs = configurations(source, [p.strip() for p in text.split(",") if p.strip()],
-                             int_list("--k", ks, lo=1, hi=MAX_K) if ks else [])
+    configs = configurations(source, policy_names(policies), int_list("--k", ks, lo=1, hi=MAX_K) if ks else [])
     sch = sc.workload.schedule
     assert sch is not None
     raw_arr = source["workload"]["arrival"]

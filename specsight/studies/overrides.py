@@ -111,6 +111,34 @@ def grid_points(grids: Sequence[str] | Mapping[str, Sequence[Any]]) -> list[dict
     return [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in parsed))]
 
 
+CATALOG_KEYS = ("hardware.gpu", "hardware.profile")   # grid values that name a hardware_profiles/ entry
+
+
+def check_points(source: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a grid up front, before any point runs: every point's overrides must pass the
+    scenario schema on `source` (a misspelt key gets "did you mean"; a value the schema refuses
+    says what is allowed), and a hardware.gpu or hardware.profile value must name a profile.
+    The error names the grid (`--grid KEY...`). A point the schema accepts may still fail when it
+    runs (a model that does not fit its GPUs): that is the point's own result."""
+    from simulator.hardware import load_profile
+    from simulator.scenario import checked_source
+
+    seen: set[str] = set()
+    for point in points:
+        try:
+            checked_source(source, override_strings(point))
+            for key in CATALOG_KEYS:
+                name = point.get(key)
+                if isinstance(name, str) and name not in seen:
+                    load_profile(name)
+                    seen.add(name)
+        except SpecsightInputError as e:
+            field = e.field.removeprefix("--set ")
+            if field in ("gpu", "profile"):
+                field = next(k for k in CATALOG_KEYS if k in point)
+            raise SpecsightInputError(f"--grid {field}", e.value, e.allowed) from None
+
+
 def point_label(point: Mapping[str, Any]) -> str:
     """`key=value, key2=value2`: a grid point in words (values as JSON)."""
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in point.items())

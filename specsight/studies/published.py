@@ -40,6 +40,15 @@ PREDICTION_COLUMNS = ("plain_tpot_ms", "spec_tpot_ms", "plain_tokens_per_s", "sp
 # requests per closed-loop user: enough rounds that a speculative row's TPOT mean settles
 REQUESTS_PER_USER = 64
 
+# the engine version each publication ran, where specsight models that version (engine.version; a
+# row not listed runs at its engine's default version): vLLM's own measurements of Apr-Jul 2025 and
+# the vLLM run in TensorRT-LLM PR #4802 (Jun 2025) ran V1 at v0.9.x (no async scheduling, PIECEWISE
+# graphs, the unpadded drafter batch: simulator/engines/vllm.py)
+ENGINE_VERSIONS = {
+    "vLLM V1 (Apr-Jul 2025)": "v1-0.9",
+    "vLLM V1, Jun 2025 (as measured in TensorRT-LLM PR #4802)": "v1-0.9",
+}
+
 # the table's goals (absolute relative error; the side band of the speedup)
 TOKENS_PER_S_MAX_ERROR = 0.15
 SPEEDUP_MEDIAN_MAX_ERROR = 0.15
@@ -151,6 +160,9 @@ def scenario_for(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]], e
                      "output_len": int(s.get("output_tokens", ds["output_tokens"]))},
         "engine": {"kind": engine_kind},
     }
+    version = ENGINE_VERSIONS.get(row.version) if engine_kind == row.engine else None
+    if version:
+        sc["engine"]["version"] = version
     d = row.drafter
     if d is not None:
         drafter: dict[str, Any] = {"method": d["method"], "model": d["model"], "num_speculative_tokens": int(d["k"])}
@@ -260,11 +272,52 @@ def why(row: PublishedRow, pred: Mapping[str, float], engine_label: str, missed:
         if stated and row.basis == "tpot":     # the round: TPOT x tokens per round
             parts.append(f"round {pred['spec_tpot_ms'] * pred['accept_length']:.1f} ms vs "
                          f"{_published_tpot_ms(row, 'speculative') * stated:.1f} ms")
+    gap = unpriced(row, pred)
+    if gap:
+        parts.append(gap)
+    if engine_label != NOT_MODELLED:
+        parts.append(lacks(row))
     if engine_label == NOT_MODELLED and row.checks == "tokens_per_s":
         parts.append(f"the profile's generic host terms and datasheet efficiencies stand in for {row.engine}'s")
     elif engine_label == NOT_MODELLED:
         parts.append(f"{row.engine}'s extra passes, host work and syncs per round not priced")
     return "; ".join(parts)
+
+
+def lacks(row: PublishedRow) -> str:
+    """What the engine model lacks for this row, by what the row runs (docs/validation.md, 'What the
+    model lacks', gives the sources)."""
+    d = row.drafter
+    if d is None:
+        if row.engine == "sglang":
+            return ("lacks: SGLang overlaps plain decoding's host work, so the priced step is the GPU pass: "
+                    "GPU time beyond the profile's weight-read efficiency (efficiency.memory 0.8)"
+                    + (" and TP all-reduces" if int(row.setup["tp"]) > 1 else "") + " is not priced")
+        return "lacks: GPU time beyond the profile's weight-read efficiency, or host work outside H(B)"
+    if row.basis == "throughput":
+        return "lacks: the accept length of this run (assumed), and the loaded run's host work per iteration"
+    if d.get("tree") and int(d["tree"]["branches"]) > 1:
+        return ("lacks: tree drafting's host and GPU work per draft step (top-k selection, tree construction) "
+                "and per round beyond the priced passes")
+    return ("lacks: the propose loop's host time per draft step beyond its kernel launches (attention-metadata "
+            "builds, the compiled drafter's dispatch), which no source times outside a profiler")
+
+
+def unpriced(row: PublishedRow, pred: Mapping[str, float]) -> str:
+    """What the model lacks on this row, in ms: the published step or round less the predicted one
+    (a plain step; for a stated accept length, the round, and what it lacks beyond the plain step
+    per draft token). Positive: time the publication pays that no priced term explains. Throughput
+    rows (loaded runs, aggregate tokens/s) state no step time: empty."""
+    if row.checks == "speedup" and row.basis == "throughput":
+        return ""
+    plain = _published_tpot_ms(row, "plain") - pred["plain_tpot_ms"]
+    out = f"unpriced: {plain:+.2f} ms a plain step"
+    stated = row.published.get("accept_length")
+    if row.checks == "speedup" and row.basis == "tpot" and stated:
+        rnd = _published_tpot_ms(row, "speculative") * float(stated) - pred["spec_tpot_ms"] * pred["accept_length"]
+        k = int(row.drafter["k"]) if row.drafter else 1
+        out += f", {rnd:+.2f} ms a round ({(rnd - plain) / k:+.2f} ms per draft token beyond the plain step's)"
+    return out
 
 
 def validate_published(path: Path | str = RESULTS_FILE) -> Any:

@@ -194,6 +194,60 @@ def sensitivity_lines(cat: PublishedCatalog) -> list[str]:
     return out
 
 
+STEP_ROWS = ("vllm-v1-llama3.1-8b-h100-eagle3-k4", "vllm-v1-llama3.1-8b-h100-eagle1-k4")
+
+
+def draft_step_ms(row: Any, cat: PublishedCatalog) -> tuple[float, float]:
+    """(one draft step 2..K as the row's engine prices it, its eager launches alone), in ms, at the
+    row's prompt length of context."""
+    from simulator.engines.host import EAGER_LAUNCH_S
+    from simulator.run import resolve_deployment, with_engine_defaults
+    from simulator.scenario import load_scenario
+
+    from .published import scenario_for
+    c = resolve_deployment(with_engine_defaults(load_scenario(scenario_for(row, cat.datasets, row.engine)))).step_cost
+    step = next(p for p in c.round_passes(1, int(row.drafter["k"])) if p.name == "draft_2..K")
+    ctx = float(cat.datasets[row.setup["dataset"]]["prompt_tokens"])
+    return 1e3 * c.pass_s(step, ctx) / step.count, 1e3 * step.eager_launches * EAGER_LAUNCH_S
+
+
+def lacks_lines(cat: PublishedCatalog) -> list[str]:
+    """What the engine models lack, by group of rows, with the sources that bound it."""
+    rows = {r.name: r for r in cat.rows}
+    (e3, e3_launch), (e1, _) = (draft_step_ms(rows[n], cat) for n in STEP_ROWS)
+    return [
+        "### What the model lacks, by group of rows",
+        "",
+        "Each miss's last clause names it; the sources that bound it (none of them a row here):",
+        "",
+        f"- **vLLM V1, EAGLE-3 (#4)**: the published rounds (TPOT x accept length) grow by about 1.0 ms per "
+        f"draft token (engines.md §4 #5: 8.35 + 1.02 K ms; EAGLE-1 7.69 + 0.74 K). The model prices an EAGLE-3 "
+        f"draft step at {e3:.2f} ms (one decoder layer and a 32k-token LM head on the GPU; its 21 eager launches, "
+        f"{e3_launch:.2f} ms, overlap that) and an EAGLE-1 step at {e1:.2f} ms (it reads the target's "
+        "128k-token LM head), so the EAGLE-1 rows meet their goal and the EAGLE-3 rows miss by the rest of a "
+        "millisecond per step: the published EAGLE-3 step costs more than the EAGLE-1 step though it reads "
+        "less, which GPU work cannot explain. The propose loop is host-bound: vLLM PR #20078 (Jun 2025) found "
+        "\"the GPU was idling on kernel-launch latency more than it was computing\" between draft steps, and "
+        "PR #17504's torch-profiler trace of an EAGLE-3 propose at K = 3, batch 1 took about 6 ms with CUDA "
+        "graphs (16 ms without); a profiler inflates host time, so no per-step constant follows from it. The "
+        "plain step is priced with the V1 host work that v0.9.x does not overlap (0.97 ms, vLLM PR #25872's "
+        "ITL with and without async scheduling) and meets its goal.",
+        "- **SGLang plain decoding (#1, #3)**: SGLang overlaps plain decoding's host work, so the priced step is "
+        "the GPU pass at the datasheet profile's weight-read efficiency (efficiency.memory 0.8; decode GEMVs "
+        "were measured at about 78 % of HBM peak on an H200, pegainfer issue #582). Row #1 takes 6.41 ms for "
+        "Llama-2-7B (13.5 GB of weights: 63 % of the H100's 3.35 TB/s) and its benchmark script times one "
+        "whole request, prefill included; row #3 adds 80 layers of TP-8 all-reduces. Neither gap has an "
+        "independent source.",
+        "- **SGLang tree drafting (#2, #3)**: top-k 4-8 per depth: each draft step selects top-k candidates and "
+        "builds the tree (build_tree_kernel_efficient), and the verify covers B x N tree tokens; SGLang of "
+        "Jan-Mar 2025 (v0.4.x) also ran the draft extend eagerly (its CUDA graph came with PR #6606, May "
+        "2025). The model prices the passes' GPU work (v0.5 graphs) and SGLang's host work per round (1.1 ms, "
+        "PR #11398); row #3's miss gives the round published and priced.",
+        "- **Loaded runs (#6)**: acceptance assumed (the nearest published chain preset), and the loaded run's "
+        "host work per iteration at batch 8.",
+    ]
+
+
 def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = None) -> str:
     """docs/validation.md."""
     cat = cat or load_published()
@@ -206,6 +260,7 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
             "The table's last column gives each miss from the numbers: the simulated against the published "
             "TPOT or tokens/s, plain and speculative, the accept length, and for a stated accept length the "
             "round (TPOT x accept length) against the published one."]
+    out += ["", *lacks_lines(cat)]
     if (df["engine"] == NOT_MODELLED).any():
         out += ["", "Rows run as `ideal (engine not modelled)` price only the cost model's passes: none of the "
                 "engine's extra passes, host work, syncs or CUDA-graph padding (the engine models of "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .overrides import grid_points, scenario_source
+from .overrides import check_points, grid_points, scenario_source
 from .points import run_points, study_executor
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def sweep(scenario: Any, grid: Sequence[str] | Mapping[str, Sequence[Any]], *, o
     executor of your own."""
     source = scenario_source(scenario, overrides)
     points = grid_points(grid)
+    check_points(source, points)                 # a misspelt key or a refused value: one error, before any run
     store_path = None if store is None else Path(store)
     with study_executor(executor, workers, dask, len(points)) as ex:
         recs = run_points(source, points, store_path, ex, baseline=baseline, progress=progress,
