@@ -17,6 +17,8 @@ from .drafters import METHODS
 from .hardware import DTYPE_BYTES, MAX_PRICE_USD_PER_GPU_HOUR
 from .length_dist import MAX_LENGTH_TOKENS, ORDERS
 from .policies import KINDS as POLICY_KINDS
+from .rate_schedule import DEFAULT_PERIOD_S
+from .rate_schedule import SHAPES as SCHEDULE_SHAPES
 from .schema import REQUIRED, Bool, Float, Int, ListOf, OneOf, Pair, Section, Str, Variants, markdown
 from .workload_presets import PRESETS as WORKLOAD_PRESETS
 
@@ -198,6 +200,18 @@ ARRIVAL = Variants(doc="arrival process (a string names the process, its keys th
     "trace": {"path": _path("CSV with arrived_at, num_prefill_tokens, num_decode_tokens", default=REQUIRED),
               "time_scale": Float(doc="multiply arrival times by this", hi=1e6, **POS, default=1.0),
               "max_requests": Int(doc="replay at most this many rows", lo=1, hi=MAX_REQUESTS, nullable=True)},
+    "schedule": {
+        "rates": ListOf(doc="rows [start_s, qps]: the rate from start_s (the first row at 0, starts increasing); "
+                            "num_requests null: the expected count of one period", max_len=MAX_LIST, default=REQUIRED,
+                        item=Pair(items=(Float(doc="start_s", unit="s", lo=0.0, hi=MAX_SECONDS),
+                                         Float(doc="qps", unit="1/s", lo=0.0, hi=MAX_QPS)))),
+        "shape": Str(doc="step: each rate holds until the next row; linear: straight lines between rows (the last "
+                         "back to the first)", choices=SCHEDULE_SHAPES, default="step"),
+        "period_s": Float(doc="the schedule repeats after this (> the last start_s)", unit="s", hi=MAX_SECONDS, **POS,
+                          default=DEFAULT_PERIOD_S),
+        "time_compression": Float(doc="the clock runs this many times faster: times divide by it, rates do not "
+                                      "(60: an hour lasts a minute)", lo=1e-6, hi=1e6, default=1.0),
+        "rate_scale": Float(doc="multiply every rate", hi=1e6, **POS, default=1.0)},
 })
 
 LENGTH = OneOf(doc="token length: an integer (fixed) or a distribution", nullable=True, options=(

@@ -9,6 +9,7 @@ the `specsight` command line is a thin layer over them. See docs/api.md.
 | capacity_plan.py  | capacity_plan(scenario, target_qps)  | CapacityPlan (.rows, .frame) |
 | plan_search.py    | plan_search(scenario, qps, grid)     | PlanSearch (.rows, .chosen)  |
 | deploy.py         | deployment(scenario), plan_deployment, search_deployment | Deployment, PlanDeployment |
+| fleet_day.py      | fleet_day(scenario)                  | FleetDay (.rows, .frame)     |
 | sweep.py          | sweep(scenario, grid)                | SweepResult (.frame)         |
 
 Underneath: overrides.py (scenarios as mappings, key-path overrides, grids), points.py (points

@@ -213,20 +213,26 @@ def checked_inputs(scenario: Any, target_qps: float, slo_tpot_ms_p99: float | No
                    tolerance: float, overrides: Iterable[str]) -> tuple[dict[str, Any], float, SLO, float]:
     """(scenario source, target, SLO, tolerance), each checked; the SLO limits default to the
     scenario's slo: block."""
-    from simulator.schema_table import MAX_MS, MAX_QPS
+    from simulator.schema_table import MAX_QPS
 
     target = require_range("--target-qps", target_qps, 0.0, MAX_QPS, lo_open=True)
     tol = require_range("--tolerance", tolerance, 0.001, 1.0)
     source = scenario_source(scenario, overrides)
+    return source, target, resolve_slo(source, slo_tpot_ms_p99, slo_ttft_ms_p99), tol
+
+
+def resolve_slo(source: Mapping[str, Any], tpot_ms_p99: float | None, ttft_ms_p99: float | None) -> SLO:
+    """The SLO: the flags' limits, else the scenario's slo: block; at least one limit is required."""
+    from simulator.schema_table import MAX_MS
     raw_slo = source.get("slo") or {}
-    slo = SLO(slo_tpot_ms_p99 if slo_tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
-              slo_ttft_ms_p99 if slo_ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
+    slo = SLO(tpot_ms_p99 if tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
+              ttft_ms_p99 if ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
     for name, v in (("--slo-tpot-ms-p99", slo.tpot_ms_p99), ("--slo-ttft-ms-p99", slo.ttft_ms_p99)):
         if v is not None:
             require_range(name, v, 0.0, MAX_MS, lo_open=True)
     if slo.tpot_ms_p99 is None and slo.ttft_ms_p99 is None:
         raise SpecsightInputError("--slo-tpot-ms-p99", None, "give an SLO (flags or the scenario's slo: block)")
-    return source, target, slo, tol
+    return slo
 
 
 def policy_names(policies: Sequence[str] | str) -> list[str]:
