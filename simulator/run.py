@@ -107,7 +107,7 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
 
 def _drafter_layout(drafter: Drafter, cm: Any) -> None:
     """A drafter with its own weights runs in the target's layout (SGLang builds the draft worker
-    in the target's attention-TP group, docs/engines.md): its routed experts over the same ep
+    in the target's attention-TP group, docs/reference/engines.md): its routed experts over the same ep
     groups (a dense drafter: ep 1), its attention data-parallel with the target's."""
     from .cost_model import CostModel
     dc, layout = drafter.draft_cost, cm.layout

@@ -154,3 +154,24 @@ def test_internode_keys_come_together():
     ic = dataclasses.replace(H200.interconnect, internode_latency_us=None)
     with pytest.raises(SpecsightInputError, match="or none"):
         dataclasses.replace(H200, interconnect=ic)
+
+
+def test_the_shipped_scenario_resolves_target_and_mtp_drafter_in_one_layout():
+    from simulator.run import resolve_deployment
+    from simulator.scenario import load_scenario
+    sc = load_scenario("scenarios/deepseek-v3-2node-ep-mtp.yaml")
+    dep = resolve_deployment(sc)
+    cm, dc = dep.step_cost.cm, dep.drafter.draft_cost
+    assert (cm.layout.gpus, cm.layout.ep, cm.layout.dp_attention, cm.layout.crosses_node) == (16, 16, True, True)
+    assert (dc.layout.ep, dc.layout.dp_attention) == (16, True)              # the MTP block's experts and KV too
+    mtp_latent = dc.model.num_layers * dc.model.kv_elems_per_token() * 2
+    assert dep.kv.kv_bytes_per_token == pytest.approx((cm.kv_bytes_per_token * 16 + mtp_latent) / 16, rel=1e-12)
+
+
+def test_a_real_engine_refuses_expert_parallel_layouts():
+    from simulator.run import resolve_deployment
+    from simulator.scenario import load_scenario
+    sc = load_scenario("scenarios/deepseek-v3-2node-ep-mtp.yaml")
+    with pytest.raises(SpecsightInputError) as e:
+        resolve_deployment(dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, kind="sglang")))
+    assert e.value.field == "hardware.ep"
