@@ -53,6 +53,15 @@ import numpy as np
 from .errors import SpecsightInputError, require_int
 from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
 from .model_spec import ModelSpec
+from .moe_parallel import (
+    FP8_DISPATCH_BYTES,
+    all_to_all_bytes,
+    all_to_all_s_per_byte,
+    check_layout,
+    collective_latency_s,
+    experts_touched,
+    ring_link,
+)
 from .pass_shape import PassShape
 from .pass_time import PassConstants, attention_time_s, constants_row, pass_time_s, steps_time_s
 from .weight_formats import weight_costs
@@ -75,7 +84,8 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 # an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
-OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "overhead")
+OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "all_to_all",
+              "overhead")
 
 
 class OpPieces(NamedTuple):
@@ -141,16 +151,21 @@ def soft_roofline(t_compute: float | np.ndarray, t_memory: float | np.ndarray, p
 
 
 class CostModel:
-    """Forward-pass time of `model` on one tensor-parallel group of `hw` GPUs."""
+    """Forward-pass time of `model` on one replica of tp `hw` GPUs: tensor-parallel, or with its
+    routed experts expert-parallel over ep groups and, with dp_attention, attention data-parallel
+    over every GPU (simulator/moe_parallel.py)."""
 
     def __init__(self, model: ModelSpec, hw: HardwareProfile, tp: int = 1, dtype: str = "bf16",
-                 kv_dtype: str | None = None, efficiency: Efficiency | None = None):
+                 kv_dtype: str | None = None, efficiency: Efficiency | None = None, ep: int = 1,
+                 dp_attention: bool = False):
         tp = require_int("tp", tp, lo=1)
+        self.layout = check_layout(model, tp, ep, dp_attention, hw.interconnect.gpus_per_node)
+        atp, adp = self.layout.attention_tp, self.layout.attention_dp   # tp, 1 without dp_attention
         if dtype not in DTYPE_BYTES:
             raise SpecsightInputError("dtype", dtype, f"one of {', '.join(DTYPE_BYTES)}")
-        if model.num_heads % tp:
+        if model.num_heads % atp:
             raise SpecsightInputError("tp", tp, f"must divide the {model.name} attention heads ({model.num_heads})")
-        if not model.is_mla and model.num_kv_heads % tp and tp % model.num_kv_heads:
+        if not model.is_mla and model.num_kv_heads % atp and atp % model.num_kv_heads:
             raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads "
                                                 f"({model.num_kv_heads})")
         self.model, self.hw, self.tp, self.dtype = model, hw, tp, dtype
@@ -168,16 +183,20 @@ class CostModel:
         # Linear layers every token multiplies (attention projections, dense MLP, shared experts, router,
         # head projections).
         lin_params = m.layer_params_dense_part + m.extra_linear_params
-        self.linear_bytes = lin_params * bpw / tp
+        self.linear_bytes = lin_params * bpw / atp        # dp_attention: replicated on every GPU
         self.linear_flops_per_token = 2.0 * lin_params / tp
         # Routed experts: distinct experts touched per layer E (1 - (1 - k/E)^T) under uniform routing.
         self.n_moe_layers = m.num_moe_layers
         self.num_experts = m.num_experts
+        # (with ep: E / ep experts per rank, each over tp / ep GPUs: the same 1 / tp of the touched bytes)
         self.expert_keep = (1.0 - m.experts_per_token / m.num_experts) if m.is_moe else 1.0
         self.expert_bytes = m.expert_params * bpw / tp
         self.moe_flops_per_token = 2.0 * m.num_moe_layers * m.experts_per_token * m.expert_params / tp
         self.weight_bytes_per_gpu = (m.params_total * bpw) / tp
-        self.lm_head_bytes = m.lm_head_params * bpw / tp
+        if adp > 1:     # dp_attention: the non-expert weights replicated, the routed experts split tp ways
+            routed = m.num_moe_layers * m.num_experts * m.expert_params
+            self.weight_bytes_per_gpu = (m.params_total - routed) * bpw + routed * bpw / tp
+        self.lm_head_bytes = m.lm_head_params * bpw / atp
         self.lm_head_flops_per_logit = 2.0 * m.lm_head_params / tp
         # FLOPs at the dtype's rate x these = the FLOPs an op class reports (1.0 unless parts run at other rates)
         self._linear_flops_shown = self._moe_flops_shown = self._head_flops_shown = 1.0
@@ -190,8 +209,9 @@ class CostModel:
             self.weight_bytes_per_gpu = w.weight_bytes
             self._linear_flops_shown = w.linear_flops_shown
             self._moe_flops_shown, self._head_flops_shown = 1.0 / w.experts_slow, 1.0 / w.head_slow
-        # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated).
-        kv_shards = 1 if m.is_mla else min(tp, m.num_kv_heads)
+        # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated);
+        # dp_attention: each GPU holds its own requests' whole KV, 1 / tp of the replica's tokens.
+        kv_shards = adp if adp > 1 else 1 if m.is_mla else min(tp, m.num_kv_heads)
         kv_b = DTYPE_BYTES[self.kv_dtype]
         # KV bytes per cached token kept in memory (full and sliding layers: the replica's blocks hold a
         # sliding layer's tokens too) and read by the full layers; the sliding layers' read per token
@@ -209,28 +229,38 @@ class CostModel:
         # multiprocessors (Efficiency.attention_blocks; kv_wave_factor). MLA: eager attention
         # expands the latent into per-head keys and values, one block per query head.
         self._waves = eff.attention_blocks == "per_sequence_head"
-        self.kv_heads_per_gpu = max(1, m.num_heads // tp) if m.is_mla else max(1, m.num_kv_heads // kv_shards)
+        self.kv_heads_per_gpu = (max(1, m.num_heads // atp) if m.is_mla
+                                 else max(1, m.num_kv_heads // min(atp, m.num_kv_heads)))
         self.query_group = 1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads)   # query heads per KV head
         require_sm_count(hw.name, eff, hw.sm_count)        # (an efficiency override may ask for waves)
         self.sm_count = hw.sm_count
         self.attn_flops_per_pair = m.num_full_layers * m.attn_flops_per_pair() / tp
         self.win_flops_per_pair = m.num_sliding_layers * m.attn_flops_per_pair() / tp
         # Sampling (on the gathered logits; the LM head is vocabulary-parallel).
-        self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES
+        self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES / adp
         # Measured host sampling time per logit row (overheads.sampling_row_us; absent: none).
         self.sampling_host_s_per_logit = (hw.overheads.sampling_row_us or 0.0) * 1e-6
         # Elementwise (norms, residuals, rotary, activation): memory-bound.
         act_width = (m.num_dense_layers * m.intermediate_size
                      + m.num_moe_layers * (m.experts_per_token + m.num_shared_experts) * m.moe_intermediate_size)
-        self.elementwise_bytes_per_token = self.activation_bytes * (L * ELEMENTWISE_D_PASSES * m.hidden_size
+        self.elementwise_bytes_per_token = self.activation_bytes * (L * ELEMENTWISE_D_PASSES * m.hidden_size / adp
                                                                + ELEMENTWISE_I_PASSES * act_width / tp)
         # Tensor-parallel all-reduce: two per layer of T * d activations, ring alpha-beta model.
-        self.allreduce_count = 2 * L if tp > 1 else 0
+        # Past one NVLink domain (gpus_per_node) the ring runs at the inter-node link's rate and latency.
+        self.allreduce_count = 2 * L if atp > 1 else 0
         self.allreduce_bytes_per_token = m.hidden_size * self.activation_bytes
-        self.ring_factor = 2.0 * (tp - 1) / tp
-        self.ring_latency_s = hw.interconnect.latency_us * 1e-6   # small-message all-reduce time, per collective
-        self.link_bytes_s = hw.interconnect_bytes_s
-        n_kernels = L * (KERNELS_PER_LAYER + (KERNELS_PER_LAYER_TP if tp > 1 else 0)) + KERNELS_FIXED
+        self.ring_factor = 2.0 * (atp - 1) / atp
+        self.link_bytes_s, self.ring_latency_s = ring_link(atp, hw.interconnect)   # small-message time, per collective
+        # Expert parallelism under dp_attention: each MoE layer's all-to-all dispatch (FP8 with FP8
+        # weights, as DeepEP) and combine of each GPU's T / tp tokens (moe_parallel.all_to_all_bytes).
+        self.all_to_all_count = 2 * m.num_moe_layers if adp > 1 and self.layout.ep > 1 else 0
+        self.all_to_all_bytes_per_token = 0.0
+        if self.all_to_all_count:
+            dispatch = FP8_DISPATCH_BYTES if dtype == "fp8" else self.activation_bytes
+            self.all_to_all_bytes_per_token = m.num_moe_layers * all_to_all_bytes(
+                1.0 / adp, m.experts_per_token, m.hidden_size, dispatch + self.activation_bytes, self.layout.ep)
+        n_kernels = (L * (KERNELS_PER_LAYER + (KERNELS_PER_LAYER_TP if atp > 1 else 0)) + KERNELS_FIXED
+                     + self.all_to_all_count)
         self.launch_overhead_s = n_kernels * hw.overheads.kernel_launch_us * 1e-6
         self.iteration_overhead_s = hw.overheads.iteration_us * 1e-6
         # a speculative round's verification step, once per round with K > 0 (absent: 0)
@@ -254,13 +284,20 @@ class CostModel:
         self._ar_per_token_s = (self.allreduce_count * self.ring_factor * self.allreduce_bytes_per_token
                                 / self.link_bytes_s) if self.allreduce_count else 0.0
         self._ar_fixed_s = self.allreduce_count * self.ring_latency_s
+        if self.all_to_all_count:   # priced with the all-reduce: per-token seconds plus a fixed part per collective
+            self._a2a_per_token_s = self.all_to_all_bytes_per_token * all_to_all_s_per_byte(self.layout.ep,
+                                                                                              hw.interconnect)
+            self._a2a_fixed_s = self.all_to_all_count * collective_latency_s(self.layout.ep, hw.interconnect)
+            self._ar_per_token_s += self._a2a_per_token_s
+            self._ar_fixed_s += self._a2a_fixed_s
         # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
         # the constants of pass_time.pass_time_s (the compiled decode rounds take them as a row)
         self.constants = PassConstants(self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s,
                                        self.attn_flops_per_pair, self.full_kv_bytes_per_token, self.launch_overhead_s,
-                                       self.allreduce_count, self._ar_fixed_s, self._sharp, self.win_flops_per_pair,
+                                       self.allreduce_count + self.all_to_all_count, self._ar_fixed_s, self._sharp,
+                                       self.win_flops_per_pair,
                                        self.win_kv_bytes_per_token, float(self.window), 0.0)
         # the constants depend on the pass's sequences: attention in waves, or sliding layers (seqs)
         self._per_seq = self._waves or self.window > 0
@@ -282,6 +319,8 @@ class CostModel:
         if num_seqs is None:
             raise ValueError("num_seqs is needed: this profile's attention runs one block per (sequence, KV head)")
         S = self.sm_count
+        if self.layout.attention_dp > 1:     # each GPU's own sequences
+            num_seqs = num_seqs / self.layout.attention_dp
         blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray)
                   else max(num_seqs, 1)) * self.kv_heads_per_gpu
         return -(-blocks // S) * S / blocks
@@ -403,7 +442,7 @@ class CostModel:
         moe_s = moe_flops = moe_bytes = None
         if self.n_moe_layers:
             moe_flops = self.moe_flops_per_token * T
-            moe_bytes = self._moe_bytes_per_expert * (self.num_experts * (1.0 - self.expert_keep ** T))
+            moe_bytes = self._moe_bytes_per_expert * experts_touched(self.num_experts, self.expert_keep, T)
         if self._sharp:     # lin, head: weight memory times
             mx = np.maximum
             t = mx(lin_flops / F, lin)
@@ -491,5 +530,8 @@ class CostModel:
         if self.allreduce_count:
             ops["allreduce"] = OpCost(0.0, self.allreduce_count * (self.allreduce_bytes_per_token * T),
                                       self._ar_per_token_s * T + self._ar_fixed_s, "network")
+        if self.all_to_all_count:   # (dp_attention: no all-reduce, so _ar_* hold the all-to-all alone)
+            ops["all_to_all"] = OpCost(0.0, self.all_to_all_bytes_per_token * T,
+                                       self._a2a_per_token_s * T + self._a2a_fixed_s, "network")
         ops["overhead"] = OpCost(0.0, 0.0, self.launch_overhead_s, "overhead")
         return PassCost(ops)

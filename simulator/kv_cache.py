@@ -6,9 +6,12 @@
 
 KV is sharded over the tensor-parallel GPUs (KV heads split by tp), so the per-GPU block count
 is the replica's block count: the same as HBM x utilisation x tp - weights - ... over the whole
-group. The activation reserve stands in for vLLM's profiling run (the peak memory of one forward
-pass of max_num_batched_tokens tokens plus the sampler's logits) and the memory outside PyTorch's
-allocator (CUDA context, NCCL buffers, CUDA graphs): `estimate_activation_reserve_bytes`.
+group. Under data-parallel attention (hardware.dp_attention) each GPU keeps only its own requests'
+KV: the cost model's KV bytes per GPU per replica token are then 1/tp of a token's KV, and the same
+formula counts the replica's tokens (pooled over the GPUs; simulator/moe_parallel.py). The
+activation reserve stands in for vLLM's profiling run (the peak memory of one forward pass of
+max_num_batched_tokens tokens plus the sampler's logits) and the memory outside PyTorch's allocator
+(CUDA context, NCCL buffers, CUDA graphs): `estimate_activation_reserve_bytes`.
 
 By layer type (simulator/layer_types.py): the blocks hold every cached token of the full and the
 sliding layers (CostModel.kv_bytes_per_token; a sliding layer's blocks past its window are not

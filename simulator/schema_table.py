@@ -71,7 +71,12 @@ HARDWARE = Section(doc="where the model runs", keys={
                 choices=HARDWARE_KINDS, default="roofline"),
     "gpu": _path("hardware_profiles/<gpu>.yaml name, or a YAML path (required for roofline)", nullable=True),
     "profile": _path("a calibrated profile (name or path); replaces gpu", nullable=True),
-    "tp": Int(doc="tensor-parallel degree of each replica", unit="GPUs", lo=1, hi=MAX_TP, default=1),
+    "tp": Int(doc="GPUs of each replica: its tensor-parallel degree (see ep, dp_attention)", unit="GPUs", lo=1,
+              hi=MAX_TP, default=1),
+    "ep": Int(doc="expert-parallel degree of the routed experts: divides tp and the experts; tp with "
+                  "dp_attention (SGLang --ep-size)", unit="GPUs", lo=1, hi=MAX_TP, default=1),
+    "dp_attention": Bool(doc="attention data-parallel over the tp GPUs, each holding its own requests' KV; "
+                             "needs ep = tp on a MoE model (SGLang --enable-dp-attention)", default=False),
     "replicas": Int(doc="replicas behind the router", lo=1, hi=MAX_REPLICAS, default=1),
     "dtype": Str(doc="weight and compute dtype", choices=tuple(DTYPE_BYTES), default="bf16"),
     "kv_dtype": Str(doc="KV-cache dtype (default: dtype; bf16 for fp8 weights)", choices=tuple(DTYPE_BYTES),
