@@ -323,3 +323,24 @@ def test_a_missing_mlp_speculator_is_named():
     with pytest.raises(SpecsightInputError, match="drafter.model"):
         Drafter(DrafterSpec(method="mlp_speculator", model="no-such-speculator"), t,
                 CostModel(t, load_profile("h200-sxm")))
+
+
+@pytest.mark.parametrize("spec, forwards, shape, kv", [
+    (dict(method="draft_model", model="llama-3.2-1b"), K, "chain", "own"),
+    (dict(method="eagle", model="eagle-llama-3.1-8b"), K, "chain", "own"),
+    (dict(method="eagle", model="eagle-llama-3.1-8b", tree=True, tree_branches=2), K, "tree", "own"),
+    (dict(method="eagle3", model="eagle3-llama-3.1-8b"), K, "chain", "own"),
+    (dict(method="medusa", model="medusa-llama-3.1-8b"), 1, "tree", "none"),
+    (dict(method="parallel", model="llama-3.2-1b"), 1, "block", "own"),
+    (dict(method="ngram"), 0, "chain", "none"),
+    (dict(method="suffix"), 0, "chain", "none"),
+    (dict(method="self_spec", layer_fraction=0.5), K, "chain", "target"),
+])
+def test_the_shipped_drafters_structures(h200, spec, forwards, shape, kv):
+    """Every drafter the catalog ships for llama-3.1-8b: its forwards for K drafts, the verify shape
+    its proposals imply, and whose KV it reads; the forwards are the passes round_shapes lists."""
+    d = drafter(h200, "llama-3.1-8b", num_speculative_tokens=K, **spec)
+    s = d.structure
+    assert (s.forwards(K), s.verify_shape, s.kv_source) == (forwards, shape, kv)
+    if d.draft_cost is not None:
+        assert len(round_shapes(s, B, K, B * CTX, branches=d.branches)) == forwards
