@@ -104,6 +104,8 @@ DRAFTER = Section(doc="the drafter (none: no speculation)", nullable=True, keys=
     "kv_budget_tokens": _tokens("self_spec: bounded draft KV (0: full)", lo=0, default=0),
     "draft_tp": Int(doc="draft_model/parallel TP degree (default: the target's)", unit="GPUs", lo=1, hi=MAX_TP,
                     nullable=True),
+    "lookahead_window": Int(doc="lookahead: W, the lookahead branch's window (candidates G: tree_branches)",
+                            unit="tokens", lo=0, hi=MAX_LIST, default=0),
 })
 
 ACCEPTANCE = OneOf(doc="acceptance model (docs/simulator_models.md)", nullable=True, options=(
