@@ -106,8 +106,6 @@ class CompiledRounds:
                 break
             total += m
             self._logbuf.frombytes(out[:m].tobytes())
-            if self.track_ties:
-                self._tie = self._rounds_tie(out[:m])
             self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
             self.rounds_cum += m
             if k:

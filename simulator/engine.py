@@ -49,7 +49,7 @@ class Engine:
         self.router = make_router(router, num_replicas)
         for r in self.replicas:       # open loop: a finish schedules nothing (`_on_finish`), so any
             r.silent_finish = closed_loop is None     # iteration may run inline (Replica.run)
-        self._next_rid = 0            # requests submitted so far
+        self._next_rid = 0
         self._think_s = 0.0 if closed_loop is None else float(closed_loop[1])
         # Replicas of an open loop run on to their next arrival, unless a trace of several is kept:
         # its order at one instant across replicas is SimPy's, which only Replica.run keeps.
@@ -58,11 +58,8 @@ class Engine:
         if self.run_ahead:
             times = table.arrival_s.tolist()
             for i, r in enumerate(self.replicas):
-                r.arrivals, r.track_ties = times, True
-                r.next_request = functools.partial(self._next_request, i)
-
-    def _next_request(self, replica: int) -> int:
-        return self.router.next_request(replica, self._next_rid)
+                r.arrivals = times
+                r.next_request = functools.partial(self.router.next_request, i)
 
     # ---- submission -----------------------------------------------------------------------
     def _submit(self, rid: int) -> None:
@@ -82,7 +79,6 @@ class Engine:
             if t > env.now:
                 yield env.timeout(t - env.now)
             while i < n and times[i] <= env.now:
-                self._next_rid = i + 1
                 self._submit(i)
                 i += 1
 

@@ -25,20 +25,22 @@ A mixin of `Replica` (simulator/replica.py); the engine sets `arrivals` and `nex
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
+from .metrics import ITER_COLUMNS, N_ITER_COLS
+
 if TYPE_CHECKING:
-    import numpy as np
     import simpy
+
+START, END = ITER_COLUMNS.index("start_s"), ITER_COLUMNS.index("end_s")   # an iteration-log row's columns
 
 
 class RunAhead:
     """Runs a replica on to the next arrival that can reach it (a `Replica` mixin)."""
     arrivals: list[float] = []         # every request's arrival time, nondecreasing (the engine sets it)
-    next_request: Callable[[], int]    # the first request, by submission order, that can reach this replica
-    track_ties = False                 # keep `_tie` (the engine sets it where replicas run ahead)
+    next_request: Callable[[int], int]  # given the requests submitted, the first that can reach this replica
     _tie = False                       # the arrivals at self.now (if any) came before this replica's activation
     _qa = 0                            # arrivals[:_qa] are all before self.now
     _qh = 0                            # arrivals[_qh - 1] is the next that can reach the replica
@@ -54,16 +56,24 @@ class RunAhead:
         p = arr[i - 1] if i else -math.inf
         return p < self.now or (p == self.now and self._tie)
 
-    def _rounds_tie(self, rows: np.ndarray) -> bool:
-        """`_tie` after compiled rounds (rows: their log rows, start_s in column 1, end_s in column 2;
-        they end before arrivals[_qh]): a round ending at an arrival time takes the flag of the
-        round before it when that one ended at the previous arrival time, so the rounds are
-        walked back while that holds (only at exact ties)."""
-        arr, lo, hi = self.arrivals, self._qa, self._qh
-        for i in range(len(rows) - 1, -1, -1):
-            t, s = float(rows[i, 2]), float(rows[i, 1])
+    def _kernel_rounds_tied(self, start: float, peek_s: float) -> int:
+        """The compiled rounds (CompiledRounds._kernel_rounds), then `_tie` after them."""
+        m = self._kernel_rounds(start, peek_s)
+        if m:
+            self._tie = self._rounds_tie(m)
+        return m
+
+    def _rounds_tie(self, m: int) -> bool:
+        """`_tie` after m compiled rounds (the iteration log's last m rows; they end before
+        arrivals[_qh]): a round ending at an arrival time takes the flag of the round before it
+        when that one ended at the previous arrival time, so the rounds are walked back while
+        that holds (only at exact ties)."""
+        arr, lo, hi, log = self.arrivals, self._qa, self._qh, self._logbuf
+        for i in range(1, m + 1):
+            row = len(log) - i * N_ITER_COLS
+            t, s = log[row + END], log[row + START]
             j = bisect_left(arr, t, lo, hi)
-            if i == len(rows) - 1:
+            if i == 1:
                 self._qa = j
             if j == len(arr) or arr[j] != t:
                 return False
@@ -80,14 +90,16 @@ class RunAhead:
         timeout = env.timeout
         arrivals = self.arrivals
         schedule, complete = self._schedule, self._complete
-        kernel = self._kernel_rounds if self._kern is not None else None
+        kernel = self._kernel_rounds_tied if self._kern is not None else None
         inf = math.inf
         while True:
             if not (self.n or self.prefills or self.waiting):
                 self.idle_event = env.event()
                 yield self.idle_event
                 self.now, self._tie = env.now, True        # woken by an arrival: it came first
-            j = self.next_request()
+            # the requests submitted so far: those arriving before self.now, and at it if they came first
+            now, lo = self.now, self._qa
+            j = self.next_request(bisect_right(arrivals, now, lo) if self._tie else bisect_left(arrivals, now, lo))
             h = arrivals[j] if j < len(arrivals) else inf
             self._qh = hi = min(j + 1, len(arrivals))
             start = env.now
