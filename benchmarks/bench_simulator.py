@@ -263,8 +263,10 @@ def main() -> int:
             print(f"{r['case']:6} {r['requests']:>7} req  {r['replicas']:>2} replicas  "
                   + ("closed loop  " if r["closed_loop"] else "") + f"spec {r['speculation']:<10}  "
                   f"decode iters {r['decode_iterations']:>8}  loop {r['loop_s']:7.2f} s  "
-                  f"{r['decode_iters_per_s']:>7} decode it/s ({r['decode_iters_per_s'] / VIDUR_ITERS_PER_S:.1f}x Vidur), "
-                  f"{r['decode_iters_per_cpu_s']:>7} per CPU-s ({r['decode_iters_per_cpu_s'] / VIDUR_ITERS_PER_S:.1f}x)  "
+                  f"{r['decode_iters_per_s']:>7} decode it/s "
+                  f"({r['decode_iters_per_s'] / VIDUR_ITERS_PER_S:.1f}x Vidur), "
+                  f"{r['decode_iters_per_cpu_s']:>7} per CPU-s "
+                  f"({r['decode_iters_per_cpu_s'] / VIDUR_ITERS_PER_S:.1f}x)  "
                   + (f"median iteration {r['median_iteration_us']:.1f} us (= {r['iters_per_s_from_median']} it/s)  "
                      if args.stamps else "") +
                   f"start-up {r['startup_s']:.2f} s (+ imports {r['import_s']:.2f} s)  wall {r['wall_s']:.2f} s  "
