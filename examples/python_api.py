@@ -63,9 +63,22 @@ def run() -> dict[str, Any]:
     # search.rows: ranked, each with its grid point, status, fleet and $/M output tokens;
     # search.chosen: the cheapest that meets the SLO (None when none does)
     search_chosen = search_deployment(search)
+
+    # %% 8. Saturation and capacity as data. Along the load, which points saturate (the queue
+    # grows: no steady state), from which rate with and without speculation, and the highest
+    # Poisson rate per GPU within the SLO beside the speedups (a coarse search: `tolerance`).
+    load = specsight.breakeven(CAPACITY, axis="qps", values=[2, 8, 32], ks=[3], overrides=["workload.num_requests=200"],
+                               tolerance=0.25, workers=1, progress=False)
+    flags = load.frame[["qps", "speedup", "saturated", "base_saturated", "kv_limited"]]
+    saturates_from = load.verdict.saturation        # {"plain": first saturated rate or None, "K=3": ...}
+    capacities = load.capacity["capacities"]         # {"plain": {capacity_qps_per_gpu, ...}, "K=3": {...}}
+    # Break-even on capacity itself: the SLO-bound rate per GPU with and without speculation, per K.
+    cap = specsight.breakeven(CAPACITY, axis="k", values=[1, 3], metric="capacity",
+                              overrides=["workload.num_requests=100"], tolerance=0.1, workers=1, progress=False)
     return {"simulation": sim, "speedup": speedup, "breakeven": be, "table": table, "verdict": verdict,
             "analytic": an, "sweep": sw, "plan": plan, "deployment": chosen, "search": search,
-            "search_deployment": search_chosen}
+            "search_deployment": search_chosen, "load": load, "flags": flags, "saturates_from": saturates_from,
+            "capacities": capacities, "capacity_breakeven": cap}
 
 
 if __name__ == "__main__":
@@ -83,3 +96,8 @@ if __name__ == "__main__":
     print(out["search"].frame[["rank", "config", "status", "gpus", "cost_per_million_output_tokens_usd"]]
           .to_string(index=False))
     print("cheapest:", out["search"].chosen["config"] if out["search"].chosen else None)
+    print(out["flags"].to_string(index=False))
+    print("saturates from (requests/s):", out["saturates_from"])
+    print("capacity per GPU within the SLO:", {k: v["capacity_qps_per_gpu"] for k, v in out["capacities"].items()})
+    print(out["capacity_breakeven"].frame[["k", "spec_capacity_qps_per_gpu", "base_capacity_qps_per_gpu", "speedup"]]
+          .to_string(index=False), "| best K:", out["capacity_breakeven"].verdict.best_k)

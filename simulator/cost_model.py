@@ -28,6 +28,13 @@ that are a matrix-vector product at one token uses its own achieved fraction:
 Attention streams the KV cache with its own kernels (each query reads its own sequence's cache):
 its memory time uses efficiency.memory_attention (absent = efficiency.memory, bit for bit).
 
+Attention by layer type (simulator/layer_types.py): the full layers read the whole cache, the
+sliding layers at most their window per sequence (a second roof in pass_time.pass_time_s, from
+the constants of a pass over num_seqs sequences), the linear layers a constant state per position
+that needs logits (an op class of the terms, `_linear_attention`). Weights in per-part formats
+(simulator/weight_formats.py: MXFP4 experts, NVFP4, INT4) stream at their bytes per weight and
+multiply at the rate of the dtype their products run in.
+
 `CostModel.time_s` takes floats or numpy arrays (broadcast), so the simulator costs an
 iteration in a few microseconds and analytic sweeps cost 10^4 points in one call. It computes
 (and caches) the terms that depend only on tokens and logits, and adds them with the attention
@@ -46,8 +53,18 @@ import numpy as np
 from .errors import SpecsightInputError, require_int
 from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
 from .model_spec import ModelSpec
+from .moe_parallel import (
+    FP8_DISPATCH_BYTES,
+    all_to_all_bytes,
+    all_to_all_s_per_byte,
+    check_layout,
+    collective_latency_s,
+    experts_touched,
+    ring_link,
+)
 from .pass_shape import PassShape
 from .pass_time import PassConstants, attention_time_s, constants_row, pass_time_s, steps_time_s
+from .weight_formats import weight_costs
 
 __all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline"]
 
@@ -67,7 +84,8 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 # an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
-OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "overhead")
+OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "all_to_all",
+              "overhead")
 
 
 class OpPieces(NamedTuple):
@@ -84,6 +102,9 @@ class OpPieces(NamedTuple):
     head_s: float
     sampling_bytes: float
     elementwise_bytes: float
+    linear_attn_flops: float | None = None     # linear-attention layers (None without them)
+    linear_attn_bytes: float | None = None
+    linear_attn_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,16 +151,21 @@ def soft_roofline(t_compute: float | np.ndarray, t_memory: float | np.ndarray, p
 
 
 class CostModel:
-    """Forward-pass time of `model` on one tensor-parallel group of `hw` GPUs."""
+    """Forward-pass time of `model` on one replica of tp `hw` GPUs: tensor-parallel, or with its
+    routed experts expert-parallel over ep groups and, with dp_attention, attention data-parallel
+    over every GPU (simulator/moe_parallel.py)."""
 
     def __init__(self, model: ModelSpec, hw: HardwareProfile, tp: int = 1, dtype: str = "bf16",
-                 kv_dtype: str | None = None, efficiency: Efficiency | None = None):
+                 kv_dtype: str | None = None, efficiency: Efficiency | None = None, ep: int = 1,
+                 dp_attention: bool = False):
         tp = require_int("tp", tp, lo=1)
+        self.layout = check_layout(model, tp, ep, dp_attention, hw.interconnect.gpus_per_node)
+        atp, adp = self.layout.attention_tp, self.layout.attention_dp   # tp, 1 without dp_attention
         if dtype not in DTYPE_BYTES:
             raise SpecsightInputError("dtype", dtype, f"one of {', '.join(DTYPE_BYTES)}")
-        if model.num_heads % tp:
+        if model.num_heads % atp:
             raise SpecsightInputError("tp", tp, f"must divide the {model.name} attention heads ({model.num_heads})")
-        if not model.is_mla and model.num_kv_heads % tp and tp % model.num_kv_heads:
+        if not model.is_mla and model.num_kv_heads % atp and atp % model.num_kv_heads:
             raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads "
                                                 f"({model.num_kv_heads})")
         self.model, self.hw, self.tp, self.dtype = model, hw, tp, dtype
@@ -157,49 +183,88 @@ class CostModel:
         # Linear layers every token multiplies (attention projections, dense MLP, shared experts, router,
         # head projections).
         lin_params = m.layer_params_dense_part + m.extra_linear_params
-        self.linear_bytes = lin_params * bpw / tp
+        self.linear_bytes = lin_params * bpw / atp        # dp_attention: replicated on every GPU
         self.linear_flops_per_token = 2.0 * lin_params / tp
         # Routed experts: distinct experts touched per layer E (1 - (1 - k/E)^T) under uniform routing.
         self.n_moe_layers = m.num_moe_layers
         self.num_experts = m.num_experts
+        # (with ep: E / ep experts per rank, each over tp / ep GPUs: the same 1 / tp of the touched bytes)
         self.expert_keep = (1.0 - m.experts_per_token / m.num_experts) if m.is_moe else 1.0
         self.expert_bytes = m.expert_params * bpw / tp
         self.moe_flops_per_token = 2.0 * m.num_moe_layers * m.experts_per_token * m.expert_params / tp
-        # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated).
-        kv_shards = 1 if m.is_mla else min(tp, m.num_kv_heads)
-        self.kv_bytes_per_token = L * m.kv_elems_per_token() * DTYPE_BYTES[self.kv_dtype] / kv_shards
+        self.weight_bytes_per_gpu = (m.params_total * bpw) / tp
+        if adp > 1:     # dp_attention: the non-expert weights replicated, the routed experts split tp ways
+            routed = m.num_moe_layers * m.num_experts * m.expert_params
+            self.weight_bytes_per_gpu = (m.params_total - routed) * bpw + routed * bpw / tp
+        self.lm_head_bytes = m.lm_head_params * bpw / atp
+        self.lm_head_flops_per_logit = 2.0 * m.lm_head_params / tp
+        # FLOPs at the dtype's rate x these = the FLOPs an op class reports (1.0 unless parts run at other rates)
+        self._linear_flops_shown = self._moe_flops_shown = self._head_flops_shown = 1.0
+        if m.weight_formats:        # per-part formats (simulator/weight_formats.py): their bytes and rates
+            w = weight_costs(m, hw, tp, dtype)
+            self.linear_bytes, self.linear_flops_per_token = w.linear_bytes, w.linear_flops_per_token
+            self.expert_bytes, self.moe_flops_per_token = w.expert_bytes, self.moe_flops_per_token * w.experts_slow
+            self.lm_head_bytes = w.lm_head_bytes
+            self.lm_head_flops_per_logit = self.lm_head_flops_per_logit * w.head_slow
+            self.weight_bytes_per_gpu = w.weight_bytes
+            self._linear_flops_shown = w.linear_flops_shown
+            self._moe_flops_shown, self._head_flops_shown = 1.0 / w.experts_slow, 1.0 / w.head_slow
+        # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated);
+        # dp_attention: each GPU holds its own requests' whole KV, 1 / tp of the replica's tokens.
+        kv_shards = adp if adp > 1 else 1 if m.is_mla else min(tp, m.num_kv_heads)
+        kv_b = DTYPE_BYTES[self.kv_dtype]
+        # KV bytes per cached token kept in memory (full and sliding layers: the replica's blocks hold a
+        # sliding layer's tokens too) and read by the full layers; the sliding layers' read per token
+        self.kv_bytes_per_token = m.num_softmax_layers * m.kv_elems_per_token() * kv_b / kv_shards
+        self.full_kv_bytes_per_token = m.num_full_layers * m.kv_elems_per_token() * kv_b / kv_shards
+        self.window = m.window
+        self.win_kv_bytes_per_token = m.num_sliding_layers * m.kv_elems_per_token() * kv_b / kv_shards
+        # Linear-attention layers: one state per sequence per layer (recurrent + convolution), sharded
+        # over heads; the recurrence's FLOPs per token (simulator/layer_types.py)
+        self.n_linear_layers = m.num_linear_layers
+        lin = m.linear
+        self.linear_state_bytes = m.num_linear_layers * lin.state_bytes(kv_b) / tp if lin else 0.0
+        self.linear_attn_flops_per_token = m.num_linear_layers * lin.flops_per_token / tp if lin else 0.0
         # Attention kernels with one thread block per (sequence, KV head) run in waves over the
         # multiprocessors (Efficiency.attention_blocks; kv_wave_factor). MLA: eager attention
         # expands the latent into per-head keys and values, one block per query head.
         self._waves = eff.attention_blocks == "per_sequence_head"
-        self.kv_heads_per_gpu = max(1, m.num_heads // tp) if m.is_mla else max(1, m.num_kv_heads // kv_shards)
+        self.kv_heads_per_gpu = (max(1, m.num_heads // atp) if m.is_mla
+                                 else max(1, m.num_kv_heads // min(atp, m.num_kv_heads)))
         self.query_group = 1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads)   # query heads per KV head
         require_sm_count(hw.name, eff, hw.sm_count)        # (an efficiency override may ask for waves)
         self.sm_count = hw.sm_count
-        self.attn_flops_per_pair = L * m.attn_flops_per_pair() / tp
-        # LM head (vocabulary-parallel) and sampling (on the gathered logits).
-        self.lm_head_bytes = m.lm_head_params * bpw / tp
-        self.lm_head_flops_per_logit = 2.0 * m.lm_head_params / tp
-        self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES
+        self.attn_flops_per_pair = m.num_full_layers * m.attn_flops_per_pair() / tp
+        self.win_flops_per_pair = m.num_sliding_layers * m.attn_flops_per_pair() / tp
+        # Sampling (on the gathered logits; the LM head is vocabulary-parallel).
+        self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES / adp
         # Measured host sampling time per logit row (overheads.sampling_row_us; absent: none).
         self.sampling_host_s_per_logit = (hw.overheads.sampling_row_us or 0.0) * 1e-6
         # Elementwise (norms, residuals, rotary, activation): memory-bound.
         act_width = (m.num_dense_layers * m.intermediate_size
                      + m.num_moe_layers * (m.experts_per_token + m.num_shared_experts) * m.moe_intermediate_size)
-        self.elementwise_bytes_per_token = self.activation_bytes * (L * ELEMENTWISE_D_PASSES * m.hidden_size
+        self.elementwise_bytes_per_token = self.activation_bytes * (L * ELEMENTWISE_D_PASSES * m.hidden_size / adp
                                                                + ELEMENTWISE_I_PASSES * act_width / tp)
         # Tensor-parallel all-reduce: two per layer of T * d activations, ring alpha-beta model.
-        self.allreduce_count = 2 * L if tp > 1 else 0
+        # Past one NVLink domain (gpus_per_node) the ring runs at the inter-node link's rate and latency.
+        self.allreduce_count = 2 * L if atp > 1 else 0
         self.allreduce_bytes_per_token = m.hidden_size * self.activation_bytes
-        self.ring_factor = 2.0 * (tp - 1) / tp
-        self.ring_latency_s = hw.interconnect.latency_us * 1e-6   # small-message all-reduce time, per collective
-        self.link_bytes_s = hw.interconnect_bytes_s
-        n_kernels = L * (KERNELS_PER_LAYER + (KERNELS_PER_LAYER_TP if tp > 1 else 0)) + KERNELS_FIXED
+        self.ring_factor = 2.0 * (atp - 1) / atp
+        self.link_bytes_s, self.ring_latency_s = ring_link(atp, hw.interconnect)   # small-message time, per collective
+        # Expert parallelism under dp_attention: each MoE layer's all-to-all dispatch (FP8 with FP8
+        # weights, as DeepEP) and combine of each GPU's T / tp tokens (moe_parallel.all_to_all_bytes).
+        self.all_to_all_count = 2 * m.num_moe_layers if adp > 1 and self.layout.ep > 1 else 0
+        self.all_to_all_bytes_per_token = 0.0
+        if self.all_to_all_count:
+            dispatch = FP8_DISPATCH_BYTES if dtype == "fp8" else self.activation_bytes
+            self.all_to_all_bytes_per_token = m.num_moe_layers * all_to_all_bytes(
+                1.0 / adp, m.experts_per_token, m.hidden_size, dispatch + self.activation_bytes, self.layout.ep)
+        n_kernels = (L * (KERNELS_PER_LAYER + (KERNELS_PER_LAYER_TP if atp > 1 else 0)) + KERNELS_FIXED
+                     + self.all_to_all_count)
         self.launch_overhead_s = n_kernels * hw.overheads.kernel_launch_us * 1e-6
         self.iteration_overhead_s = hw.overheads.iteration_us * 1e-6
         # a speculative round's verification step, once per round with K > 0 (absent: 0)
         self.verify_overhead_s = (hw.overheads.verify_round_us or 0.0) * 1e-6
-        self.weight_bytes_per_gpu = (m.params_total * bpw) / tp
         # Constants of the hot path.
         self._sharp = math.isinf(self.p)
         self._inv_p = 0.0 if self._sharp else 1.0 / self.p
@@ -219,13 +284,23 @@ class CostModel:
         self._ar_per_token_s = (self.allreduce_count * self.ring_factor * self.allreduce_bytes_per_token
                                 / self.link_bytes_s) if self.allreduce_count else 0.0
         self._ar_fixed_s = self.allreduce_count * self.ring_latency_s
+        if self.all_to_all_count:   # priced with the all-reduce: per-token seconds plus a fixed part per collective
+            self._a2a_per_token_s = self.all_to_all_bytes_per_token * all_to_all_s_per_byte(self.layout.ep,
+                                                                                              hw.interconnect)
+            self._a2a_fixed_s = self.all_to_all_count * collective_latency_s(self.layout.ep, hw.interconnect)
+            self._ar_per_token_s += self._a2a_per_token_s
+            self._ar_fixed_s += self._a2a_fixed_s
         # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
         # the constants of pass_time.pass_time_s (the compiled decode rounds take them as a row)
         self.constants = PassConstants(self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s,
-                                       self.attn_flops_per_pair, self.kv_bytes_per_token, self.launch_overhead_s,
-                                       self.allreduce_count, self._ar_fixed_s, self._sharp)
+                                       self.attn_flops_per_pair, self.full_kv_bytes_per_token, self.launch_overhead_s,
+                                       self.allreduce_count + self.all_to_all_count, self._ar_fixed_s, self._sharp,
+                                       self.win_flops_per_pair,
+                                       self.win_kv_bytes_per_token, float(self.window), 0.0)
+        # the constants depend on the pass's sequences: attention in waves, or sliding layers (seqs)
+        self._per_seq = self._waves or self.window > 0
         # the hot path's copies, plain tuples (CPython unpacks an exact tuple several times faster
         # than a NamedTuple); num_seqs -> those of pass_constants(num_seqs), for Python numbers
         self._constants = tuple(self.constants)
@@ -244,22 +319,33 @@ class CostModel:
         if num_seqs is None:
             raise ValueError("num_seqs is needed: this profile's attention runs one block per (sequence, KV head)")
         S = self.sm_count
+        if self.layout.attention_dp > 1:     # each GPU's own sequences
+            num_seqs = num_seqs / self.layout.attention_dp
         blocks = (np.maximum(num_seqs, 1) if isinstance(num_seqs, np.ndarray)
                   else max(num_seqs, 1)) * self.kv_heads_per_gpu
         return -(-blocks // S) * S / blocks
 
     def pass_constants(self, num_seqs: float | np.ndarray | None) -> PassConstants:
         """The constants of a pass over num_seqs sequences: `constants` with the KV bandwidth
-        divided by kv_wave_factor(num_seqs) where attention runs in waves (else `constants`)."""
-        return PassConstants(*self._pass_constants(num_seqs)) if self._waves else self.constants
+        divided by kv_wave_factor(num_seqs) where attention runs in waves, and seqs = num_seqs where
+        sliding layers cap each sequence's keys (else `constants`)."""
+        return PassConstants(*self._pass_constants(num_seqs)) if self._per_seq else self.constants
 
     def _pass_constants(self, num_seqs: float | np.ndarray | None) -> tuple:
         """pass_constants(num_seqs) as a plain tuple, cached for Python numbers (the hot path's)."""
-        if not self._waves:
+        if not self._per_seq:
             return self._constants
         c = self._wave_constants.get(num_seqs) if num_seqs.__class__ in PY_NUMBERS else None
         if c is None:
-            c = tuple(self.constants._replace(kv_bytes_s=self.constants.kv_bytes_s / self.kv_wave_factor(num_seqs)))
+            c = self.constants
+            if self._waves:
+                c = c._replace(kv_bytes_s=c.kv_bytes_s / self.kv_wave_factor(num_seqs))
+            if self.window:
+                if num_seqs is None:
+                    raise ValueError(f"num_seqs is needed: {self.model.name} has sliding-window layers, whose "
+                                     "keys are capped per sequence")
+                c = c._replace(seqs=num_seqs)
+            c = tuple(c)
             if num_seqs.__class__ in PY_NUMBERS:
                 if len(self._wave_constants) >= TERMS_CACHE_MAX:
                     self._wave_constants.clear()
@@ -307,7 +393,7 @@ class CostModel:
                 terms = self._cache_terms(num_tokens, num_logits)
         else:
             terms = self._pass_terms(num_tokens, num_logits)
-        return pass_time_s(self._pass_constants(num_seqs) if self._waves else self._constants, terms,
+        return pass_time_s(self._pass_constants(num_seqs) if self._per_seq else self._constants, terms,
                            num_tokens, sum_context, sum_attn_pairs)
 
     def steps_time_s(self, first: float | np.ndarray, sum_context: float | np.ndarray, num_seqs: float | np.ndarray,
@@ -325,7 +411,7 @@ class CostModel:
             later_terms = get((n, n)) or self._cache_terms(n, n)
         else:
             first_terms, later_terms = self._pass_terms(first, num_seqs), self._pass_terms(n, n)
-        return steps_time_s(self._pass_constants(num_seqs) if self._waves else self._constants, first_terms,
+        return steps_time_s(self._pass_constants(num_seqs) if self._per_seq else self._constants, first_terms,
                             later_terms, first, sum_context, num_seqs, k, n)
 
     def _cache_terms(self, T: float, num_logits: float) -> tuple:
@@ -356,7 +442,7 @@ class CostModel:
         moe_s = moe_flops = moe_bytes = None
         if self.n_moe_layers:
             moe_flops = self.moe_flops_per_token * T
-            moe_bytes = self._moe_bytes_per_expert * (self.num_experts * (1.0 - self.expert_keep ** T))
+            moe_bytes = self._moe_bytes_per_expert * experts_touched(self.num_experts, self.expert_keep, T)
         if self._sharp:     # lin, head: weight memory times
             mx = np.maximum
             t = mx(lin_flops / F, lin)
@@ -371,15 +457,40 @@ class CostModel:
             h = ((head_flops / F) ** p + head) ** ip
         sampling_bytes = self.sampling_bytes_per_logit * num_logits
         elementwise_bytes = self.elementwise_bytes_per_token * T
+        la = self._linear_attention(T, num_logits) if self.n_linear_layers else None
         if per_op:
             return OpPieces(lin_flops, t, moe_flops, moe_bytes, moe_s, Wx, head_flops, h, sampling_bytes,
-                            elementwise_bytes)
+                            elementwise_bytes, *(la or (None, None, None)))
         if moe_s is not None:
             t = t + moe_s
+        if la is not None:
+            t = t + la[2]
         rest = (sampling_bytes + elementwise_bytes) / W
         if self.sampling_host_s_per_logit:
             rest = rest + self.sampling_host_s_per_logit * num_logits
         return t, h, rest, self._ar_per_token_s * T
+
+    def _linear_attention(self, T: float | np.ndarray, num_logits: float | np.ndarray) -> tuple:
+        """The linear-attention layers of a pass: (FLOPs, bytes, seconds). FLOPs: the recurrence for
+        every token; bytes: a state read and one written per position that needs logits (plain
+        decode exactly; a verify of K + 1 positions 2 (K + 1) per sequence, between vLLM's K + 2
+        and SGLang's K + 4: docs/cost_model.md, "Attention by layer type"), at the KV bandwidth."""
+        flops = self.linear_attn_flops_per_token * T
+        nbytes = 2.0 * self.linear_state_bytes * num_logits
+        t_c, t_m = flops / self.peak_flops_s, nbytes / self.bw_kv_bytes_s
+        return flops, nbytes, soft_roofline(t_c, t_m, self.p)
+
+    def kv_bytes_held(self, num_seqs: float, tokens_per_seq: float, spec_tokens: int = 0) -> float:
+        """KV memory per GPU of num_seqs sequences holding tokens_per_seq tokens each: full layers
+        every token, sliding layers at most the window, linear layers a constant state, kept in
+        1 + spec_tokens slots while speculating (vLLM: num_speculative_tokens extra state slots
+        per request, MambaSpec.num_speculative_blocks)."""
+        if not (self.window or self.n_linear_layers):
+            return num_seqs * tokens_per_seq * self.kv_bytes_per_token
+        per_seq = (self.full_kv_bytes_per_token * tokens_per_seq
+                   + self.win_kv_bytes_per_token * min(tokens_per_seq, self.window)
+                   + self.linear_state_bytes * (1 + spec_tokens))
+        return num_seqs * per_seq
 
     def shape_time_s(self, shape: PassShape) -> float | np.ndarray:
         return self.time_s(shape.num_tokens, shape.sum_context, shape.sum_attn_pairs, shape.num_logits, shape.num_seqs)
@@ -393,22 +504,34 @@ class CostModel:
         o = self._pass_terms(T, n_logits, per_op=True)
         c = self.pass_constants(float(shape.num_seqs))
 
-        def op(flops: float, nbytes: float, seconds: float, bw_bytes_s: float) -> OpCost:
-            return OpCost(flops, nbytes, float(seconds), "compute" if flops / F > nbytes / bw_bytes_s else "memory")
+        def op(flops: float, nbytes: float, seconds: float, bw_bytes_s: float, shown: float = 1.0) -> OpCost:
+            """flops: at the dtype's rate (what bounds the op); shown: the FLOPs reported per such FLOP."""
+            return OpCost(flops * shown, nbytes, float(seconds),
+                          "compute" if flops / F > nbytes / bw_bytes_s else "memory")
 
-        ops = {"linear": op(o.linear_flops, self.linear_bytes, o.linear_s, o.weights_bytes_s)}
+        ops = {"linear": op(o.linear_flops, self.linear_bytes, o.linear_s, o.weights_bytes_s, self._linear_flops_shown)}
         if o.experts_s is not None:
-            ops["moe_experts"] = op(o.experts_flops, o.experts_bytes, o.experts_s, o.weights_bytes_s)
-        ops["attention"] = op(self.attn_flops_per_pair * shape.sum_attn_pairs,
-                              self.kv_bytes_per_token * (shape.sum_context + 2 * T),
+            ops["moe_experts"] = op(o.experts_flops, o.experts_bytes, o.experts_s, o.weights_bytes_s,
+                                    self._moe_flops_shown)
+        if o.linear_attn_s is not None:
+            ops["linear_attention"] = op(o.linear_attn_flops, o.linear_attn_bytes, o.linear_attn_s, self.bw_kv_bytes_s)
+        attn_flops = self.attn_flops_per_pair * shape.sum_attn_pairs
+        attn_bytes = self.full_kv_bytes_per_token * (shape.sum_context + 2 * T)
+        if self.window:
+            attn_flops += self.win_flops_per_pair * min(shape.sum_attn_pairs, T * self.window)
+            attn_bytes += self.win_kv_bytes_per_token * (min(shape.sum_context, c.seqs * (self.window - 1.0)) + 2 * T)
+        ops["attention"] = op(attn_flops, attn_bytes,
                               attention_time_s(c, T, shape.sum_context, shape.sum_attn_pairs), c.kv_bytes_s)
         ops["lm_head"] = op(o.head_flops, self.lm_head_bytes, o.head_s,
-                            self.bw_gemv_bytes_s if n_logits == 1 else W)     # matrix-vector kernel at one logit
+                            self.bw_gemv_bytes_s if n_logits == 1 else W, self._head_flops_shown)
         sb, eb = o.sampling_bytes, o.elementwise_bytes
         ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * n_logits, "memory")
         ops["elementwise"] = OpCost(0.0, eb, eb / W, "memory")
         if self.allreduce_count:
             ops["allreduce"] = OpCost(0.0, self.allreduce_count * (self.allreduce_bytes_per_token * T),
                                       self._ar_per_token_s * T + self._ar_fixed_s, "network")
+        if self.all_to_all_count:   # (dp_attention: no all-reduce, so _ar_* hold the all-to-all alone)
+            ops["all_to_all"] = OpCost(0.0, self.all_to_all_bytes_per_token * T,
+                                       self._a2a_per_token_s * T + self._a2a_fixed_s, "network")
         ops["overhead"] = OpCost(0.0, 0.0, self.launch_overhead_s, "overhead")
         return PassCost(ops)

@@ -9,8 +9,15 @@ Every family the README's "What it models" lists; names follow vLLM's `method` v
 | mtp         | K sequential steps of one full block + the shared LM head         | K + 1                  |
 | medusa      | one pass of the heads, in parallel                                | tree nodes + 1         |
 | ngram/suffix| host time only; proposes only when a match exists                 | K + 1 (if matched)     |
-| parallel    | one draft forward emitting K tokens (PARD, DFlash)                | K + 1                  |
+| parallel    | one draft forward over the catch-up and K mask tokens (PARD)      | K + 1                  |
 | self_spec   | the target with a fraction of its layers and/or a bounded KV      | K + 1                  |
+| dflash      | one forward over one bonus and K mask tokens (DFlash)             | K + 1                  |
+| parallel_heads | one forward: n independent heads on one hidden state (Meta)    | K + 1                  |
+| mlp_speculator | K stages of an MLP over the target's hidden state (IBM)        | K + 1                  |
+| lookahead   | none: a lookahead branch rides in the target pass (Fu et al.)     | 1 + (W + G) K          |
+
+How each is built (physical modules apart from runtime steps, whose KV it reads, the verify shape)
+is simulator/drafter_structure.py's.
 
 A draft model (draft_model, parallel) must share the target's tokenizer. Its vocabulary may differ from
 the target's only by padding (checkpoints round the embedding table up to a multiple of 64, 128 or 256:
@@ -33,18 +40,31 @@ from typing import Any
 import numpy as np
 
 from .cost_model import CostModel
+from .drafter_structure import (
+    MLPSpeculator,
+    assistant_spec,
+    is_assistant,
+    own_params,
+    raw_config,
+    round_shapes,
+    structure_of,
+)
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .hardware import DTYPE_BYTES
 from .model_spec import HEAD_KINDS, ModelSpec, load_model
 from .pass_shape import causal_pairs
 
-METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix", "parallel", "self_spec")
-NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "parallel")
+METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "ngram", "suffix", "parallel", "self_spec",
+           "dflash", "parallel_heads", "mlp_speculator", "lookahead")
+NEEDS_MODEL = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "parallel", "dflash", "parallel_heads",
+               "mlp_speculator")
+ONE_FORWARD_METHODS = ("medusa", "parallel", "dflash", "parallel_heads")   # K drafts from one draft forward
 HEAD_METHODS = HEAD_KINDS         # methods whose model is a head config (models/*{method}*.json)
 LOOKUP_METHODS = ("ngram", "suffix")
 EAGLE_METHODS = ("eagle", "eagle3")   # EAGLE heads: a chain, or a tree with tree: true
 # the method names, for code outside this file that names one (engines map methods to rounds)
-DRAFT_MODEL, EAGLE, EAGLE3, MTP, MEDUSA, NGRAM, SUFFIX, PARALLEL, SELF_SPEC = METHODS
+(DRAFT_MODEL, EAGLE, EAGLE3, MTP, MEDUSA, NGRAM, SUFFIX, PARALLEL, SELF_SPEC, DFLASH, PARALLEL_HEADS,
+ MLP_SPECULATOR, LOOKAHEAD) = METHODS
 VOCAB_PAD_MULTIPLE = 256          # the widest padding of an embedding table (Megatron, vLLM pad to 64..256)
 
 
@@ -88,6 +108,7 @@ class DrafterSpec:
     layer_fraction: float = 1.0              # self_spec: fraction of the target's layers the draft runs
     kv_budget_tokens: int = 0                # self_spec: bounded draft KV (StreamingLLM/MagicDec); 0 = full
     draft_tp: int | None = None              # draft_model/parallel TP degree (default: the target's)
+    lookahead_window: int = 0                # lookahead: W, the lookahead branch's window (G = tree_branches)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -103,6 +124,10 @@ class DrafterSpec:
         require_range("drafter.host_us_per_seq", self.host_us_per_seq, 0.0)
         require_range("drafter.layer_fraction", self.layer_fraction, 0.0, 1.0, lo_open=True)
         require_int("drafter.kv_budget_tokens", self.kv_budget_tokens, lo=0)
+        require_int("drafter.lookahead_window", self.lookahead_window, lo=0)
+        if self.method == LOOKAHEAD and self.lookahead_window < 1:
+            raise SpecsightInputError("drafter.lookahead_window", self.lookahead_window,
+                                      "lookahead needs its window W >= 1 (Fu et al. 2024 run W = 5..15)")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "drafter") -> DrafterSpec:
@@ -126,19 +151,22 @@ class DrafterSpec:
     @property
     def first_step_one_token(self) -> bool:
         """The first draft step ingests one token per sequence whatever was emitted (self_spec
-        drafts over the target's own KV cache, which the target's passes already wrote)."""
-        return self.method == "self_spec"
+        drafts over the target's own KV cache, which the target's passes already wrote; DFlash's
+        block is one bonus query and K mask queries, the accepted tokens' target features entering
+        its cache as keys and values, vllm/config/speculative.py@002e77c1)."""
+        return self.method in (SELF_SPEC, DFLASH)
 
     @property
     def proposes_in_steps(self) -> bool:
         """Proposing K tokens is K sequential passes of the draft model over its full cache
         (CostModel.steps_time_s): draft_model, eagle, eagle3, mtp, and self_spec without a KV budget."""
-        return (self.method not in ("medusa", "parallel") and not self.is_lookup
+        return (self.method not in ONE_FORWARD_METHODS + (MLP_SPECULATOR, LOOKAHEAD) and not self.is_lookup
                 and not (self.method == "self_spec" and self.kv_budget_tokens))
 
     @property
     def is_tree(self) -> bool:
-        return self.method == MEDUSA or (self.method in EAGLE_METHODS and self.tree)
+        """Candidates verified as a tree: Medusa, EAGLE trees, and Lookahead's G n-gram candidates."""
+        return self.method in (MEDUSA, LOOKAHEAD) or (self.method in EAGLE_METHODS and self.tree)
 
     @property
     def branches(self) -> int:
@@ -153,10 +181,24 @@ class Drafter:
         self.spec, self.target, self.target_cost = spec, target, target_cost
         hw, tp, dtype = target_cost.hw, target_cost.tp, target_cost.dtype
         self.draft_cost: CostModel | None = None
+        self.mlp: MLPSpeculator | None = None
         m = spec.method
-        if m in NEEDS_MODEL:
+        cfg = raw_config(spec.model, required=m == MLP_SPECULATOR) if m in NEEDS_MODEL else {}
+        if m == MLP_SPECULATOR:
+            self.mlp = MLPSpeculator.from_config(cfg)
+            if self.mlp.vocab_size != target.vocab_size or self.mlp.emb_dim != target.hidden_size:
+                raise SpecsightInputError("drafter.model", spec.model,
+                                          f"an MLP speculator for a target of hidden size {target.hidden_size} and "
+                                          f"vocabulary {target.vocab_size} (this one: emb_dim {self.mlp.emb_dim}, "
+                                          f"vocab_size {self.mlp.vocab_size})")
+            if spec.num_speculative_tokens > self.mlp.n_predict:
+                raise SpecsightInputError("drafter.num_speculative_tokens", spec.num_speculative_tokens,
+                                          f"at most the speculator's n_predict ({self.mlp.n_predict} stages)")
+        elif m in NEEDS_MODEL:
             dm = load_model(spec.model, field="drafter.model")
-            if m in HEAD_METHODS and dm.head_kind is None:
+            if m == MTP and is_assistant(cfg):      # a separate model with its own fusion projections
+                dm = assistant_spec(dm, cfg)
+            elif m in HEAD_METHODS and dm.head_kind is None:
                 raise SpecsightInputError("drafter.model", spec.model,
                                           f"method {m} needs a {m} head config (models/*{m}*.json)")
             why = vocab_mismatch(dm, target) if m in ("draft_model", "parallel") else None
@@ -170,6 +212,9 @@ class Drafter:
         elif m == "self_spec":
             layers = max(1, round(spec.layer_fraction * target.num_layers))
             self.draft_cost = CostModel(dataclasses.replace(target, num_layers=layers), hw, tp=tp, dtype=dtype)
+        vocab = self.mlp.vocab_size if self.mlp else (self.draft_cost.model.lm_head_vocab if self.draft_cost else 0)
+        self.structure = structure_of(m, spec.tree, cfg, vocab)
+        self.config = cfg
         self.branches = spec.branches    # read at every proposal: an attribute, not the spec's property chain
 
     # ---- shapes -------------------------------------------------------------------------
@@ -177,6 +222,8 @@ class Drafter:
         """Positions the target scores per sequence: the last emitted token plus the drafts."""
         if k <= 0:
             return 1
+        if self.spec.method == LOOKAHEAD:     # the lookahead branch (W x K) and G candidates of K tokens
+            return 1 + (self.spec.lookahead_window + self.spec.tree_branches) * k
         if self.spec.is_tree:
             nodes = self.spec.tree_nodes or (63 if self.spec.method == "medusa" else 59)
             return nodes + 1
@@ -190,7 +237,7 @@ class Drafter:
     def chained_steps(self) -> bool:
         """Proposing is K sequential draft passes priced by draft_cost.steps_time_s, nothing else
         (what the compiled decode rounds reproduce)."""
-        return self.draft_cost is not None and self.spec.proposes_in_steps
+        return self.draft_cost is not None and self.spec.proposes_in_steps and not self.structure.index_share
 
     # ---- cost of proposing ---------------------------------------------------------------
     def propose_time_s(self, num_seqs: float | np.ndarray, k: int, sum_context: float | np.ndarray,
@@ -204,6 +251,10 @@ class Drafter:
         s, m, B = self.spec, self.spec.method, num_seqs
         if s.is_lookup:
             return (s.host_base_us + s.host_us_per_seq * B) * 1e-6
+        if m == LOOKAHEAD:      # no draft pass: the lookahead branch is in the verify width
+            return 0.0 * B
+        if self.mlp is not None:
+            return sum(self.mlp.step_time_s(self.target_cost, j, B) for j in range(k))
         dc = self.draft_cost
         assert dc is not None
         # NOTE: self_spec drafts with the target's own weights over (a window of) the target's KV
@@ -215,9 +266,13 @@ class Drafter:
             ctx = np.minimum(sum_context, B * s.kv_budget_tokens)
         if m == "medusa":       # one pass of all heads over the last position of each sequence
             return dc.time_s(B, 0.0 * B, 0.0 * B, B, B)
-        if m == "parallel":     # ingest the accepted tokens and K mask tokens in one forward
+        if m in (PARALLEL, DFLASH):     # ingest the accepted tokens and K mask tokens in one forward
             n = first + k * B
             return dc.time_s(n, ctx, causal_pairs(n, ctx, B), k * B, B)
+        if m == PARALLEL_HEADS:         # every head over the last position of each sequence; K heads' logits
+            return dc.time_s(B, ctx, causal_pairs(B, ctx, B), k * B, B)
+        if self.structure.index_share:  # later steps read at most index_topk cached tokens per sequence
+            return sum(dc.shape_time_s(p) for p in round_shapes(self.structure, B, k, ctx, first, self.branches))
         # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
         # logits only where a token is proposed from: the last position of each sequence
         # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
@@ -225,14 +280,27 @@ class Drafter:
 
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:
-        """HBM the drafter's own weights take on each GPU (shared embeddings/heads not counted)."""
+        """HBM the drafter's own weights take on each GPU (shared embeddings/heads not counted): an
+        MTP checkpoint's M physical modules, an MLP speculator's stages (at draft TP 1, as vLLM runs
+        it), parallel heads without the unembedding they share with the target."""
+        if self.mlp is not None:
+            return self.mlp.params_total * DTYPE_BYTES[self.target_cost.dtype]
         if self.spec.is_lookup or self.spec.method == "self_spec" or self.draft_cost is None:
             return 0.0
         dc = self.draft_cost
-        return dc.model.params_total * DTYPE_BYTES[dc.dtype] / dc.tp
+        params = own_params(self.structure, dc.model, self.config)
+        return params * self.structure.module_copies * DTYPE_BYTES[dc.dtype] / dc.tp
 
     def kv_bytes_per_token_per_gpu(self) -> float:
-        """Extra KV bytes per cached token the drafter keeps (its own layers' cache)."""
-        if self.spec.is_lookup or self.spec.method in ("medusa", "self_spec") or self.draft_cost is None:
+        """Extra KV bytes per cached token the drafter keeps (its own layers' cache, one per
+        physical MTP module; none for a drafter that reads the target's cache or has no attention)."""
+        if self.structure.kv_source != "own" or self.draft_cost is None:
+            return 0.0
+        return float(self.draft_cost.kv_bytes_per_token) * self.structure.module_copies
+
+    def kv_bytes_saved_per_token_per_gpu(self) -> float:
+        """KV bytes per cached token an assistant saves by reading the target's cache: what its own
+        layers would have held (0 for every other drafter)."""
+        if self.structure.kv_source != "target" or self.spec.method == SELF_SPEC or self.draft_cost is None:
             return 0.0
         return float(self.draft_cost.kv_bytes_per_token)

@@ -20,6 +20,9 @@ from .paths import HARDWARE_DIR, REPO_ROOT
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 MAX_PRICE_USD_PER_GPU_HOUR = 10 ** 6   # no GPU rents for more (keeps every cost finite)
+# peak_tflops keys: the dtypes above, and fp4 (FP4 tensor cores, Blackwell: the rate NVFP4 weights and
+# activations run at, simulator/weight_formats.py); fp4 is a compute rate only, not a model dtype
+PEAK_DTYPES = (*DTYPE_BYTES, "fp4")
 ATTENTION_BLOCKS = ("split_kv", "per_sequence_head")     # Efficiency.attention_blocks
 
 
@@ -28,6 +31,27 @@ class Interconnect:
     kind: str
     bandwidth_gb_s: float  # per GPU, per direction: what a ring all-reduce can use
     latency_us: float      # one small-message all-reduce (the alpha of the alpha-beta model)
+    gpus_per_node: int | None = None               # the NVLink domain (absent: one domain of any size)
+    internode_bandwidth_gb_s: float | None = None  # per GPU, per direction, its NIC to other nodes
+    internode_latency_us: float | None = None      # one small collective across nodes
+
+
+INTERNODE_KEYS = ("gpus_per_node", "internode_bandwidth_gb_s", "internode_latency_us")   # Interconnect's optional
+
+
+def _check_internode(name: str, ic: Interconnect) -> None:
+    """The optional inter-node keys: all three or none; gpus_per_node a whole number >= 1."""
+    values = [getattr(ic, k) for k in INTERNODE_KEYS]
+    if any(v is None for v in values) and any(v is not None for v in values):
+        raise SpecsightInputError(f"{name}.interconnect", {k: v for k, v in zip(INTERNODE_KEYS, values)},
+                                  f"all of {', '.join(INTERNODE_KEYS)}, or none (one NVLink domain)")
+    g = ic.gpus_per_node
+    if g is not None and (isinstance(g, bool) or not isinstance(g, numbers.Integral) or not 1 <= g <= 10 ** 6):
+        raise SpecsightInputError(f"{name}.interconnect.gpus_per_node", g, "a whole number >= 1 (or absent)")
+    _optional_number(f"{name}.interconnect.internode_bandwidth_gb_s", ic.internode_bandwidth_gb_s,
+                     "a number > 0 (or absent)", 0, 1e7, lo_open=True)
+    _optional_number(f"{name}.interconnect.internode_latency_us", ic.internode_latency_us,
+                     "a number >= 0 (or absent)", 0, 1e9)
 
 
 def _optional_number(field: str, value: Any, allowed: str, lo: float, hi: float | None = None,
@@ -142,9 +166,9 @@ class HardwareProfile:
         require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, 1e5, lo_open=True)
         require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, 1e4, lo_open=True)
         for dt, v in self.peak_tflops.items():
-            if dt not in DTYPE_BYTES:
+            if dt not in PEAK_DTYPES:
                 raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v,
-                                          f"dtype must be one of {sorted(DTYPE_BYTES)}")
+                                          f"dtype must be one of {sorted(PEAK_DTYPES)}")
             require_range(f"{self.name}.peak_tflops.{dt}", v, 0, 1e7, lo_open=True)
         require_range(f"{self.name}.efficiency.memory", self.efficiency.memory, 0, 1, lo_open=True)
         require_range(f"{self.name}.efficiency.compute", self.efficiency.compute, 0, 1, lo_open=True)
@@ -152,6 +176,7 @@ class HardwareProfile:
         require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, 1e7,
                       lo_open=True)
         require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0, 1e9)
+        _check_internode(self.name, self.interconnect)
         require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0, 1e9)
         require_range(f"{self.name}.overheads.iteration_us", self.overheads.iteration_us, 0, 1e9)
         for key in ("sampling_row_us", "verify_round_us"):
@@ -230,7 +255,7 @@ class HardwareProfile:
             "memory_capacity_gb": self.memory_capacity_gb,
             "memory_bandwidth_tb_s": self.memory_bandwidth_tb_s,
             "peak_tflops": dict(self.peak_tflops),
-            "interconnect": vars(self.interconnect).copy(),
+            "interconnect": {k: v for k, v in vars(self.interconnect).items() if v is not None},  # absent: one domain
             # memory_gemv, memory_attention: absent = memory; attention_blocks: absent = split_kv
             "efficiency": {k: v for k, v in vars(self.efficiency).items()
                            if v is not None and not (k == "attention_blocks" and v == "split_kv")},
@@ -319,7 +344,7 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
         except OverflowError:
             raise SpecsightInputError(f"{where}: {path}", v, "must be a finite number") from None
 
-    ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"))
+    ic = sub("interconnect", ("kind", "bandwidth_gb_s", "latency_us"), dict.fromkeys(INTERNODE_KEYS))
     eff = sub("efficiency", ("memory", "compute"), {"roofline_sharpness": 4.0, "memory_gemv": None,
                                                    "memory_attention": None, "attention_blocks": "split_kv"})
     ov = sub("overheads", ("kernel_launch_us", "iteration_us"), {"sampling_row_us": None, "verify_round_us": None})
@@ -332,7 +357,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
             memory_bandwidth_tb_s=num("memory_bandwidth_tb_s", get("memory_bandwidth_tb_s")),
             peak_tflops={str(k): num(f"peak_tflops.{k}", v) for k, v in get("peak_tflops", Mapping).items()},
             interconnect=Interconnect(str(ic["kind"]), num("interconnect.bandwidth_gb_s", ic["bandwidth_gb_s"]),
-                                      num("interconnect.latency_us", ic["latency_us"])),
+                                      num("interconnect.latency_us", ic["latency_us"]),
+                                      *(ic[k] for k in INTERNODE_KEYS)),   # type-checked by HardwareProfile
             efficiency=Efficiency(num("efficiency.memory", eff["memory"]), num("efficiency.compute", eff["compute"]),
                                   num("efficiency.roofline_sharpness", eff["roofline_sharpness"]),
                                   eff["memory_gemv"], eff["memory_attention"],    # type-checked by Efficiency

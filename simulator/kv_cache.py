@@ -6,9 +6,19 @@
 
 KV is sharded over the tensor-parallel GPUs (KV heads split by tp), so the per-GPU block count
 is the replica's block count: the same as HBM x utilisation x tp - weights - ... over the whole
-group. The activation reserve stands in for vLLM's profiling run (the peak memory of one forward
-pass of max_num_batched_tokens tokens plus the sampler's logits) and the memory outside PyTorch's
-allocator (CUDA context, NCCL buffers, CUDA graphs): `estimate_activation_reserve_bytes`.
+group. Under data-parallel attention (hardware.dp_attention) each GPU keeps only its own requests'
+KV: the cost model's KV bytes per GPU per replica token are then 1/tp of a token's KV, and the same
+formula counts the replica's tokens (pooled over the GPUs; simulator/moe_parallel.py). The
+activation reserve stands in for vLLM's profiling run (the peak memory of one forward pass of
+max_num_batched_tokens tokens plus the sampler's logits) and the memory outside PyTorch's allocator
+(CUDA context, NCCL buffers, CUDA graphs): `estimate_activation_reserve_bytes`.
+
+By layer type (simulator/layer_types.py): the blocks hold every cached token of the full and the
+sliding layers (CostModel.kv_bytes_per_token; a sliding layer's blocks past its window are not
+freed here, as vLLM's hybrid KV cache manager frees them, so the capacity is a lower bound for
+contexts beyond the window); the linear layers' constant states are reserved up front for
+max_num_seqs sequences x (1 + k_max) slots (vLLM keeps num_speculative_tokens extra state slots
+per request), inside the reserve (`linear_state_reserve_bytes`).
 """
 from __future__ import annotations
 
@@ -54,7 +64,8 @@ class KVBudget:
 def estimate_activation_reserve_bytes(cm: CostModel, max_num_batched_tokens: int, max_num_seqs: int,
                                       k_max: int) -> float:
     """Per GPU: peak activations of one pass over max_num_batched_tokens tokens, the sampler's
-    float32 logits for every verify position of a full batch, and NON_TORCH_RESERVE_BYTES."""
+    float32 logits for every verify position of a full batch, NON_TORCH_RESERVE_BYTES, and the
+    linear-attention states of a full batch (linear_state_reserve_bytes; none without linear layers)."""
     m, tp = cm.model, cm.tp
     if m.is_moe:
         inter = (m.experts_per_token + m.num_shared_experts) * m.moe_intermediate_size
@@ -63,7 +74,15 @@ def estimate_activation_reserve_bytes(cm: CostModel, max_num_batched_tokens: int
     per_token = ACT_D_TENSORS * m.hidden_size + ACT_I_TENSORS * inter / tp
     acts = max_num_batched_tokens * per_token * cm.activation_bytes
     logits = max_num_seqs * (k_max + 1) * m.vocab_size * LOGIT_BYTES * LOGIT_TENSORS / tp
-    return acts + logits + NON_TORCH_RESERVE_BYTES
+    reserve = acts + logits + NON_TORCH_RESERVE_BYTES
+    if cm.linear_state_bytes:
+        reserve = reserve + linear_state_reserve_bytes(cm, max_num_seqs, k_max)
+    return reserve
+
+
+def linear_state_reserve_bytes(cm: CostModel, max_num_seqs: int, k_max: int) -> float:
+    """Per GPU: the linear-attention layers' states of max_num_seqs sequences, 1 + k_max slots each."""
+    return cm.kv_bytes_held(max_num_seqs, 0, spec_tokens=k_max) if cm.linear_state_bytes else 0.0
 
 
 def kv_budget(cm: CostModel, drafter_weight_bytes: float, drafter_kv_bytes_per_token: float, *,

@@ -7,15 +7,16 @@ KV bytes per token, attention FLOPs per query-key pair. A head shipped in models
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecsightInputError, SpecsightWarning, closest_names, require_int
+from .errors import SpecsightInputError, closest_names, require_int
 from .input_files import read_json, usable_file
+from .layer_types import LinearAttentionDims, layer_kinds_from_config, linear_dims_from_config, window_of
 from .paths import MODELS_DIR
+from .weight_formats import formats_from_config
 
 HEAD_KINDS = ("eagle", "eagle3", "mtp", "medusa")
 
@@ -40,6 +41,7 @@ class ModelSpec:
     moe_intermediate_size: int = 0
     num_shared_experts: int = 0
     first_k_dense: int = 0
+    shared_expert_intermediate_size: int = 0   # a shared expert's MLP width (0: moe_intermediate_size)
     # MLA (kv_lora_rank == 0 means standard multi-head / grouped-query attention)
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -58,9 +60,18 @@ class ModelSpec:
     tokenizer_class: str | None = None
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
-    # Sliding-window attention as the config declares it (0: none); not priced: attention reads the whole cache
+    # Sliding-window attention as the config declares it (0: none) and its switch (Qwen2: false;
+    # None: not given, on when a window is); which layers slide: layer_kinds
     sliding_window: int = 0
-    use_sliding_window: bool | None = None   # the config's switch (Qwen2: false); None: not given (on when a window is)
+    use_sliding_window: bool | None = None
+    # Attention by layer (simulator/layer_types.py): one of LAYER_KINDS per layer (empty: every layer
+    # full), the sliding layers' window in tokens (0: none slides), the linear layers' shape
+    layer_kinds: tuple[str, ...] = ()
+    window: int = 0
+    linear: LinearAttentionDims | None = None
+    attn_output_gate: bool = False     # q_proj also projects a sigmoid output gate (Qwen3-Next)
+    # Per-part weight formats ((part, format) pairs, simulator/weight_formats.py); absent parts: the dtype
+    weight_formats: tuple[tuple[str, str], ...] = ()
     path: str | None = None
 
     def __post_init__(self) -> None:
@@ -77,6 +88,16 @@ class ModelSpec:
                                       f"must lie in [1, {self.num_experts}]")
         if self.head_kind is not None and self.head_kind not in HEAD_KINDS:
             raise SpecsightInputError(f"{self.name}.specsight.kind", self.head_kind, f"one of {HEAD_KINDS}")
+        if self.layer_kinds and len(self.layer_kinds) != self.num_layers:
+            raise SpecsightInputError(f"{self.name}.layer_types", len(self.layer_kinds),
+                                      f"one per layer ({self.num_layers})")
+        if self.num_sliding_layers and self.window < 1:
+            raise SpecsightInputError(f"{self.name}.sliding_window", self.window, "a window >= 1 for sliding layers")
+        if self.num_linear_layers and self.linear is None:
+            raise SpecsightInputError(f"{self.name}.linear_num_value_heads", None, "required by linear layers")
+        if self.is_mla and self.num_sliding_layers + self.num_linear_layers:
+            raise SpecsightInputError(f"{self.name}.layer_types", self.layer_kinds,
+                                      "full attention only with MLA (kv_lora_rank > 0)")
 
     # ---- structure -------------------------------------------------------------------
     @property
@@ -85,6 +106,26 @@ class ModelSpec:
         false`), and narrower than the context window (a window as wide as it changes nothing)."""
         return (self.sliding_window > 0 and self.use_sliding_window is not False
                 and not (self.max_position_embeddings and self.sliding_window >= self.max_position_embeddings))
+
+    def _count(self, kind: str) -> int:
+        return self.layer_kinds.count(kind) if self.layer_kinds else (self.num_layers if kind == "full" else 0)
+
+    @property
+    def num_full_layers(self) -> int:
+        return self._count("full")
+
+    @property
+    def num_sliding_layers(self) -> int:
+        return self._count("sliding")
+
+    @property
+    def num_linear_layers(self) -> int:
+        return self._count("linear")
+
+    @property
+    def num_softmax_layers(self) -> int:
+        """Layers that keep a KV cache (full and sliding)."""
+        return self.num_layers - self.num_linear_layers
 
     @property
     def is_moe(self) -> bool:
@@ -115,9 +156,20 @@ class ModelSpec:
             o = h * self.v_head_dim * d
             return q + kv_a + kv_b + o
         q_in = 2 * d if self.head_kind == "eagle3" else d   # EAGLE-3 attends over [embedding; hidden]
-        qkv_out = (h + 2 * self.num_kv_heads) * self.head_dim
+        q_heads = 2 * h if self.attn_output_gate else h      # the gate: a second query-sized projection
+        qkv_out = (q_heads + 2 * self.num_kv_heads) * self.head_dim
         bias = qkv_out if self.attention_bias else 0
         return q_in * qkv_out + bias + h * self.head_dim * d
+
+    @property
+    def linear_attn_params(self) -> int:
+        """One linear (Gated DeltaNet) layer's weights (0 without linear layers)."""
+        return self.linear.params(self.hidden_size) if self.linear is not None else 0
+
+    @property
+    def mixer_params_total(self) -> int:
+        """The token mixers' weights over all layers: softmax attention and linear attention."""
+        return self.num_softmax_layers * self.attn_params + self.num_linear_layers * self.linear_attn_params
 
     def _mlp_params(self, inter: int) -> int:
         return (3 if self.gated_mlp else 2) * self.hidden_size * inter
@@ -133,6 +185,8 @@ class ModelSpec:
 
     @property
     def shared_expert_params(self) -> int:
+        if self.shared_expert_intermediate_size and self.is_moe:
+            return self.num_shared_experts * self._mlp_params(self.shared_expert_intermediate_size)
         return self.num_shared_experts * self.expert_params
 
     @property
@@ -187,10 +241,30 @@ class ModelSpec:
     def layer_params_dense_part(self) -> int:
         """Per-layer weights every token multiplies: attention, norms, and the dense MLP or the
         shared experts and router of a MoE layer (summed over all layers)."""
-        dense = self.num_dense_layers * (self.attn_params + self.norm_params + self.dense_mlp_params)
-        moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params
-                                     + self.router_params)
-        return dense + moe
+        if not self.num_linear_layers:
+            dense = self.num_dense_layers * (self.attn_params + self.norm_params + self.dense_mlp_params)
+            moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params
+                                         + self.router_params)
+            return dense + moe
+        return (self.mixer_params_total + self.num_layers * self.norm_params
+                + self.num_dense_layers * self.dense_mlp_params
+                + self.num_moe_layers * (self.shared_expert_params + self.router_params))
+
+    def params_by_part(self) -> dict[str, int]:
+        """params_total split into WEIGHT_PARTS and "norm" (norms keep the model dtype); sums to params_total."""
+        own_embed = 0 if self.shares_embedding_with_target else self.embedding_params
+        own_head = 0 if (self.tie_word_embeddings and self.head_kind is None) or self.shares_lm_head_with_target \
+            else self.lm_head_params
+        norm = self.num_layers * self.norm_params + (self.hidden_size if self.num_layers else 0)
+        mixers = self.mixer_params_total
+        mlp = self.layer_params_dense_part - mixers - self.num_layers * self.norm_params + self.extra_linear_params
+        experts = self.num_moe_layers * self.num_experts * self.expert_params
+        return {"attention": mixers, "mlp": mlp, "experts": experts, "embedding": own_embed, "lm_head": own_head,
+                "norm": norm}
+
+    def weight_format(self, part: str, default: str) -> str:
+        """The format of `part` (WEIGHT_PARTS): the config's, else `default` (the scenario's dtype)."""
+        return dict(self.weight_formats).get(part, default)
 
     @property
     def params_total(self) -> int:
@@ -210,7 +284,7 @@ class ModelSpec:
 
     # ---- per-token physics -------------------------------------------------------------
     def kv_elems_per_token(self) -> int:
-        """KV-cache elements one token adds per layer (MLA caches the compressed latent)."""
+        """KV-cache elements one token adds per softmax layer (MLA caches the compressed latent)."""
         if self.is_mla:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
@@ -288,9 +362,14 @@ def _sliding_window(cfg: Mapping[str, Any], where: str) -> tuple[int, bool | Non
 
 
 def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: ModelSpec | None = None) -> ModelSpec:
-    """Parse HF config keys. A head's missing dimensions are taken from its target."""
+    """Parse HF config keys. A head's missing dimensions are taken from its target. A multimodal
+    wrapper (Gemma 3, Qwen3.5, Llama 4: the language model's keys under `text_config`) is read as
+    its language model: text_config's keys over the top level's (the vision tower is not counted)."""
     if not isinstance(cfg, Mapping):
         raise SpecsightInputError(where, type(cfg).__name__, "a config.json must hold a JSON object")
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping) and "hidden_size" not in cfg:
+        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text}
     meta = cfg.get("specsight") or {}
     if not isinstance(meta, Mapping):
         raise SpecsightInputError(f"{where}: specsight", meta, 'must be a mapping {"kind": ..., "target": ...}')
@@ -323,6 +402,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         moe_inter = inter   # Mixtral: each expert is a full-size MLP
     arch = " ".join(archs)
     window, use_window = _sliding_window(cfg, where)
+    kinds = layer_kinds_from_config(cfg, where, n_layers, window)
+    shared_inter = _int(merged, where, "shared_expert_intermediate_size", default=0)   # Qwen2-MoE, Qwen3-Next
+    lin = linear_dims_from_config(cfg, where, kinds)
     return ModelSpec(
         name=name,
         hidden_size=d, num_layers=n_layers, num_heads=h, num_kv_heads=kvh, head_dim=hd,
@@ -334,7 +416,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         num_experts=n_experts,
         experts_per_token=_int(merged, where, "num_experts_per_tok", default=0) if n_experts else 0,
         moe_intermediate_size=moe_inter,
-        num_shared_experts=_int(merged, where, "n_shared_experts", "num_shared_experts", default=0),
+        num_shared_experts=_int(merged, where, "n_shared_experts", "num_shared_experts",
+                                default=1 if shared_inter else 0),
+        shared_expert_intermediate_size=shared_inter,
         first_k_dense=_int(merged, where, "first_k_dense_replace", default=0),
         q_lora_rank=_int(merged, where, "q_lora_rank", default=0),
         kv_lora_rank=_int(merged, where, "kv_lora_rank", default=0),
@@ -354,6 +438,11 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         eos_token_ids=_token_ids(cfg, where, "eos_token_id"),
         sliding_window=window,
         use_sliding_window=use_window,
+        layer_kinds=() if set(kinds) <= {"full"} else kinds,
+        window=window_of(cfg, kinds, window, where),
+        linear=lin,
+        attn_output_gate=_flag(cfg, where, "attn_output_gate", cfg.get("model_type") == "qwen3_next"),
+        weight_formats=formats_from_config(cfg, where),
         path=where,
     )
 
@@ -392,20 +481,4 @@ def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> 
             raise SpecsightInputError(f"{field}: specsight.target", meta["target"],
                                       "a head's target must be a full model, not another head")
         target = load_model(str(meta["target"]), field=f"{p}: specsight.target", _head=True)
-    spec = spec_from_config(cfg, name, str(p), target)
-    if spec.sliding_window_in_use:
-        warn_sliding_window(spec)
-    return spec
-
-
-_WARNED_WINDOWS: set[tuple[str | None, int]] = set()     # (config path, window) already warned in this process
-
-
-def warn_sliding_window(spec: ModelSpec) -> None:
-    """Say once per config (per process) that its sliding window is priced as full attention."""
-    if (spec.path, spec.sliding_window) in _WARNED_WINDOWS:
-        return
-    _WARNED_WINDOWS.add((spec.path, spec.sliding_window))
-    warnings.warn(f"model {spec.name}: sliding_window={spec.sliding_window} (use_sliding_window not false) is priced "
-                  "as full attention: every layer reads the whole KV cache and keeps it, so long-context cost and "
-                  "memory are overstated (sliding-window pricing is not modelled yet)", SpecsightWarning, stacklevel=3)
+    return spec_from_config(cfg, name, str(p), target)

@@ -22,20 +22,23 @@ What comes next, and where it goes:
   round's time is their sum in the engine's order. `steps_time_s` (a drafter's K steps, which
   CostModel.steps_time_s and the compiled rounds both call) is such a sequence already; an
   engine's anatomy is another function beside it, written once here and compiled the same way.
-- Attention that depends on per-layer windows. The attention roof becomes a sum over layer
-  groups, each group (its layers, window or None, kind: softmax, or linear attention reading a
-  constant-size state) with its own FLOPs per pair and KV bytes per token and its own keys read
-  and pairs: the pass's (sum_context, pairs) for full attention, min(c_i, window) keys per
-  sequence for a sliding window, a constant state for linear attention. PassConstants'
-  attn_flops_per_pair and kv_bytes_per_token are today's models' one full-attention group (all
-  layers); with groups they become one (flops_per_pair, kv_bytes_per_token, window) triple per
-  group (a tuple in Python, more columns of the constants row in the kernel), pass_time_s adds
-  the roofs in group order between `weights` and `head` (t = weights, then t = t + roof_g: one
-  full-attention group is today's weights + roof, bit for bit), and the shape passes per group
-  (keys read, pairs) where it passes (sum_context, pairs) today, summed from the sequences where
-  the replica knows them and from the mean context where only sums are known (as the n-gram
-  path prices matched sequences). self_spec's bounded draft KV (kv_budget_tokens, a clamp of the
-  drafter's context in simulator/drafters.py) is such a window on the drafter's one group.
+
+Attention by layer type (simulator/layer_types.py). The full-attention layers are one group: its
+FLOPs per pair and KV bytes per token (attn_flops_per_pair, kv_bytes_per_token) over the pass's
+pairs and cached tokens. The sliding layers (window W) are a second group with its own roof, added
+right after the first (skipped when window is 0: a model without sliding layers adds nothing, bit
+for bit): from the pass's sums it prices
+
+    pairs  min(pairs, T W)                    each query sees at most W keys
+    keys   min(sum_context, B (W - 1)) + 2 T  each sequence's queries read at most W - 1 cached keys
+
+with B = seqs, the sequences the constants are for (CostModel.pass_constants(num_seqs)). Both are
+exact for a uniform batch whose queries all see the whole window or none does (c + 1 >= W, or
+c + n <= W) and an upper bound otherwise (a ragged batch's sum over min(c_i, W - 1) is at most
+min(sum c_i, B (W - 1)); a pass with prefill chunks passes its attention rows as num_seqs, more
+than its sequences, so its cap is looser; never above full attention). Linear-attention layers
+(a constant state per sequence) depend only on the pass's tokens and logits: CostModel prices
+them in the pass's terms (with the weights), not here.
 """
 from __future__ import annotations
 
@@ -52,12 +55,16 @@ class PassConstants(NamedTuple):
     inv_p: float                # 1 / p (0.0 for the sharp roofline)
     peak_flops_s: float         # achieved FLOP/s (peak x efficiency.compute)
     kv_bytes_s: float           # attention's KV-read bandwidth, B/s (/ the wave factor: CostModel.pass_constants)
-    attn_flops_per_pair: float  # attention FLOPs per query-key pair, all layers (the one full-attention group)
-    kv_bytes_per_token: float   # KV bytes read per cached token, all layers
+    attn_flops_per_pair: float  # attention FLOPs per query-key pair, the full-attention layers together
+    kv_bytes_per_token: float   # KV bytes read per cached token, the full-attention layers together
     launch_s: float             # kernel launches of one pass
     allreduce_count: float      # all-reduces per pass (0: no tensor parallelism)
     allreduce_fixed_s: float    # their fixed (latency) seconds
     sharp: bool                 # the sharp roofline (max) rather than the soft one
+    win_flops_per_pair: float   # the sliding layers' attention FLOPs per query-key pair, all of them
+    win_kv_bytes_per_token: float  # the sliding layers' KV bytes per cached token read, all of them
+    window: float               # their window W in keys (0: no sliding layer, the group is skipped)
+    seqs: float                 # B, the sequences of the pass these constants are for (sliding layers only)
 
 
 class PassTerms(NamedTuple):
@@ -76,7 +83,8 @@ def constants_row(c: PassConstants) -> np.ndarray:
 
 def from_row(r: np.ndarray) -> PassConstants:
     """PassConstants from a constants_row (compiled: the rounds call it on their rows)."""
-    return PassConstants(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] != 0.0)
+    return PassConstants(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] != 0.0, r[10], r[11], r[12],
+                         r[13])
 
 
 def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_context: float | np.ndarray,
@@ -84,7 +92,8 @@ def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_
     """Seconds for one pass: weights + roof(attention) + head + rest [+ all-reduce] + launch, added
     in that order. terms: the pass's PassTerms (a 4-tuple); tokens, sum_context, pairs: its tokens,
     cached tokens read and causal query-key pairs. Floats or numpy arrays; compiled as is."""
-    p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp = c
+    (p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp,
+     win_flops, win_kv, window, seqs) = c
     weights, head, rest, allreduce = terms
     if sharp:
         t = weights + np.maximum(flops_per_pair * pairs / flops_s,
@@ -92,6 +101,13 @@ def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_
     else:
         t = weights + ((flops_per_pair * pairs / flops_s) ** p
                        + (kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s) ** p) ** inv_p
+    if window:          # the sliding layers: pairs and cached keys capped by the window
+        w_c = win_flops * np.minimum(pairs, tokens * window) / flops_s
+        w_m = win_kv * (np.minimum(sum_context, seqs * (window - 1.0)) + 2 * tokens) / kv_bytes_s
+        if sharp:
+            t = t + np.maximum(w_c, w_m)
+        else:
+            t = t + (w_c ** p + w_m ** p) ** inv_p
     t = t + head
     t = t + rest
     if ar_count:

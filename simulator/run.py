@@ -95,11 +95,29 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
 
     profile = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
     model = load_model(scenario.model)             # type: ignore[arg-type]
-    cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype)
+    cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype, ep=int(hw.ep),
+                   dp_attention=bool(hw.dp_attention))
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
+    if drafter is not None and (hw.ep > 1 or hw.dp_attention):
+        _drafter_layout(drafter, cm)
     kv = _kv_budget(scenario, cm, drafter)
     return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
                       model.max_position_embeddings)
+
+
+def _drafter_layout(drafter: Drafter, cm: Any) -> None:
+    """A drafter with its own weights runs in the target's layout (SGLang builds the draft worker
+    in the target's attention-TP group, docs/reference/engines.md): its routed experts over the same ep
+    groups (a dense drafter: ep 1), its attention data-parallel with the target's."""
+    from .cost_model import CostModel
+    dc, layout = drafter.draft_cost, cm.layout
+    if dc is None:
+        return
+    if dc.tp != cm.tp:
+        raise SpecsightInputError("drafter.draft_tp", dc.tp, f"the target's tp ({cm.tp}) with hardware.ep or "
+                                                             "hardware.dp_attention")
+    drafter.draft_cost = CostModel(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype, kv_dtype=dc.kv_dtype,
+                                   ep=layout.ep if dc.model.is_moe else 1, dp_attention=layout.dp_attention)
 
 
 def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None) -> KVBudget:
@@ -135,6 +153,9 @@ def _engine_deployment(scenario: Scenario) -> Deployment:
         raise SpecsightInputError("engine.kind", eng.kind, "a real engine prices passes on a GPU profile: "
                                                            "hardware.kind roofline, or engine.kind ideal")
     tp = int(hw.tp)
+    if hw.ep > 1 or hw.dp_attention:
+        raise SpecsightInputError("hardware.ep", hw.ep, "1 (and dp_attention false) with a real engine: expert "
+                                                        "parallelism is priced by engine.kind ideal")
     engine.check(scenario.drafter, tp)
     base = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
     profile = engine_profile(base)

@@ -44,6 +44,8 @@ class HardwareSpec:
     gpu: str | None = None              # catalog name (hardware_profiles/<gpu>.yaml) or a YAML path
     profile: str | None = None          # a calibrated profile (name or path); replaces `gpu`
     tp: int = 1                         # tensor-parallel GPUs per replica
+    ep: int = 1                         # expert-parallel groups of the routed experts (SGLang --ep-size)
+    dp_attention: bool = False          # attention data-parallel over the tp GPUs (SGLang --enable-dp-attention)
     replicas: int = 1                   # replicas behind the router
     dtype: str = "bf16"                 # weight / compute dtype
     kv_dtype: str | None = None         # KV-cache dtype (default: dtype, bf16 for fp8 weights)
@@ -56,12 +58,20 @@ class HardwareSpec:
             raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), HARDWARE_KINDS))
         require_int(f"{w}.tp", self.tp, lo=1)
         require_int(f"{w}.replicas", self.replicas, lo=1)
+        require_int(f"{w}.ep", self.ep, lo=1)
+        if self.tp % self.ep:
+            raise SpecsightInputError(f"{w}.ep", self.ep, f"a divisor of tp ({self.tp})")
+        if self.dp_attention and self.ep not in (1, self.tp):
+            raise SpecsightInputError(f"{w}.ep", self.ep, f"1 or tp ({self.tp}) with dp_attention "
+                                                          "(simulator/moe_parallel.py: the allowed layouts)")
         if self.kind == "fixed":
             if self.target_step_s is None:
                 raise SpecsightInputError(f"{w}.target_step_s", None,
                                           "required for kind fixed (seconds per target pass)")
             require_range(f"{w}.target_step_s", self.target_step_s, 0.0, lo_open=True)
             require_range(f"{w}.draft_step_s", self.draft_step_s, 0.0)
+            if self.ep != 1 or self.dp_attention:
+                raise SpecsightInputError(f"{w}.ep", self.ep, "1 (and dp_attention false) with kind: fixed")
         else:
             if not (self.gpu or self.profile):
                 raise SpecsightInputError(f"{w}.gpu", None, "required: a hardware_profiles/ name or a profile path "

@@ -17,6 +17,8 @@ from .drafters import METHODS
 from .hardware import DTYPE_BYTES, MAX_PRICE_USD_PER_GPU_HOUR
 from .length_dist import MAX_LENGTH_TOKENS, ORDERS
 from .policies import KINDS as POLICY_KINDS
+from .rate_schedule import DEFAULT_PERIOD_S
+from .rate_schedule import SHAPES as SCHEDULE_SHAPES
 from .schema import REQUIRED, Bool, Float, Int, ListOf, OneOf, Pair, Section, Str, Variants, markdown
 from .workload_presets import PRESETS as WORKLOAD_PRESETS
 
@@ -69,7 +71,12 @@ HARDWARE = Section(doc="where the model runs", keys={
                 choices=HARDWARE_KINDS, default="roofline"),
     "gpu": _path("hardware_profiles/<gpu>.yaml name, or a YAML path (required for roofline)", nullable=True),
     "profile": _path("a calibrated profile (name or path); replaces gpu", nullable=True),
-    "tp": Int(doc="tensor-parallel degree of each replica", unit="GPUs", lo=1, hi=MAX_TP, default=1),
+    "tp": Int(doc="GPUs of each replica: its tensor-parallel degree (see ep, dp_attention)", unit="GPUs", lo=1,
+              hi=MAX_TP, default=1),
+    "ep": Int(doc="expert-parallel degree of the routed experts: divides tp and the experts; tp with "
+                  "dp_attention (SGLang --ep-size)", unit="GPUs", lo=1, hi=MAX_TP, default=1),
+    "dp_attention": Bool(doc="attention data-parallel over the tp GPUs, each holding its own requests' KV; "
+                             "needs ep = tp on a MoE model (SGLang --enable-dp-attention)", default=False),
     "replicas": Int(doc="replicas behind the router", lo=1, hi=MAX_REPLICAS, default=1),
     "dtype": Str(doc="weight and compute dtype", choices=tuple(DTYPE_BYTES), default="bf16"),
     "kv_dtype": Str(doc="KV-cache dtype (default: dtype; bf16 for fp8 weights)", choices=tuple(DTYPE_BYTES),
@@ -97,6 +104,8 @@ DRAFTER = Section(doc="the drafter (none: no speculation)", nullable=True, keys=
     "kv_budget_tokens": _tokens("self_spec: bounded draft KV (0: full)", lo=0, default=0),
     "draft_tp": Int(doc="draft_model/parallel TP degree (default: the target's)", unit="GPUs", lo=1, hi=MAX_TP,
                     nullable=True),
+    "lookahead_window": Int(doc="lookahead: W, the lookahead branch's window (candidates G: tree_branches)",
+                            unit="tokens", lo=0, hi=MAX_LIST, default=0),
 })
 
 ACCEPTANCE = OneOf(doc="acceptance model (docs/simulator_models.md)", nullable=True, options=(
@@ -198,6 +207,18 @@ ARRIVAL = Variants(doc="arrival process (a string names the process, its keys th
     "trace": {"path": _path("CSV with arrived_at, num_prefill_tokens, num_decode_tokens", default=REQUIRED),
               "time_scale": Float(doc="multiply arrival times by this", hi=1e6, **POS, default=1.0),
               "max_requests": Int(doc="replay at most this many rows", lo=1, hi=MAX_REQUESTS, nullable=True)},
+    "schedule": {
+        "rates": ListOf(doc="rows [start_s, qps]: the rate from start_s (the first row at 0, starts increasing); "
+                            "num_requests null: the expected count of one period", max_len=MAX_LIST, default=REQUIRED,
+                        item=Pair(items=(Float(doc="start_s", unit="s", lo=0.0, hi=MAX_SECONDS),
+                                         Float(doc="qps", unit="1/s", lo=0.0, hi=MAX_QPS)))),
+        "shape": Str(doc="step: each rate holds until the next row; linear: straight lines between rows (the last "
+                         "back to the first)", choices=SCHEDULE_SHAPES, default="step"),
+        "period_s": Float(doc="the schedule repeats after this (> the last start_s)", unit="s", hi=MAX_SECONDS, **POS,
+                          default=DEFAULT_PERIOD_S),
+        "time_compression": Float(doc="the clock runs this many times faster: times divide by it, rates do not "
+                                      "(60: an hour lasts a minute)", lo=1e-6, hi=1e6, default=1.0),
+        "rate_scale": Float(doc="multiply every rate", hi=1e6, **POS, default=1.0)},
 })
 
 LENGTH = OneOf(doc="token length: an integer (fixed) or a distribution", nullable=True, options=(
@@ -302,6 +323,7 @@ MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc
     ("vocab_size", 1, 2 ** 24, "vocabulary"),
     ("num_experts_per_tok", 0, 2 ** 16, "experts per token"),
     ("n_shared_experts", 0, 2 ** 16, "shared experts"),
+    ("shared_expert_intermediate_size", 0, 2 ** 24, "a shared expert's MLP width (one shared expert when set)"),
     ("first_k_dense_replace", 0, 2 ** 16, "leading dense layers"),
     ("q_lora_rank", 0, _DIM, "MLA query rank"),
     ("kv_lora_rank", 0, _DIM, "MLA KV rank"),
@@ -312,6 +334,15 @@ MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc
     ("medusa_num_heads", 0, MAX_LIST, "Medusa heads"),
     ("medusa_num_layers", 0, MAX_LIST, "Medusa layers per head"),
     ("max_position_embeddings", 0, 10 ** 12, "context window (0: not given)"),
+    ("sliding_window_pattern", 1, MAX_LAYERS, "every n-th layer full, the others sliding (Gemma 3)"),
+    ("full_attention_interval", 1, MAX_LAYERS, "every n-th layer full, the others linear (Qwen3-Next)"),
+    ("max_window_layers", 0, MAX_LAYERS, "layers from this index on slide (Qwen2, when the window is in use)"),
+    ("attention_chunk_size", 1, 10 ** 12, "chunked-attention chunk, priced as a window (Llama 4)"),
+    ("linear_num_key_heads", 1, 2 ** 16, "linear-attention key heads (Gated DeltaNet)"),
+    ("linear_num_value_heads", 1, 2 ** 16, "linear-attention value heads"),
+    ("linear_key_head_dim", 1, 2 ** 16, "linear-attention key head width"),
+    ("linear_value_head_dim", 1, 2 ** 16, "linear-attention value head width"),
+    ("linear_conv_kernel_dim", 1, 2 ** 8, "linear-attention short convolution taps"),
 )}
 
 

@@ -26,6 +26,12 @@ Arrival processes (every synthetic process puts its first request at t = 0):
                                      num_decode_tokens (data/traces/*.csv); times are multiplied by
                                      time_scale (2.0 = half the rate); prompt_len/output_len, if
                                      given, replace the trace's lengths
+  schedule     {rates, shape = step, period_s = 86400, time_compression = 1, rate_scale = 1}
+                                     a rate that varies over a repeating period (a day): rows
+                                     [start_s, qps], held (step) or joined by straight lines
+                                     (linear); non-homogeneous Poisson arrivals, exact by
+                                     inversion (simulator/rate_schedule.py); num_requests null
+                                     means the expected count of one period, rounded
 
 Common random numbers: `generate_requests` spawns three child generators from the one it is
 given, in a fixed order (arrivals, prompt lengths, output lengths), so the baseline and the
@@ -42,15 +48,17 @@ import numpy as np
 from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from .errors import SpecsightInputError, closest_names, require_int, require_range
 from .length_dist import LengthDist
+from .rate_schedule import SCHEDULE_OPTIONS, RateSchedule
 from .workload_presets import preset_lengths
 
-ARRIVALS = ("poisson", "gamma", "constant", "closed_loop", "trace")
+ARRIVALS = ("poisson", "gamma", "constant", "closed_loop", "trace", "schedule")
 ARRIVAL_KEYS = {
     "poisson": ("qps",),
     "gamma": ("qps", "cv"),
     "constant": ("qps",),
     "closed_loop": ("concurrency", "think_time_s"),
     "trace": ("path", "time_scale", "max_requests"),
+    "schedule": ("rates",) + SCHEDULE_OPTIONS,     # they build a RateSchedule (from_mapping)
 }
 DEFAULT_NUM_REQUESTS = 1000
 TRACE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
@@ -85,6 +93,7 @@ class WorkloadSpec:
     trace_path: str | None = None            # trace: CSV file
     time_scale: float = 1.0                  # trace: multiply arrival times by this
     max_requests: int | None = None          # trace: replay at most this many rows
+    schedule: RateSchedule | None = None     # schedule: the rate over the period
     num_requests: int | None = None          # None: DEFAULT_NUM_REQUESTS, or every trace row
     prompt_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
     output_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
@@ -102,6 +111,8 @@ class WorkloadSpec:
         if self.arrival == "closed_loop":
             require_int(f"{w}.arrival.concurrency", self.concurrency, lo=1)
             require_range(f"{w}.arrival.think_time_s", self.think_time_s, 0.0)
+        if self.arrival == "schedule" and not isinstance(self.schedule, RateSchedule):
+            raise SpecsightInputError(f"{w}.arrival.rates", self.schedule, "required: rows [start_s, qps]")
         if self.arrival == "trace":
             require_range(f"{w}.arrival.time_scale", self.time_scale, 0.0, lo_open=True)
             if self.max_requests is not None:
@@ -125,7 +136,7 @@ class WorkloadSpec:
         arr = raw["arrival"]
         proc = arr["process"]
         kw: dict[str, Any] = {"arrival": proc}
-        for key in ARRIVAL_KEYS[proc]:
+        for key in ARRIVAL_KEYS[proc] if proc != "schedule" else ():
             if arr.get(key) is not None:
                 kw["trace_path" if key == "path" else key] = arr[key]
         if raw.get("num_requests") is not None:
@@ -143,8 +154,11 @@ class WorkloadSpec:
                 kw[name] = LengthDist.from_value(lengths[name], f"{where}.{name}" if own else
                                                  f"{where}.preset ({raw['preset']}) {name}")
         try:
+            if proc == "schedule":
+                opts = {k: arr[k] for k in SCHEDULE_OPTIONS if arr.get(k) is not None}
+                kw["schedule"] = RateSchedule.from_rows(arr["rates"], **opts)
             return cls(**kw)
-        except SpecsightInputError as e:   # __post_init__ names paths under "workload"
+        except SpecsightInputError as e:   # __post_init__ and RateSchedule name paths under "workload"
             if where == "workload" or not e.field.startswith("workload"):
                 raise
             raise SpecsightInputError(where + e.field[len("workload"):], e.value, e.allowed) from None
@@ -155,7 +169,11 @@ class WorkloadSpec:
 
     @property
     def n_requests(self) -> int:
-        """How many requests `generate_requests` returns."""
+        """How many requests `generate_requests` returns (schedule without num_requests: the
+        expected count over one period, rounded, at least 1)."""
+        if self.arrival == "schedule" and self.num_requests is None:
+            assert self.schedule is not None
+            return max(1, round(self.schedule.requests_per_period))
         if self.arrival != "trace":
             return self.num_requests or DEFAULT_NUM_REQUESTS
         assert self._trace is not None
@@ -182,12 +200,16 @@ def load_trace(path: object, field: str) -> dict[str, np.ndarray]:
 
 
 def arrival_times(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """[n] float64 arrival times in seconds, the first at 0 (trace: as recorded, scaled)."""
+    """[n] float64 arrival times in seconds, the first at 0 (trace: as recorded, scaled; schedule:
+    the first n points of its Poisson process)."""
     if spec.arrival == "closed_loop":
         return np.zeros(n)
     if spec.arrival == "trace":
         assert spec._trace is not None
         return spec._trace["arrived_at"][:n] * spec.time_scale
+    if spec.arrival == "schedule":
+        assert spec.schedule is not None
+        return spec.schedule.arrivals(n, rng)
     qps = float(spec.qps)  # type: ignore[arg-type]
     if spec.arrival == "poisson":
         gaps = rng.exponential(1.0 / qps, n - 1)

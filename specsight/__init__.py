@@ -8,6 +8,8 @@ The Python API (docs/api.md), imported on first use so `import specsight` stays 
     an = specsight.analytic_breakeven("llama-3.1-8b", "h100-sxm", "eagle3", alpha=0.7)
     plan = specsight.capacity_plan("scenarios/....yaml", target_qps=20)               # .rows, .frame
     sw = specsight.sweep("scenarios/....yaml", {"acceptance.alpha": [0.5, 0.7]})      # .frame
+    s = specsight.plan_search("scenarios/....yaml", 40, {"hardware.tp": [4, 8]})      # .rows, .chosen
+    dep = specsight.deployment("scenarios/....yaml")                                  # ["vllm"].argv
 """
 from __future__ import annotations
 
@@ -28,6 +30,12 @@ _EXPORTS = {
     "capacity_plan": "specsight.studies.capacity_plan",
     "CapacityPlan": "specsight.studies.capacity_plan",
     "SLO": "specsight.studies.capacity_plan",
+    "plan_search": "specsight.studies.plan_search",
+    "PlanSearch": "specsight.studies.plan_search",
+    "deployment": "specsight.studies.deploy",
+    "Deployment": "specsight.studies.deploy",
+    "plan_deployment": "specsight.studies.deploy",
+    "search_deployment": "specsight.studies.deploy",
     "sweep": "specsight.studies.sweep",
     "SweepResult": "specsight.studies.sweep",
 }

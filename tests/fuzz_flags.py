@@ -49,7 +49,7 @@ SPEC: dict[str, tuple[list[str], dict[str, str]]] = {
     "breakeven": (["breakeven", "SC", "--set", "workload.num_requests=2", "--axis", "batch", "--values", "1,2",
                    "--k", "1", "--no-plot", "--workers", "1", "--no-progress", "--out", "OUT"],
                   {"scenario": _PATH, "--k": _NUM, "--out": _PATH, "--set": _SET, "--workers": _NUM,
-                   "--dask": _TXT, "--metric": _TXT, "--hardware": _NAME}),
+                   "--dask": _TXT, "--metric": _TXT, "--hardware": _NAME, "--tolerance": _NUM}),
     "breakeven-analytic": (["breakeven", "--analytic", "--model", "llama-3.1-8b", "--hardware", "h100-sxm",
                             "--drafter", "eagle3", "--alpha", "0.7", "--k", "1,2", "--no-plot", "--out", "OUT"],
                            {"--k": _NUM, "--alpha": _NUM, "--context": _NUM, "--tp": _NUM, "--dtype": _TXT,

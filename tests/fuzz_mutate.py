@@ -52,7 +52,7 @@ def base_scenarios() -> list[dict[str, Any]]:
     for sc in out:
         wl = sc.get("workload", {})
         if "num_requests" in wl or wl.get("arrival", {}).get("process") != "trace":
-            wl["num_requests"] = min(int(wl.get("num_requests", SMALL_REQUESTS)), SMALL_REQUESTS)
+            wl["num_requests"] = min(int(wl.get("num_requests") or SMALL_REQUESTS), SMALL_REQUESTS)
         sc["limits"] = dict(SMALL_LIMITS)
     return out
 

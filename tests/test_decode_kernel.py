@@ -56,6 +56,12 @@ def _cost_models():
     # attention in waves over the multiprocessors (the calibrated H200: one block per sequence and KV head)
     yield "waves", CostModel(load_model("llama-3.1-8b"), load_profile("h200-sxm.calibrated"))
     yield "waves-tp2", CostModel(load_model("llama-3.1-70b"), load_profile("h200-sxm.calibrated"), tp=2)
+    # attention by layer type: sliding layers (per-batch constants), linear layers (in the terms),
+    # a hybrid of full and sliding layers with MXFP4 experts
+    yield "sliding", CostModel(load_model("mistral-7b"), h100)
+    yield "sliding-waves", CostModel(load_model("mistral-7b"), load_profile("h200-sxm.calibrated"))
+    yield "hybrid-linear", CostModel(load_model("tests/data/layer_types/qwen3-next-80b-a3b.json"), h100, tp=4)
+    yield "gpt-oss-mxfp4", CostModel(load_model("tests/data/layer_types/gpt-oss-120b.json"), h100, tp=2)
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +127,17 @@ def _fixed_ties(arrival):
                          "output_len": {"dist": "uniform", "low": 1, "high": 200}}}
 
 
+def _hybrid_linear():
+    # Qwen3-Next's shape (36 linear, 12 full layers) drafting for itself: verify passes of K + 1
+    # positions whose linear-state traffic is in the terms
+    qnext = "tests/data/layer_types/qwen3-next-80b-a3b.json"
+    return {"name": "hybrid", "seed": 5, "hardware": {"gpu": "h200-sxm", "tp": 4}, "model": qnext,
+            "drafter": {"method": "draft_model", "model": qnext, "num_speculative_tokens": 3},
+            "acceptance": {"model": "iid", "alpha": 0.7},
+            "workload": {"arrival": {"process": "closed_loop", "concurrency": 16}, "num_requests": 60,
+                         "prompt_len": 500, "output_len": 100}}
+
+
 N = "workload.num_requests=200"
 CASES = {
     "eagle3-open-2rep": ("scenarios/llama8b-h100-eagle3-chat.yaml",
@@ -150,6 +167,10 @@ CASES = {
     "waves-draft-model": ("scenarios/llama8b-h100-draft1b-chat.yaml", [N, "hardware.profile=h200-sxm.calibrated"]),
     "waves-eagle3-open": ("scenarios/llama8b-h100-eagle3-chat.yaml",
                           [N, "hardware.profile=h200-sxm.calibrated", "workload.arrival={process: poisson, qps: 6}"]),
+    # attention by layer type: every layer sliding (W = 4096) past the window, draft and target alike
+    "sliding-window-draft": ("scenarios/llama8b-h100-draft1b-chat.yaml",
+                             [N, "model=mistral-7b", "drafter.model=mistral-7b", "workload.prompt_len=5000"]),
+    "hybrid-linear-draft": (_hybrid_linear(), []),
     "fixed-ties-open": (_fixed_ties({"process": "constant", "qps": 0.5}), []),
     "fixed-ties-closed": (_fixed_ties({"process": "closed_loop", "concurrency": 6, "think_time_s": 0.5}), []),
 }

@@ -1,6 +1,6 @@
 """What a new user meets first, fixed as they expect: a padded draft vocabulary accepted, a new
 profile written whole and a broken one reported whole, errors that name their fix, a sliding window
-said aloud, plot labels that never overlap, and argparse errors in the one-line form."""
+priced without a word, plot labels that never overlap, and argparse errors in the one-line form."""
 import copy
 import dataclasses
 import json
@@ -145,7 +145,7 @@ def test_misspelt_scenario_key_gets_did_you_mean(override, suggestion, capsys):
     assert rc == 2 and suggestion in err and err.count("\n") == 1
 
 
-# ---- 4. a sliding window is said aloud ---------------------------------------------------------
+# ---- 4. a sliding window is priced (simulator/layer_types.py), and nothing warns ---------------
 def _config(**extra):
     cfg = json.load(open(Q7B.path))
     cfg.update(extra)
@@ -164,40 +164,44 @@ def test_sliding_window_fields_and_in_use_rule():
         spec_from_config(_config(use_sliding_window="yes"), "m", "m.json")
 
 
-def test_sliding_window_fields_change_no_cost():
+def test_qwen2_window_slides_from_max_window_layers_on():
+    """Qwen2Config: with the window switched on, layers i >= max_window_layers slide. The shipped
+    Qwen2.5-7B sets max_window_layers = 28 = its layers: even switched on, no layer slides."""
     on = spec_from_config(_config(sliding_window=4096, use_sliding_window=True), "qwen2.5-7b", "m.json")
-    a, b = CostModel(Q7B, H100), CostModel(on, H100)
-    assert a.kv_bytes_per_token == b.kv_bytes_per_token
-    assert on.params_total == Q7B.params_total
+    assert on.num_sliding_layers == 0
+    assert CostModel(on, H100).kv_bytes_per_token == CostModel(Q7B, H100).kv_bytes_per_token
+    half = spec_from_config(_config(sliding_window=4096, use_sliding_window=True, max_window_layers=14), "h", "h.json")
+    assert (half.num_full_layers, half.num_sliding_layers, half.window) == (14, 14, 4096)
+    assert half.params_total == Q7B.params_total
 
 
-def test_sliding_window_in_use_warns_once_and_unused_does_not(tmp_path, capsys):
+def test_a_window_in_use_is_priced_and_nothing_warns(tmp_path, capsys):
     path = tmp_path / "windowed.json"
-    path.write_text(json.dumps(_config(sliding_window=4096, use_sliding_window=True)))
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("default")
-        load_model(str(path))
-        load_model(str(path))
-        load_model("qwen2.5-7b")                            # use_sliding_window: false
-    mine = [w for w in seen if issubclass(w.category, SpecsightWarning)]
-    assert len(mine) == 1 and "priced as full attention" in str(mine[0].message)
-    cli_path = tmp_path / "windowed-cli.json"
-    cli_path.write_text(path.read_text())
-    rc, out, err = _cli(["cost", "--model", str(cli_path), "--hardware", "h100-sxm", "--batch", "1",
+    path.write_text(json.dumps(_config(sliding_window=4096, use_sliding_window=True, max_window_layers=0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpecsightWarning)
+        windowed = load_model(str(path))
+        load_model("qwen2.5-7b")
+    assert windowed.num_sliding_layers == 28
+    full, win = CostModel(Q7B, H100), CostModel(windowed, H100)
+    at = dict(num_tokens=8.0, sum_context=8 * 30000.0, sum_attn_pairs=8 * 30000.5, num_logits=8.0, num_seqs=8.0)
+    assert win.time_s(**at) < full.time_s(**at)
+    rc, out, err = _cli(["cost", "--model", str(path), "--hardware", "h100-sxm", "--batch", "1",
                          "--new-tokens", "1", "--context", "100"], capsys)
-    assert rc == 0 and err.count("specsight: warning: model windowed-cli: sliding_window=4096") == 1
+    assert rc == 0 and "warning" not in err
 
 
-def test_simulate_warns_about_a_sliding_window(tmp_path):
+def test_simulate_prices_a_sliding_window_without_warning(tmp_path):
     from simulator.run import simulate
     path = tmp_path / "windowed-sim.json"
-    cfg = _config(sliding_window=4096)
+    cfg = _config(sliding_window=4096, max_window_layers=0)
     del cfg["use_sliding_window"]                                        # absent: the window is in use
     path.write_text(json.dumps(cfg))
     scenario = {"name": "w", "seed": 1, "hardware": {"gpu": "h100-sxm"}, "model": str(path),
                 "workload": {"arrival": {"process": "closed_loop", "concurrency": 2}, "num_requests": 4,
                              "prompt_len": 64, "output_len": 8}}
-    with pytest.warns(SpecsightWarning, match="windowed-sim: sliding_window=4096 .* priced as full attention"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpecsightWarning)
         simulate(scenario)
 
 

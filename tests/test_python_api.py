@@ -127,3 +127,23 @@ def test_the_searchs_choice_comes_back_as_serving_commands(example):
     assert argv[argv.index("--tensor-parallel-size") + 1] == str(s.chosen["tp"])
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec["num_speculative_tokens"] == s.chosen["point"]["drafter.num_speculative_tokens"]
+
+
+def test_saturation_and_capacity_come_back_as_data(example):
+    """The same rule judges both: a rate below the capacity the search found (a passing rate, so
+    its queue did not grow) is not saturated; 32 requests/s, ten times that capacity, is."""
+    flags, load = example["flags"].set_index("qps"), example["load"]
+    caps = example["capacities"]
+    tp = load.capacity["tp"]
+    assert set(caps) == {"plain", "K=3"} and set(example["saturates_from"]) == {"plain", "K=3"}
+    for name, col in (("plain", "base_saturated"), ("K=3", "saturated")):
+        per_replica = caps[name]["capacity_qps_per_gpu"] * tp
+        assert per_replica == caps[name]["capacity_qps_per_replica"] and 2 < per_replica < 32 / 5
+        assert not flags.loc[2, col] and flags.loc[32, col]
+        assert example["saturates_from"][name] == 32
+    cap = example["capacity_breakeven"]
+    f = cap.frame.set_index("k")
+    assert cap.metric == "capacity" and list(f.index) == [1, 3]
+    assert (f["speedup"] == f["spec_capacity_qps_per_gpu"] / f["base_capacity_qps_per_gpu"]).all()
+    best = int(f["speedup"].idxmax()) if f["speedup"].max() > 1 else 0
+    assert set(cap.verdict.best_k.values()) == {best}

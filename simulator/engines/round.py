@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..drafter_structure import DrafterStructure
 from ..drafters import DrafterSpec
 from ..errors import SpecsightInputError
 from .host import HostModel, HostOverrides
@@ -90,6 +91,20 @@ class EngineDef:
 
     def tree_ok(self) -> bool:
         return self.trees
+
+    def check_structure(self, structure: DrafterStructure, model: str | None) -> None:
+        """Refuse a drafter structure this engine version predates: an MTP assistant that reads the
+        target's KV (Gemma 4's, May 2026) and MTP steps sharing the first step's sparse index
+        (GLM-5.2, June 2026; vLLM's index_share_for_mtp_iteration) came after every modelled version
+        (vLLM v0.14.0 Jan 2026, SGLang v0.5.x, TensorRT-LLM 1.1) [I, from the dates]. An MTP
+        checkpoint of M modules runs the same round as one module reused (TensorRT-LLM MTP-Vanilla
+        and MTP-Eagle, ../shared/reference/engines.md §1): accepted wherever mtp is."""
+        if structure.method == "mtp" and structure.kv_source == "target":
+            raise SpecsightInputError("drafter.model", model, "an MTP assistant that reads the target's KV: "
+                                      f"{self.label} predates assistant drafters (docs/engines.md)")
+        if structure.index_share:
+            raise SpecsightInputError("drafter.model", model, f"index_share_for_mtp_iteration: true: {self.label} "
+                                      "predates MTP index sharing (docs/engines.md)")
 
     def defaults(self, speculating: bool, tp: int) -> dict:
         """The engine's own values for `engine:` keys a scenario leaves unset."""

@@ -17,6 +17,7 @@ import dataclasses
 import math
 
 from ..cost_model import KERNELS_FIXED, KERNELS_PER_LAYER, KERNELS_PER_LAYER_TP, PREFILL_QUERY_TILE, CostModel
+from ..drafter_structure import MLP_KERNELS_PER_STAGE
 from ..drafters import Drafter
 from ..hardware import HardwareProfile
 from ..pass_shape import causal_pairs
@@ -59,6 +60,8 @@ class EngineStepCost:
     def __init__(self, engine: EngineDef, limits: EngineLimits, cost_model: CostModel, drafter: Drafter | None,
                  k_max: int):
         self.engine, self.lim, self.cm, self.drafter = engine, limits, cost_model, drafter
+        if drafter is not None:
+            engine.check_structure(drafter.structure, drafter.spec.model)
         self.spec = drafter.spec if drafter is not None else None
         self.k_max = int(k_max)
         self.uses_catchup = drafter is not None and drafter.uses_gpu
@@ -75,8 +78,11 @@ class EngineStepCost:
     def pass_s(self, p: Pass, sum_context: float, first_tokens: float | None = None) -> float:
         """Seconds for `p` (all `count` repeats; step j of a repeated draft pass reads B j more
         cached tokens); first_tokens: a first draft pass's tokens when catch-up exceeds its shape."""
-        cm = self._model(p.model)
         B = p.seqs
+        if p.model == "draft" and self.drafter.mlp is not None:     # MLP stages: no attention, launched eagerly
+            return float(sum(eager_pass_s(self.drafter.mlp.step_time_s(self.cm, j, B), MLP_KERNELS_PER_STAGE)
+                             for j in range(p.count)))
+        cm = self._model(p.model)
         t = 0.0
         for j in range(p.count):
             n = p.tokens_per_seq

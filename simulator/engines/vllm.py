@@ -43,10 +43,14 @@ V0 (docs v0.9.2; issues #4630, #10387): a SpecDecodeWorker proposes K one-token 
   output processing and multi-step scheduling [D]: the host is never overlapped while speculating.
   V0's scoring pass runs outside the decode graphs, and the proposals and accepted tokens go through
   the host (2 syncs a round) [I, from the docstring's CPU batch expansion].
+  V0 runs IBM's MLP speculator (MLPSpeculatorWorker, vllm/spec_decode/mlp_speculator_worker.py@0531c222:
+  "does not use the KV Cache", generate_proposals for all K)
+  [C]: its K stages outside the decode graphs [I]. V1 at v0.14.0 runs the proposers above only
+  (engines.md §1); dflash, lookahead, parallel_heads, mlp_speculator are refused there.
 """
 from __future__ import annotations
 
-from ..drafters import DRAFT_MODEL, EAGLE, EAGLE3, MEDUSA, MTP, NGRAM, SUFFIX, DrafterSpec
+from ..drafters import DRAFT_MODEL, EAGLE, EAGLE3, MEDUSA, MLP_SPECULATOR, MTP, NGRAM, SUFFIX, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, vllm_v0_sizes, vllm_v1_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed
@@ -57,7 +61,7 @@ V1_09_METHODS = (EAGLE, EAGLE3, MTP, NGRAM)
 STEP_LAUNCHES = 12 + 3 + 2            # input updates, buffer copies, LM head + argmax
 FIRST_LAUNCHES = 7
 EAGLE3_LOGITS_LAUNCHES = 4            # compute_logits widening draft logits to the target vocabulary
-V0_METHODS = (DRAFT_MODEL, EAGLE, MTP, MEDUSA, NGRAM)
+V0_METHODS = (DRAFT_MODEL, EAGLE, MTP, MEDUSA, MLP_SPECULATOR, NGRAM)
 # V0 plain decoding: async output processing hides process_model_outputs; schedule + prepare show
 V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
 
@@ -106,6 +110,8 @@ class VLLM(EngineDef):
                 return v0
             if m == MEDUSA:
                 return [Pass("draft", "draft", B, 1, 1, "eager")] + v0
+            if m == MLP_SPECULATOR:      # K stages, one vector per sequence each, run eagerly
+                return [Pass("draft", "draft", B, 1, 1, "eager", count=k)] + v0
             sizes0 = vllm_v0_sizes(lim.max_num_seqs)
             return [graphed("draft", "draft", B, 1, 1, "full", padded_size(B, sizes0), count=k)] + v0
         sizes = self._sizes(width - 1, lim)      # 1 + num_speculative_tokens: a tree's nodes + 1

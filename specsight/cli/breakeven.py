@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING
 
 from simulator.errors import SpecsightInputError
 
-from ..studies.breakeven_axes import ANALYTIC_AXES, AXES, DEFAULT_VALUES, REQUESTS_PER_USER
-from ..studies.crossings import METRIC_LABELS, METRICS, as_number
+from ..studies.breakeven_axes import AXES, DEFAULT_VALUES, REQUESTS_PER_USER
+from ..studies.breakeven_capacity import CAPACITY_AXES, QUICK_TOLERANCE
+from ..studies.capacity_plan import TOLERANCE
+from ..studies.crossings import CAPACITY, METRIC_LABELS, METRICS, as_number
 from .args import GRID_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out, add_set, grid_cases
+from .breakeven_text import MARKS, format_text, simulated_line
 from .emit import emit_json
 
 if TYPE_CHECKING:
-    from ..studies.breakeven import BreakevenResult
     from ..studies.breakeven_engines import EngineBreakevenResult
 
 HELP = "where speculation turns net-negative: sweep an axis, find speedup = 1"
@@ -56,8 +58,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "one plot; an engine not priced in this version is reported and left out")
     p.add_argument("--axis2", choices=AXES, help="second axis: a heatmap of speedup over both axes")
     p.add_argument("--values2", help="comma-separated values of --axis2")
-    p.add_argument("--metric", choices=sorted(METRICS), help="speedup metric (default: throughput for "
-                   "closed-loop load, tpot_p50 for open-loop)")
+    p.add_argument("--metric", choices=sorted([*METRICS, CAPACITY]), help="speedup metric (default: throughput for "
+                   "closed-loop load, tpot_p50 for open-loop); capacity: the highest Poisson rate per GPU within the "
+                   "scenario's SLO at each point (axes " + ", ".join(CAPACITY_AXES) + ")")
+    p.add_argument("--tolerance", type=float, help=f"relative bracket of a capacity search (--metric capacity: "
+                   f"default {TOLERANCE}; the qps axis's capacity line: default {QUICK_TOLERANCE})")
+    p.add_argument("--no-capacity", action="store_true",
+                   help="qps axis: skip the capacity search beside the speedups (run when the scenario has an SLO)")
     add_set(p, "override a scenario value first (parsed as YAML); repeatable")
     add_grid(p, GRID_HELP)
     p.add_argument("--requests-per-user", type=int, default=REQUESTS_PER_USER,
@@ -83,7 +90,8 @@ def run_simulated(args: argparse.Namespace) -> int:
         res = breakeven(args.scenario, args.axis, args.values or None, args.k, args.policies, axis2=args.axis2,
                         values2=args.values2 or None, metric=args.metric, requests_per_user=args.requests_per_user,
                         overrides=overrides, store=out_dir / "points.jsonl", workers=args.workers, dask=args.dask,
-                        progress=not args.no_progress, engines=args.engines)
+                        progress=not args.no_progress, engines=args.engines,
+                        capacity=False if args.no_capacity else None, tolerance=args.tolerance)
         if args.engines and not res.ran:          # type: ignore[union-attr]
             raise SpecsightInputError("--engines", args.engines, "no engine ran: " + "; ".join(res.skipped))  # type: ignore[union-attr]
         failed = res.frame["error"] != ""
@@ -133,52 +141,6 @@ def run_analytic(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) -> str:
-    """The study as a table per --axis2 value, the break-even per curve, and what was written."""
-    axis, axis2 = res.axis, res.axis2
-    df, summ, meta = res.frame, res.verdict, res.meta
-    lines = [f"{meta['scenario']}: {meta['deployment']}, drafter {meta['drafter']}",
-             f"speedup metric: {METRIC_LABELS[df['metric'].iloc[0]]}" if len(df) else ""]
-    if res.schedule:
-        lines.append(f"batch_schedule (derived from the analytic best K): {res.schedule}")
-    labels = list(dict.fromkeys(df["curve"]))
-    blocks = [(None, df)] if axis2 is None else [(v2, g) for v2, g in df.groupby(axis2, sort=True)]
-    for v2, sub in blocks:
-        if v2 is not None:
-            lines.append(f"-- {axis2} = {as_number(v2)}")
-        width = {lab: max(16, len(lab) + 2) for lab in labels}
-        hdr = f"{axis:>10}" + "".join(f"{lab:>{width[lab]}}" for lab in labels) + f"{'best K':>8}"
-        lines.append(hdr)
-        bk = summ.best_k if axis2 is None else summ.best_k.get(f"{axis2}={as_number(v2)}", {})
-        for v, g in sub.groupby(axis, sort=True):
-            cells = []
-            for lab in labels:
-                r = g[g["curve"] == lab]
-                s = float(r["speedup"].iloc[0]) if len(r) else math.nan
-                a = float(r["analytic_speedup"].iloc[0]) if len(r) else math.nan
-                txt = "error" if len(r) and r["error"].iloc[0] else (f"{s:.3f}" if math.isfinite(s) else "-")
-                if math.isfinite(a):
-                    txt += f" ({a:.2f})"
-                cells.append(f"{txt:>{width[lab]}}")
-            lines.append(f"{as_number(v)!s:>10}" + "".join(cells) + f"{str(bk.get(str(as_number(v)), '-')):>8}")
-        be = summ.breakeven if axis2 is None else summ.breakeven.get(f"{axis2}={as_number(v2)}", {})
-        st = summ.status if axis2 is None else summ.status.get(f"{axis2}={as_number(v2)}", {})
-        cr = summ.crossings if axis2 is None else summ.crossings.get(f"{axis2}={as_number(v2)}", {})
-        for lab in labels:
-            b = be.get(lab)
-            way = {"down": "falls below 1", "up": "rises above 1"}[cr[lab][0]["direction"]] if cr.get(lab) else ""
-            lines.append(f"  break-even {lab:<22} "
-                         + (f"{axis} = {b:.4g} (speedup {way})" if b is not None else st.get(lab, "")))
-    if axis in ANALYTIC_AXES and df["analytic_speedup"].notna().any():
-        lines.append("(parenthesised: the analytic model at the same point)")
-    errs = df[df["error"] != ""]
-    if len(errs):
-        lines.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")
-    lines.append(_simulated_line(res.points_simulated, res.points_total, elapsed))
-    lines += [f"wrote {p}" for p in files.values()]
-    return "\n".join(x for x in lines if x)
-
-
 def _way(cr: list) -> str:
     return {"down": "falls below 1", "up": "rises above 1"}[cr[0]["direction"]] if cr else ""
 
@@ -202,6 +164,9 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
                 txt = f"{s:.3f}" if math.isfinite(s) else "-"
                 if len(r) and ln != r["curve"].iloc[0] and r["curve"].iloc[0]:
                     txt += f" ({r['curve'].iloc[0]})"
+                flags = ("S" if len(r) and r["saturated"].iloc[0] else "") + \
+                    ("M" if len(r) and r["kv_limited"].iloc[0] else "")
+                txt += f" {flags}" if flags else ""
                 cells.append(f"{txt:>{w}}")
             out.append(f"{as_number(v)!s:>10}" + "".join(cells))
     for e, per_line in res.verdict.items():
@@ -209,15 +174,11 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
             b = v["breakeven"]
             out.append(f"  break-even {e + ': ' + ln:<28} "
                        + (f"{axis} = {b:.4g} (speedup {_way(v['crossings'])})" if b is not None else v["status"]))
-    out += list(res.skipped)
+    marks = [MARKS[m] for m, col in (("S", "saturated"), ("M", "kv_limited")) if lines[col].astype(bool).any()]
+    out += marks + list(res.skipped)
     errs = res.frame[res.frame["error"] != ""] if "error" in res.frame else res.frame.iloc[0:0]
     if len(errs):
         out.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")
-    out.append(_simulated_line(res.points_simulated, res.points_total, elapsed))
+    out.append(simulated_line(res.points_simulated, res.points_total, elapsed))
     out += [f"wrote {p}" for p in files.values()]
     return "\n".join(out)
-
-
-def _simulated_line(simulated: int, total: int, elapsed_s: float) -> str:
-    from_store = f" ({total - simulated} from the store)" if simulated < total else ""
-    return f"simulated {simulated} of {total} points{from_store} in {elapsed_s:.1f} s"

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     out = cost.to_dict()
     # what the batch holds per GPU once this pass has run, against the GPU's whole memory (a serving
     # engine keeps part of it back: `simulate` sizes its KV cache with simulator.kv_cache.kv_budget)
-    kv_bytes = batch * (ctx + new) * float(cm.kv_bytes_per_token)
+    kv_bytes = float(cm.kv_bytes_held(batch, ctx + new))     # by layer type: window, constant state
     held_bytes = cm.weight_bytes_per_gpu + kv_bytes
     fits = held_bytes <= hw.memory_bytes
     window = cm.model.max_position_embeddings

@@ -1,12 +1,15 @@
 """`specsight plan SCENARIO.yaml --target-qps X [--slo-tpot-ms-p99 MS] [--slo-ttft-ms-p99 MS]
-[--price-per-gpu-hour USD] [--grid KEY.PATH=V1,V2 ...]`
+[--price-per-gpu-hour USD] [--grid KEY.PATH=V1,V2 ...]`, or `specsight plan DAY.yaml [--max-replicas N]`
+for a scenario whose workload is a day of traffic (a `schedule` arrival process)
 
 Capacity plan (specsight.studies.capacity_plan): for each speculation setting (off, static K,
 and policies), the largest Poisson request rate one replica sustains within the SLO, then the
 replicas and GPUs that serve the target rate, and what they cost. With `--grid`, a configuration
 search (specsight.studies.plan_search): every point of the grids' product under every setting,
 ranked by USD per million output tokens, the cheapest that meets the SLO chosen. Every probe is a
-point of DIR/points.jsonl, so a rerun resumes.
+point of DIR/points.jsonl, so a rerun resumes. Without --target-qps (specsight.studies.fleet_day),
+the scenario's day is simulated over fleets of hardware.replicas replicas behind its router, and the
+answer is the fewest replicas meeting the SLO in every window of the day, per setting.
 """
 from __future__ import annotations
 
@@ -40,10 +43,15 @@ HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and wi
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ..studies.capacity_plan import DEFAULT_POLICIES, TOLERANCE
+    from ..studies.fleet_day import DEFAULT_MAX_REPLICAS
 
     p = sub.add_parser("plan", help=HELP, description=HELP)
     p.add_argument("scenario", help="scenario YAML (its slo: block gives the default SLO)")
-    p.add_argument("--target-qps", type=float, required=True, help="requests/s the fleet must serve")
+    p.add_argument("--target-qps", type=float,
+                   help="requests/s the fleet must serve (omit for a scenario whose workload is a schedule: the "
+                        "fewest replicas serving its day)")
+    p.add_argument("--max-replicas", type=int, default=DEFAULT_MAX_REPLICAS,
+                   help=f"without --target-qps: the largest fleet to try (default {DEFAULT_MAX_REPLICAS})")
     p.add_argument("--slo-tpot-ms-p99", type=float, help="TPOT p99 limit, ms (default: the scenario's slo)")
     p.add_argument("--slo-ttft-ms-p99", type=float, help="TTFT p99 limit, ms (default: the scenario's slo)")
     p.add_argument("--price-per-gpu-hour", type=float,
@@ -74,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     out = check_out_dir(args.out)                # before any probe runs
     t0 = time.perf_counter()
     overrides = scenario_overrides(args)
+    if args.target_qps is None:                  # a day of traffic (a schedule workload)
+        return _fleet_day(args, overrides, out, t0)
     common = dict(slo_tpot_ms_p99=args.slo_tpot_ms_p99, slo_ttft_ms_p99=args.slo_ttft_ms_p99,
                   price_per_gpu_hour=args.price_per_gpu_hour, policies=args.policies, ks=args.k or (),
                   tolerance=args.tolerance, overrides=overrides, store=out / "points.jsonl",
@@ -103,6 +113,33 @@ def run(args: argparse.Namespace) -> int:
     for line in notes:
         print(line)
     print(serving_text)
+    print(f"{elapsed:.1f} s; wrote " + ", ".join(str(f) for f in files.values()), file=sys.stderr)
+    return 0
+
+
+def _fleet_day(args: argparse.Namespace, overrides: list[str], out: Path, t0: float) -> int:
+    """The fewest replicas serving the scenario's day, per setting: a table, or --json."""
+    from simulator.errors import SpecsightInputError
+
+    from ..studies.fleet_day import fleet_day
+    from ..studies.fleet_day_outputs import headline, table
+
+    if args.grid:
+        raise SpecsightInputError("--grid", args.grid[0], "needs --target-qps (a day of traffic is planned for the "
+                                                           "scenario as given; change it with --set)")
+    res = fleet_day(args.scenario, slo_tpot_ms_p99=args.slo_tpot_ms_p99, slo_ttft_ms_p99=args.slo_ttft_ms_p99,
+                    policies=args.policies, ks=args.k or (), max_replicas=args.max_replicas, overrides=overrides,
+                    store=out / "points.jsonl", workers=args.workers, dask=args.dask, progress=not args.no_progress)
+    files = {**res.write(out), "store": str(out / "points.jsonl")}
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        emit_json({**res.to_dict(), "elapsed_s": round(elapsed, 2), "files": files})
+        return 0
+    print(headline(res).replace("# ", "").replace("\n\n", "\n"))
+    print(table(res))
+    for r in res.rows:
+        print(f"  {r['config']}: {r['limited_by']}" + ("" if r["replicas"] is None or r["replicas"] == 1
+                                                      else f" with {r['replicas'] - 1} replicas"))
     print(f"{elapsed:.1f} s; wrote " + ", ".join(str(f) for f in files.values()), file=sys.stderr)
     return 0
 

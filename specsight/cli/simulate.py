@@ -1,11 +1,12 @@
 """`specsight simulate SCENARIO.yaml [--set key.path=value ...] [--baseline] [--out DIR] [--json]`
 
 Runs a scenario through the SimPy serving simulator (simulator.run.simulate). stdout gets the
-summary (a table, or one JSON object on one line with --json); stderr gets which hardware
-profile the numbers come from. --out DIR writes requests.parquet, iterations.parquet (CSV when
-pyarrow is missing), summary.json and the resolved scenario.yaml (with --baseline, the
-baseline's tables go to DIR/baseline/). Bad input prints one line `specsight: error: ...` and
-exits with code 2.
+summary (a table, or one JSON object on one line with --json) with `saturated` (the queue grows
+through the run), `kv_limited` (the KV cache ran out) and `achieved_mean_batch` added
+(specsight.studies.saturation); stderr gets which hardware profile the numbers come from. --out
+DIR writes requests.parquet, iterations.parquet (CSV when pyarrow is missing), summary.json and
+the resolved scenario.yaml (with --baseline, the baseline's tables go to DIR/baseline/). Bad input
+prints one line `specsight: error: ...` and exits with code 2.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ TABLE_GROUPS = (
     ("GPU time", ("draft_time_frac", "verify_time_frac", "prefill_time_frac", "overhead_time_frac", "busy_frac")),
     ("memory", ("kv_capacity_blocks", "kv_util_mean", "kv_util_max", "preemptions", "preempted_requests",
                 "mean_batch")),
+    ("load", ("saturated", "kv_limited", "achieved_mean_batch")),
 )
 
 
@@ -99,13 +101,14 @@ def _write_table(df: pd.DataFrame, path_stem: Path) -> Path:
     return p
 
 
-def write_outputs(result: SimResult, out_dir: Path) -> list[Path]:
-    """requests/iterations tables, summary.json and scenario.yaml under out_dir."""
+def write_outputs(result: SimResult, out_dir: Path, summary: Mapping[str, Any] | None = None) -> list[Path]:
+    """requests/iterations tables, summary.json (`summary`, default the run's) and scenario.yaml
+    under out_dir."""
     import yaml
     check_out_dir(out_dir)
     written = [_write_table(result.requests, out_dir / "requests"),
                _write_table(result.iterations, out_dir / "iterations"),
-               write_text(out_dir / "summary.json", dumps(result.summary) + "\n"),
+               write_text(out_dir / "summary.json", dumps(result.summary if summary is None else summary) + "\n"),
                write_text(out_dir / "scenario.yaml", yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))]
     if result.baseline is not None:
         b = out_dir / "baseline"
@@ -119,6 +122,8 @@ def write_outputs(result: SimResult, out_dir: Path) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     from simulator.run import simulate
     from simulator.scenario import load_scenario
+
+    from ..studies.saturation import run_flags
     try:
         sc = load_scenario(args.scenario, scenario_overrides(args))
         if args.out:
@@ -127,16 +132,17 @@ def run(args: argparse.Namespace) -> int:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline)
+        summary = {**result.summary, **run_flags(result.summary, result.requests, sc.workload.arrival)}
         if args.out:
-            for p in write_outputs(result, Path(args.out)):
+            for p in write_outputs(result, Path(args.out), summary):
                 print(f"wrote {p}", file=sys.stderr)
     except SpecsightInputError as e:
         print(f"specsight: error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        emit_json(result.summary, indent=None)
+        emit_json(summary, indent=None)
     else:
-        print(format_table(result.summary))
+        print(format_table(summary))
     return 0
 
 

@@ -11,9 +11,12 @@ ratio = per-user speedup) and TPOT p50 (plain / speculative) for open-loop load,
 throughput just follows the offered rate below capacity; `metric` picks another (crossings.py).
 The analytic model (analytic.py) is overlaid on the batch, context and alpha axes, at the
 point's batch (batch axis) or at the baseline's simulated mean batch (context and alpha axes).
+Every row says whether either run saturated (its queue grows) or ran out of KV (saturation.py);
+metric "capacity" searches the SLO-bound rate per GPU instead (breakeven_capacity.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulator.errors import SpecsightInputError
+from simulator.errors import SpecsightInputError, require_range
 from simulator.policies import ENGINE_RULES
+from simulator.scenario import EngineSpec
 
 from .analytic import Analytic
 from .breakeven_axes import (
@@ -36,11 +40,12 @@ from .breakeven_axes import (
     parse_values,
     trace_qps,
 )
-from .crossings import METRICS, BreakevenVerdict, as_number, ratio, summary_value, verdict
+from .crossings import CAPACITY, METRICS, BreakevenVerdict, as_number, ratio, summary_value, verdict
 from .inputs import int_list
 from .jsonable import json_safe
 from .overrides import describe_scenario, own_policy, scenario_source
 from .points import run_points, study_executor
+from .saturation import achieved_mean_batch, is_kv_limited, is_saturated, kv_sequences
 
 if TYPE_CHECKING:
     from .breakeven_engines import EngineBreakevenResult
@@ -59,8 +64,10 @@ class Curve:
 @dataclass(frozen=True)
 class BreakevenResult:
     """A simulated break-even study. `frame`: one row per (point, curve) with the speedup, the
-    analytic model's (NaN where it does not apply), and both runs' headline metrics; `verdict`:
-    break-even, crossings, status and best K (crossings.BreakevenVerdict)."""
+    analytic model's (NaN where it does not apply), both runs' headline metrics, and whether each
+    run saturated or was KV-limited (saturation.py); `verdict`: break-even, crossings, status,
+    best K and where the runs saturate (crossings.BreakevenVerdict); `capacity`: on the qps axis,
+    each curve's capacity within the SLO (breakeven_capacity.curve_capacities)."""
     axis: str
     axis2: str | None
     values: list[float]
@@ -75,6 +82,7 @@ class BreakevenResult:
     points_total: int
     source: Mapping[str, Any]
     analytic: Analytic | None = None
+    capacity: dict[str, Any] | None = None  # qps axis: each curve's capacity within the SLO (breakeven_capacity.py)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: what `specsight breakeven --json` prints, less timing and files."""
@@ -84,7 +92,8 @@ class BreakevenResult:
                           "values2": [as_number(v) for v in self.values2] or None,
                           **self.verdict.to_dict(), "schedule": self.schedule,
                           "points": self.frame[keep].to_dict("records"), "points_simulated": self.points_simulated,
-                          "points_total": self.points_total})
+                          "points_total": self.points_total,
+                          **({"capacity": self.capacity} if self.capacity is not None else {})})
 
     def write(self, out_dir: str | Path, plot: bool = True) -> dict[str, str]:
         """The CSV (and, with `plot`, the PNGs) under out_dir; returns {kind: path}."""
@@ -132,6 +141,16 @@ def baseline_overrides(axis_ov: Mapping[str, Any]) -> dict[str, Any]:
     return ov
 
 
+def curve_point(axis: str, ov: Mapping[str, Any], c: Curve, axis2: str | None = None) -> dict[str, Any]:
+    """A curve's overrides at a point (the point's `ov` first; where an axis sets K, the curve
+    must not override it)."""
+    p = dict(ov)
+    p.update(c.overrides)
+    if axis == "k" or axis2 == "k":
+        p["drafter.num_speculative_tokens"] = ov["drafter.num_speculative_tokens"]
+    return p
+
+
 def comma_names(flag: str, names: Sequence[str] | str, allowed: Sequence[str]) -> list[str]:
     """'a,b' or ["a", "b"] -> the names, in order, each once; each must be one of `allowed`."""
     text = names if isinstance(names, str) else ",".join(names)
@@ -149,17 +168,31 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
               axis2: str | None = None, values2: Sequence[float] | str | None = None, metric: str | None = None,
               requests_per_user: int = REQUESTS_PER_USER, overrides: Iterable[str] = (),
               store: str | Path | None = None, workers: int | None = None, dask: str | None = None,
-              executor: Any = None, progress: bool = True,
-              engines: Sequence[str] | str | None = None) -> BreakevenResult | EngineBreakevenResult:
+              executor: Any = None, progress: bool = True, engines: Sequence[str] | str | None = None,
+              capacity: bool | None = None, tolerance: float | None = None,
+              ) -> BreakevenResult | EngineBreakevenResult:
     """Simulate the sweep of `axis` (one of AXES) at `values` (default: DEFAULT_VALUES, or the
     scenario's rate x 1/4 .. x 4 on the qps axis), one curve per static K in `ks` and per policy;
     with `axis2`, over both axes. Nothing is written but the point store (`store`, a JSON-lines
     file; None keeps the points in memory). `overrides`: `key.path=value` strings applied first.
     `engines` (ideal, vllm, sglang, trtllm): the study once per engine, an EngineBreakevenResult
-    (breakeven_engines.py); one axis only."""
+    (breakeven_engines.py); one axis only. `metric="capacity"`: the highest Poisson rate per GPU
+    within the scenario's SLO at each point, searched to `tolerance` (breakeven_capacity.py).
+    `capacity` (qps axis, one axis): also search each curve's capacity at the scenario, to
+    `tolerance` (default QUICK_TOLERANCE) into `.capacity`; None: when the scenario has an SLO
+    and its arrivals are not a trace."""
+    from .breakeven_capacity import QUICK_TOLERANCE, check_axis, curve_capacities
     source = scenario_source(scenario, overrides)
     if axis not in AXES:
         raise SpecsightInputError("--axis", axis, "one of " + ", ".join(AXES))
+    if metric is not None and metric not in METRICS and metric != CAPACITY:
+        raise SpecsightInputError("--metric", metric, "one of " + ", ".join(sorted([*METRICS, CAPACITY])))
+    if metric == CAPACITY:
+        check_axis(axis)
+        for flag, v in (("--axis2", axis2), ("--engines", engines)):
+            if v is not None:
+                raise SpecsightInputError(flag, v, "not with --metric capacity (one axis, the scenario's engine)")
+    tol = None if tolerance is None else require_range("--tolerance", tolerance, 0.001, 1.0)
     values = parse_values("--values", values if values is not None else default_values(axis, source), axis)
     ks = int_list("k", ks, lo=1)
     policies = comma_names("--policies", policies, POLICIES)
@@ -173,8 +206,6 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
             vals2 = parse_values("--values2", values2 if values2 is not None else default_values("qps", source), axis2)
     elif values2 is not None:
         raise SpecsightInputError("--values2", values2, "only with --axis2")
-    if metric is not None and metric not in METRICS:
-        raise SpecsightInputError("--metric", metric, "one of " + ", ".join(sorted(METRICS)))
     if requests_per_user < 1:
         raise SpecsightInputError("--requests-per-user", requests_per_user, "must be an integer >= 1")
     store_path = None if store is None else Path(store)
@@ -193,8 +224,35 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
                                                        f"{kind}); --engines {ENGINE_RULES[p]} runs it there")
     n_guess = len(values) * max(1, len(vals2)) * (len(ks) + len(policies))
     with study_executor(executor, workers, dask, n_guess) as ex:
-        return run_study(source, axis, values, ks, policies, axis2, vals2, metric, requests_per_user,
-                         store_path, ex, progress)
+        if metric == CAPACITY:
+            from .breakeven_capacity import capacity_study
+            curves, _, _ = study_curves(source, axis, ks, policies)
+            return capacity_study(source, axis, values, curves, tol, store_path, ex, progress)
+        res = run_study(source, axis, values, ks, policies, axis2, vals2, metric, requests_per_user,
+                        store_path, ex, progress)
+        if capacity is None:            # plan's Poisson search replaces a trace's arrivals, and with them its lengths
+            capacity = bool({k: v for k, v in (source.get("slo") or {}).items() if v is not None}) \
+                and arrival_block(source).get("process") != "trace"
+        if capacity and axis == "qps" and axis2 is None:
+            found = curve_capacities(source, res.curves, QUICK_TOLERANCE if tol is None else tol, store_path, ex,
+                                     progress)
+            res = dataclasses.replace(res, capacity=found)
+        return res
+
+
+def study_curves(source: Mapping[str, Any], axis: str, ks: Sequence[int],
+                 policies: Sequence[str]) -> tuple[list[Curve], list[list[int]] | None, Analytic | None]:
+    """A study's curves, the batch schedule derived for a batch_schedule curve (or None) and the
+    analytic overlay (roofline scenarios; None elsewhere)."""
+    if source.get("drafter") is None:
+        raise SpecsightInputError("drafter", None,
+                                  "breakeven needs a scenario with a drafter (what would it speculate with?)")
+    roofline = (source.get("hardware") or {}).get("kind", "roofline") == "roofline"
+    analytic = _analytic_or_none(source) if roofline else None
+    derive = (analytic is not None and "batch_schedule" in policies
+              and own_policy(source).get("kind") != "batch_schedule")
+    schedule = analytic.batch_schedule(max(ks)) if derive else None    # type: ignore[union-attr]
+    return build_curves(axis, ks, policies, source, schedule), schedule, analytic
 
 
 def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks: Sequence[int], policies: Sequence[str],
@@ -202,19 +260,11 @@ def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks:
          store_path: Path | None, executor: Any, progress: bool) -> BreakevenResult:
     import pandas as pd
 
-    if source.get("drafter") is None:
-        raise SpecsightInputError("drafter", None,
-                                  "breakeven needs a scenario with a drafter (what would it speculate with?)")
     if axis2 is not None:
         groups = {"batch": "arrival", "qps": "arrival"}
         if axis2 == axis or groups.get(axis2, axis2) == groups.get(axis, axis):
             raise SpecsightInputError("--axis2", axis2, f"must change something other than --axis {axis}")
-    roofline = (source.get("hardware") or {}).get("kind", "roofline") == "roofline"
-    analytic = _analytic_or_none(source) if roofline else None
-    derive = (analytic is not None and "batch_schedule" in policies
-              and own_policy(source).get("kind") != "batch_schedule")
-    schedule = analytic.batch_schedule(max(ks)) if derive else None    # type: ignore[union-attr]
-    curves = build_curves(axis, ks, policies, source, schedule)
+    curves, schedule, analytic = study_curves(source, axis, ks, policies)
     if axis2 == "k":
         curves = [c for c in curves if c.k is None]
         if not curves:
@@ -233,12 +283,7 @@ def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks:
     spec_pts, base_pts = [], []
     for _v, _v2, ov in cells:
         base_pts.append(baseline_overrides(ov))
-        for c in curves:
-            p = dict(ov)
-            p.update(c.overrides)
-            if axis == "k" or axis2 == "k":           # the axis sets K: a curve must not override it
-                p["drafter.num_speculative_tokens"] = ov["drafter.num_speculative_tokens"]
-            spec_pts.append(p)
+        spec_pts += [curve_point(axis, ov, c, axis2) for c in curves]
     uniq_base = list({_freeze(b): b for b in base_pts}.values())
     recs = run_points(source, spec_pts + uniq_base, store_path, executor, progress=progress,
                       desc=f"breakeven {axis}")
@@ -246,14 +291,15 @@ def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks:
 
     rows = []
     i = 0
+    block_size = int((source.get("engine") or {}).get("block_size") or EngineSpec.block_size)
     for v, v2, ov in cells:
         base = by_key[_freeze(baseline_overrides(ov))]
-        closed = ov.get("workload.arrival", source["workload"].get("arrival", {})).get("process") == "closed_loop"
-        m = metric or ("throughput" if closed else "tpot_p50")
+        process = ov.get("workload.arrival", source["workload"].get("arrival", {})).get("process")
+        m = metric or ("throughput" if process == "closed_loop" else "tpot_p50")
         for c in curves:
             rec = by_key[_freeze(spec_pts[i])]
             i += 1
-            rows.append(_row(axis, v, axis2, v2, c, ov, m, rec, base, analytic))
+            rows.append(_row(axis, v, axis2, v2, c, ov, m, rec, base, analytic, block_size, process))
     df = pd.DataFrame(rows)
     return BreakevenResult(axis, axis2, list(values), list(values2), df["metric"].iloc[0] if len(df) else "throughput",
                            df, verdict(df, axis, axis2), curves, describe_scenario(source), schedule,
@@ -270,7 +316,8 @@ def _analytic_or_none(source: Mapping[str, Any]) -> Analytic | None:
 
 
 def _row(axis: str, v: float, axis2: str | None, v2: float | None, c: Curve, ov: Mapping[str, Any], m: str,
-         rec: Mapping[str, Any], base: Mapping[str, Any], analytic: Analytic | None) -> dict[str, Any]:
+         rec: Mapping[str, Any], base: Mapping[str, Any], analytic: Analytic | None, block_size: int,
+         process: str | None) -> dict[str, Any]:
     s, bsum = rec["summary"], base["summary"]
     k = c.k if c.k is not None else (
         int(ov["drafter.num_speculative_tokens"]) if "drafter.num_speculative_tokens" in ov else None)
@@ -287,7 +334,10 @@ def _row(axis: str, v: float, axis2: str | None, v2: float | None, c: Curve, ov:
                 "base_tpot_ms_p99": summary_value(bsum, "tpot_ms_p99"),
                 "spec_ttft_ms_p99": summary_value(s, "ttft_ms_p99"),
                 "base_ttft_ms_p99": summary_value(bsum, "ttft_ms_p99"),
-                "mean_batch": summary_value(s, "mean_batch"), "base_mean_batch": summary_value(bsum, "mean_batch"),
+                "mean_batch": achieved_mean_batch(s), "base_mean_batch": achieved_mean_batch(bsum),
+                "saturated": is_saturated(s, process), "base_saturated": is_saturated(bsum, process),
+                "kv_limited": is_kv_limited(s), "base_kv_limited": is_kv_limited(bsum),
+                "kv_sequences": kv_sequences(bsum, block_size),
                 "mean_k": summary_value(s, "mean_k"),
                 "mean_tokens_per_round": summary_value(s, "mean_tokens_per_round"),
                 "num_requests": summary_value(s, "num_requests"),

@@ -25,7 +25,7 @@ from simulator.schema_table import ENGINE_KINDS
 
 from .breakeven import BreakevenResult, comma_names, run_study
 from .breakeven_axes import LOG_AXES
-from .crossings import as_number, crossings, status
+from .crossings import as_number, line_verdict
 from .jsonable import json_safe
 from .overrides import describe_scenario, own_policy
 from .published import engine_refusal
@@ -137,14 +137,13 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
     frames = [_engine_frame(r.frame, e) for e, r in results.items()]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["engine", axis, "curve"])
     lines = pd.DataFrame([row for e, r in results.items() for row in engine_lines(r, e)],
-                         columns=["engine", "line", axis, "speedup", "curve", "k"])
+                         columns=["engine", "line", axis, "speedup", "curve", "k", "saturated", "kv_limited"])
     log = axis in LOG_AXES
     verdict: dict[str, dict[str, dict[str, Any]]] = {}
     for (e, line), g in lines.groupby(["engine", "line"], sort=False):
         g = g.sort_values(axis)
-        cr = crossings(g[axis].tolist(), g["speedup"].tolist(), log)
-        verdict.setdefault(str(e), {})[str(line)] = {"breakeven": cr[0]["at"] if cr else None, "crossings": cr,
-                                                     "status": status(g["speedup"].tolist())}
+        verdict.setdefault(str(e), {})[str(line)] = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log,
+                                                                 g["saturated"].astype(bool).tolist())
     metric_used = next((r.metric for r in results.values()), metric or "throughput")
     return EngineBreakevenResult(axis, list(values), metric_used, list(engines), list(results), skipped, frame, lines,
                                  verdict, results, describe_scenario(source),
@@ -192,11 +191,18 @@ def engine_lines(res: BreakevenResult, engine: str) -> list[dict[str, Any]]:
         if len(ok):
             j = ok["speedup"].idxmax()
             rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float(ok.loc[j, "speedup"]),
-                         "curve": ok.loc[j, "curve"], "k": ok.loc[j, "k"]})
+                         "curve": ok.loc[j, "curve"], "k": ok.loc[j, "k"], **_marks(ok.loc[j])})
         else:
-            rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float("nan"), "curve": "", "k": None})
+            rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float("nan"), "curve": "", "k": None,
+                         **_marks(g.iloc[0])})
     rest = df if axis == "k" else df[df["policy"] != "static"]
     for label, g in rest.groupby("curve", sort=False):
-        rows += [{"engine": engine, "line": label, axis: v, "speedup": s, "curve": label, "k": k}
-                 for v, s, k in zip(g[axis], g["speedup"], g["k"])]
+        rows += [{"engine": engine, "line": label, axis: r[axis], "speedup": r["speedup"], "curve": label, "k": r["k"],
+                  **_marks(r)} for _, r in g.iterrows()]
     return rows
+
+
+def _marks(row: Any) -> dict[str, bool]:
+    """A line's point is saturated (KV-limited) when its run with or without speculation is."""
+    return {"saturated": bool(row["saturated"] or row["base_saturated"]),
+            "kv_limited": bool(row["kv_limited"] or row["base_kv_limited"])}

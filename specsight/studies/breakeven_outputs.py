@@ -1,6 +1,6 @@
 """A break-even study's files: the CSV of its rows and its plots (speedup against the axis with
-break-even marked and the analytic model dotted, or a heatmap over two axes; TPOT against
-throughput with and without speculation)."""
+break-even marked, the analytic model dotted, saturated and KV-limited points hollow in a
+shaded band, or a heatmap over two axes; TPOT against throughput with and without speculation)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,8 @@ import numpy as np
 
 from .atomic_files import write_csv
 from .breakeven_axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
-from .crossings import METRIC_LABELS
+from .breakeven_capacity import AXIS_LABELS as CAPACITY_AXIS_LABELS
+from .crossings import CAPACITY, METRIC_LABELS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,12 +43,15 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
     summ = res.verdict
     ylabel = f"speedup over plain decoding ({METRIC_LABELS[res.metric]})"
     head = f"{meta['scenario']}: {meta['deployment']}, drafter {meta['drafter']}"
+    capacity = res.metric == CAPACITY
     if axis2 is None:
         dense = dense_analytic(res)
+        what = "capacity speedup (SLO-bound Poisson rate per GPU)" if capacity else "simulated speedup"
         png = plots.plot_breakeven(
             df, x=axis, breakeven=summ.breakeven, analytic=dense,
-            title=f"{head}\nsimulated speedup vs {axis}" + _legend_note(summ.breakeven, dense),
-            xlabel=AXIS_LABELS[axis], ylabel=ylabel, path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
+            title=f"{head}\n{what} vs {axis}" + _legend_note(summ.breakeven, dense),
+            xlabel=(CAPACITY_AXIS_LABELS if capacity else {}).get(axis, AXIS_LABELS[axis]), ylabel=ylabel,
+            path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
         files["plot"] = str(png)
     else:
         best = df.groupby([axis, axis2], sort=True).apply(_best_row, include_groups=False).reset_index()
@@ -61,7 +65,7 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             best, x=axis, group=axis2, title=f"{head}\nbest speedup over the curves vs {axis}, one line per {axis2}",
             xlabel=AXIS_LABELS[axis], ylabel=ylabel, path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
         files["plot"] = str(png)
-    if axis2 is None:
+    if axis2 is None and not capacity:
         png = plots.plot_latency_throughput(
             df, x_axis=axis,
             title=f"{head}\nTPOT vs output throughput, with and without speculation (points: {axis} values)",
@@ -72,12 +76,15 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
 
 
 def _best_row(g: pd.DataFrame) -> pd.Series:
+    """The best curve of one cell, and its S (saturated) / M (KV-limited) marks."""
     import pandas as pd
+    flags = "".join(m for m, cols in (("S", ["saturated", "base_saturated"]), ("M", ["kv_limited", "base_kv_limited"]))
+                    if all(c in g for c in cols) and g[cols].astype(bool).to_numpy().any())
     g = g.dropna(subset=["speedup"])
     if not len(g):
-        return pd.Series({"speedup": math.nan, "curve": ""})
+        return pd.Series({"speedup": math.nan, "curve": "", "flags": flags})
     j = g["speedup"].idxmax()
-    return pd.Series({"speedup": g.loc[j, "speedup"], "curve": g.loc[j, "curve"]})
+    return pd.Series({"speedup": g.loc[j, "speedup"], "curve": g.loc[j, "curve"], "flags": flags})
 
 
 def dense_analytic(res: BreakevenResult) -> pd.DataFrame | None:

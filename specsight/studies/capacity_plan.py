@@ -2,16 +2,14 @@
 for each speculation setting (off, static K, and policies).
 
 For each setting, the largest Poisson request rate one replica sustains within the SLO. A rate
-*passes* when the simulated TPOT p99 and TTFT p99 are within the SLO and the queue is not
-growing: the mean TTFT of the last quarter of requests (by arrival) is at most 2 x that of the
-first quarter + a quarter of the median E2E latency (past capacity the backlog, and with it the
-wait, grows through the run). Search: start at the scenario's rate (or 1/s), double or halve
-until a passing and a failing rate bracket the limit, then bisect geometrically until they are
-within `tolerance` (relative). Every probe is a point of the point store, so a rerun resumes.
-A probe that errors (the configuration does not fit in memory, or cannot run at all) ends its
-configuration's search: no rate would help. replicas = ceil(target / max rate); GPUs = replicas x
-tp; $/hour = GPUs x price (capacity_plan_price.py); $/M output tokens = $/hour / (target rate x
-mean output tokens x 3600) x 10^6.
+*passes* when the simulated TPOT p99 and TTFT p99 are within the SLO and the queue is not growing
+(saturation.py: the rule `simulate --json` and `breakeven` report as `saturated`). Search: start
+at the scenario's rate (or 1/s), double or halve until a passing and a failing rate bracket the
+limit, then bisect geometrically until they are within `tolerance` (relative). Every probe is a
+point of the point store, so a rerun resumes. A probe that errors (the configuration does not fit
+in memory, or cannot run at all) ends its configuration's search: no rate would help. replicas =
+ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price (capacity_plan_price.py); $/M
+output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6.
 """
 from __future__ import annotations
 
@@ -28,6 +26,7 @@ from .inputs import int_list
 from .jsonable import json_safe
 from .overrides import describe_scenario, own_policy, scenario_source
 from .points import run_points, study_executor
+from .saturation import queue_growth
 
 DEFAULT_POLICIES = ("off", "static", "goodput")
 TOLERANCE = 0.05             # bisection stops when hi / lo - 1 <= this
@@ -53,10 +52,8 @@ def verdict(summary: Mapping[str, Any] | None, slo: SLO) -> tuple[bool, str]:
         return False, f"TPOT p99 {g('tpot_ms_p99'):.1f} ms > {slo.tpot_ms_p99:g}"
     if slo.ttft_ms_p99 is not None and not g("ttft_ms_p99") <= slo.ttft_ms_p99:
         return False, f"TTFT p99 {g('ttft_ms_p99'):.0f} ms > {slo.ttft_ms_p99:g}"
-    early, late, e2e = g("ttft_first_quarter_s"), g("ttft_last_quarter_s"), g("e2e_ms_p50") / 1e3
-    if math.isfinite(late) and not late <= 2.0 * early + 0.25 * (e2e if math.isfinite(e2e) else 0.0):
-        return False, f"queue growing (TTFT {early:.2f} s -> {late:.2f} s)"
-    return True, "ok"
+    growing, why = queue_growth(summary)
+    return (False, why) if growing else (True, "ok")
 
 
 @dataclass
@@ -216,20 +213,26 @@ def checked_inputs(scenario: Any, target_qps: float, slo_tpot_ms_p99: float | No
                    tolerance: float, overrides: Iterable[str]) -> tuple[dict[str, Any], float, SLO, float]:
     """(scenario source, target, SLO, tolerance), each checked; the SLO limits default to the
     scenario's slo: block."""
-    from simulator.schema_table import MAX_MS, MAX_QPS
+    from simulator.schema_table import MAX_QPS
 
     target = require_range("--target-qps", target_qps, 0.0, MAX_QPS, lo_open=True)
     tol = require_range("--tolerance", tolerance, 0.001, 1.0)
     source = scenario_source(scenario, overrides)
+    return source, target, resolve_slo(source, slo_tpot_ms_p99, slo_ttft_ms_p99), tol
+
+
+def resolve_slo(source: Mapping[str, Any], tpot_ms_p99: float | None, ttft_ms_p99: float | None) -> SLO:
+    """The SLO: the flags' limits, else the scenario's slo: block; at least one limit is required."""
+    from simulator.schema_table import MAX_MS
     raw_slo = source.get("slo") or {}
-    slo = SLO(slo_tpot_ms_p99 if slo_tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
-              slo_ttft_ms_p99 if slo_ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
+    slo = SLO(tpot_ms_p99 if tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
+              ttft_ms_p99 if ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
     for name, v in (("--slo-tpot-ms-p99", slo.tpot_ms_p99), ("--slo-ttft-ms-p99", slo.ttft_ms_p99)):
         if v is not None:
             require_range(name, v, 0.0, MAX_MS, lo_open=True)
     if slo.tpot_ms_p99 is None and slo.ttft_ms_p99 is None:
         raise SpecsightInputError("--slo-tpot-ms-p99", None, "give an SLO (flags or the scenario's slo: block)")
-    return source, target, slo, tol
+    return slo
 
 
 def policy_names(policies: Sequence[str] | str) -> list[str]:

@@ -22,18 +22,20 @@ TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_repli
          ("$/M out tok", "cost_per_million_output_tokens_usd", ".3f", ">13"))
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["".join(format(h, a) for h, _, _, a in TABLE)]
+def format_table(rows: list[dict[str, Any]], table: tuple = TABLE) -> str:
+    """A text table of `rows`; `table`: (heading, key, format, alignment) per column."""
+    lines = ["".join(format(h, a) for h, _, _, a in table)]
     for r in rows:
-        lines.append("".join(format(str(r[k]) if not f else _f(r[k], f), a) for _, k, f, a in TABLE))
+        lines.append("".join(format(str(r[k]) if not f else _f(r[k], f), a) for _, k, f, a in table))
     return "\n".join(lines)
 
 
-def format_markdown(rows: list[dict[str, Any]], head: str) -> str:
-    lines = [head, "", "| " + " | ".join(h for h, _, _, _ in TABLE) + " | limited by |",
-             "|" + "---|" * (len(TABLE) + 1)]
+def format_markdown(rows: list[dict[str, Any]], head: str, table: tuple = TABLE) -> str:
+    """`head`, then a Markdown table of `rows` (the columns of `table`, then `limited_by`)."""
+    lines = [head, "", "| " + " | ".join(h for h, _, _, _ in table) + " | limited by |",
+             "|" + "---|" * (len(table) + 1)]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[k]) if not f else _f(r[k], f) for _, k, f, _ in TABLE)
+        lines.append("| " + " | ".join(str(r[k]) if not f else _f(r[k], f) for _, k, f, _ in table)
                      + f" | {r['limited_by']} |")
     return "\n".join(lines) + "\n"
 

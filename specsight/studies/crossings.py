@@ -3,6 +3,12 @@
 Break-even: linear interpolation between adjacent points whose speedups straddle 1, in log x
 for the batch, qps and context axes. `verdict(frame, axis, axis2)` reads a break-even study's
 rows (one per point and curve) and returns a `BreakevenVerdict`.
+
+Where a study marks saturated points (columns `saturated`, `base_saturated`: saturation.py), a
+curve's status is judged on the points where neither run saturates ("pays below saturation"
+rather than "pays throughout" when the load outgrows the replica), each crossing says whether
+it lies next to a saturated point, and the verdict names the first saturated (and KV-limited)
+axis value with and without speculation.
 """
 from __future__ import annotations
 
@@ -24,7 +30,9 @@ METRICS = {  # name: (summary key, higher is better) -> speedup = spec/base (thr
     "e2e_p50": ("e2e_ms_p50", False),
     "itl_p50": ("itl_ms_p50", False),
 }
-METRIC_LABELS = {"throughput": "output tokens/s, speculative / plain",
+CAPACITY = "capacity"       # not a summary key: the SLO-bound rate per GPU, searched (breakeven_capacity.py)
+METRIC_LABELS = {CAPACITY: "max Poisson requests/s per GPU within the SLO, speculative / plain",
+                 "throughput": "output tokens/s, speculative / plain",
                  "goodput": "requests/s within SLO, speculative / plain",
                  "tpot_p50": "TPOT p50, plain / speculative", "tpot_p99": "TPOT p99, plain / speculative",
                  "e2e_p50": "E2E latency p50, plain / speculative", "itl_p50": "ITL p50, plain / speculative"}
@@ -57,6 +65,11 @@ def status(ys: Sequence[float]) -> str:
     return "crosses"
 
 
+SATURATED_STATUS = {"pays throughout": "pays below saturation", "never pays": "never pays below saturation",
+                    "crosses": "crosses", "no data": "saturated throughout"}
+PLAIN = "plain"             # the runs without speculation, in the saturation and kv_limited mappings
+
+
 def as_number(v: float) -> Any:
     """An axis value as it is shown and keyed: int when integral, else float."""
     return int(v) if float(v).is_integer() else float(v)
@@ -84,17 +97,25 @@ class BreakevenVerdict:
     """Per curve: the first break-even (None when none), every crossing and a status ('pays
     throughout', 'never pays', 'crosses', 'no data'); per point: the best static K (0: none
     pays). With a second axis each mapping is keyed by `axis2=value` first.
-    analytic_breakeven: the analytic model's first crossing per curve (one axis only)."""
+    analytic_breakeven: the analytic model's first crossing per curve (one axis only).
+    saturation, kv_limited: per curve and for `plain` (no speculation), the first axis value
+    whose run is saturated / KV-limited (None: none is); None for a study that does not mark them
+    (saturation: or whose arrivals it does not judge, a trace's)."""
     breakeven: dict[str, Any]
     crossings: dict[str, Any]
     status: dict[str, Any]
     best_k: dict[str, Any]
     analytic_breakeven: dict[str, Any] | None = None
+    saturation: dict[str, Any] | None = None
+    kv_limited: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"breakeven": self.breakeven, "crossings": self.crossings, "status": self.status, "best_k": self.best_k}
         if self.analytic_breakeven is not None:
             out["analytic_breakeven"] = self.analytic_breakeven
+        if self.saturation is not None:
+            out["saturation"] = self.saturation
+            out["kv_limited"] = self.kv_limited
         return out
 
 
@@ -103,15 +124,24 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
     speedup, analytic_speedup)."""
     log = axis in LOG_AXES
 
+    marked = "saturated" in df.columns
+
     def one(sub: pd.DataFrame) -> tuple[dict, dict, dict]:
         be, cr, st = {}, {}, {}
         for label, g in sub.groupby("curve", sort=False):
             g = g.sort_values(axis)
-            c = crossings(g[axis].tolist(), g["speedup"].tolist(), log)
-            cr[label] = c
-            be[label] = c[0]["at"] if c else None
-            st[label] = status(g["speedup"].tolist())
+            flagged = (g["saturated"].astype(bool) | g["base_saturated"].astype(bool)).tolist() if marked else None
+            v = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log, flagged)
+            be[label], cr[label], st[label] = v["breakeven"], v["crossings"], v["status"]
         return be, cr, st
+
+    def first(sub: pd.DataFrame, col: str, base_col: str) -> dict[str, Any] | None:
+        if not marked or (sub[col].isna().all() and sub[base_col].isna().all()):     # not judged
+            return None
+        out = {PLAIN: _first_true(sub, axis, base_col)}
+        for label, g in sub.groupby("curve", sort=False):
+            out[str(label)] = _first_true(g, axis, col)
+        return out
 
     def best_k(sub: pd.DataFrame) -> dict[str, int | None]:
         res: dict[str, int | None] = {}
@@ -137,10 +167,42 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
             analytic = {label: (lambda c: c[0]["at"] if c else None)(
                 crossings(g.sort_values(axis)[axis].tolist(), g.sort_values(axis)["analytic_speedup"].tolist(), log))
                 for label, g in an.groupby("curve", sort=False)}
-        return BreakevenVerdict(be, cr, st, best_k(df), analytic)
-    be, cr, st, bk = {}, {}, {}, {}
+        return BreakevenVerdict(be, cr, st, best_k(df), analytic, first(df, "saturated", "base_saturated"),
+                                first(df, "kv_limited", "base_kv_limited"))
+    be, cr, st, bk, sat, kv = {}, {}, {}, {}, {}, {}
     for v2, sub in df.groupby(axis2, sort=True):
         tag = f"{axis2}={as_number(v2)}"
         be[tag], cr[tag], st[tag] = one(sub)
         bk[tag] = best_k(sub)
-    return BreakevenVerdict(be, cr, st, bk)
+        sat[tag], kv[tag] = first(sub, "saturated", "base_saturated"), first(sub, "kv_limited", "base_kv_limited")
+    return BreakevenVerdict(be, cr, st, bk, None, sat if marked else None, kv if marked else None)
+
+
+def line_verdict(xs: Sequence[float], ys: Sequence[float], log: bool,
+                 flagged: Sequence[bool] | None = None) -> dict[str, Any]:
+    """{breakeven, crossings, status} of one line. `flagged` (one per point: saturated with or
+    without speculation): status judged on the other points, each crossing marked `saturated`
+    when a point beside it is flagged."""
+    c = crossings(xs, ys, log)
+    out = {"breakeven": c[0]["at"] if c else None, "crossings": c, "status": status(ys)}
+    if flagged is None:
+        return out
+    hit = [x for x, f in zip(xs, flagged) if f]
+    out["crossings"] = [{**x, "saturated": _next_to(x["at"], hit, xs)} for x in c]
+    st = status([y for y, f in zip(ys, flagged) if not f])
+    out["status"] = SATURATED_STATUS[st] if hit else st
+    return out
+
+
+def _first_true(g: pd.DataFrame, axis: str, col: str) -> Any:
+    """The smallest axis value whose row has `col` true (None: no row has)."""
+    hit = g[g[col].astype(bool)]
+    return as_number(float(hit[axis].min())) if len(hit) else None
+
+
+def _next_to(at: float, flagged: Sequence[float], xs: Sequence[float]) -> bool:
+    """Whether either axis value around a crossing at `at` is flagged."""
+    below = [x for x in xs if x <= at]
+    above = [x for x in xs if x >= at]
+    near = ([max(below)] if below else []) + ([min(above)] if above else [])
+    return any(x in flagged for x in near)

@@ -1,5 +1,6 @@
 """Break-even by engine on one plot: one colour per engine, one line style per line (the best static
-K solid, each policy dashed or dotted), an X where each line crosses speedup 1."""
+K solid, each policy dashed or dotted), an X where each line crosses speedup 1; saturated or
+KV-limited points hollow."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -26,6 +27,9 @@ def plot_engine_breakeven(lines: pd.DataFrame, *, x: str, verdict: Mapping[str, 
         c = colors[engines.index(engine) % len(colors)]
         g = g.sort_values(x)
         ax.plot(g[x], g["speedup"], marker="o", ms=4, lw=2.0, ls=styles[line], color=c, label=f"{engine}: {line}")
+        if "saturated" in g:
+            h = g[g["saturated"].astype(bool) | g["kv_limited"].astype(bool)]
+            ax.plot(h[x], h["speedup"], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
         for cr in verdict.get(str(engine), {}).get(str(line), {}).get("crossings", []):
             be = cr["at"]
             ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)

@@ -98,15 +98,21 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
                    y: str = "speedup", curve: str = "curve") -> Path:
     """Simulated speedup against `x`, one line per `curve` label ("K=3", "policy=goodput"); the
     analytic model dotted in the same colour; X where each curve crosses 1; shading where
-    speculation loses."""
+    speculation loses. Where `df` marks them (columns saturated, base_saturated, kv_limited,
+    base_kv_limited), saturated or KV-limited points are hollow, and a grey band runs from the
+    first point where plain decoding saturates (a hatched one from where it is KV-limited)."""
     fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     marks: list[tuple[float, str]] = []         # break-even labels, placed once the axes are final
+    flagged = _flagged(df)
     for i, (name, g) in enumerate(df.groupby(curve, sort=False)):
         g = g.sort_values(x)
         c = colors[i % len(colors)]
         ls = "-" if str(name).startswith("K=") else "--"
         ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c, label=f"{name} (simulated)")
+        if flagged is not None and flagged[g.index].any():
+            h = g[flagged[g.index]]
+            ax.plot(h[x], h[y], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
         if analytic is not None and len(analytic) and name in set(analytic[curve]):
             o = analytic[analytic[curve] == name].sort_values(x)
             ax.plot(o[x], o[y], ls=":", lw=1.4, color=c, alpha=0.9, label=f"{name} (analytic)")
@@ -121,9 +127,36 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
     ax.text(0.99, 0.02, "speculation slower below the dashed line", transform=ax.transAxes, ha="right", va="bottom",
             fontsize=8, color="firebrick")
     _label_axes(ax, xlabel, ylabel, title, logx, ticks=df[x])
+    if flagged is not None:
+        _saturation_bands(ax, df, x)
     for be, c in marks:
         place_labels(ax, [(be, 1.0)], [f"{be:.3g}"], color=c, fontsize=8, fontweight="bold", gap=1.7)
     return _finish(fig, ax, path)
+
+
+def _flagged(df: pd.DataFrame) -> pd.Series | None:
+    """Rows whose run, with or without speculation, saturated or ran out of KV (None: unmarked)."""
+    cols = ("saturated", "base_saturated", "kv_limited", "base_kv_limited")
+    if not all(c in df for c in cols):
+        return None
+    return df[list(cols)].astype(bool).any(axis=1)
+
+
+def _saturation_bands(ax: Axes, df: pd.DataFrame, x: str) -> None:
+    """Grey from plain decoding's first saturated point to the axis end; hatched from its first
+    KV-limited point; each only where there is one (call it once the x limits are final)."""
+    left, right = ax.get_xlim()
+    if _flagged(df).any():
+        ax.plot([], [], ls="none", marker="o", ms=7, mfc="white", mec="grey", mew=1.6,
+                label="hollow: saturated or KV-limited (with or without speculation)")
+    for col, style, text in (("base_saturated", {"color": "grey", "alpha": 0.15},
+                              "plain decoding saturated (queue grows)"),
+                             ("base_kv_limited", {"facecolor": "none", "edgecolor": "grey", "hatch": "//",
+                                                  "alpha": 0.5}, "plain decoding KV-limited (preempts)")):
+        hit = df[df[col].astype(bool)]
+        if len(hit):
+            ax.axvspan(float(hit[x].min()), right, zorder=0, lw=0, label=text, **style)
+    ax.set_xlim(left, right)
 
 
 MAX_TICKS = 12      # more simulated values than this: every n-th is labelled (the first and last always)
@@ -175,7 +208,7 @@ def plot_speedup_heatmap(best: pd.DataFrame, *, x: str, y: str, title: str, xlab
     for _, r in best.iterrows():
         i, j = ys.index(r[y]), xs.index(r[x])
         grid[i, j] = r["speedup"]
-        label[i][j] = str(r["curve"]).replace("policy=", "")
+        label[i][j] = str(r["curve"]).replace("policy=", "") + (f" {r['flags']}" if r.get("flags") else "")
     fig, ax = plt.subplots(figsize=(max(6.5, 1.0 * len(xs) + 3), max(4.2, 0.65 * len(ys) + 2.2)), dpi=110)
     finite = grid[np.isfinite(grid)]
     vmin = min(0.5, float(finite.min())) if finite.size else 0.5
@@ -194,7 +227,8 @@ def plot_speedup_heatmap(best: pd.DataFrame, *, x: str, y: str, title: str, xlab
     ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title + "\n(dashed contour: speedup 1)", fontsize=10)
+    marks = "; S: saturated, M: KV-limited" if "flags" in best and best["flags"].astype(bool).any() else ""
+    ax.set_title(title + f"\n(dashed contour: speedup 1{marks})", fontsize=10)
     cb = fig.colorbar(im, ax=ax)
     cb.set_label(colorbar_label, fontsize=8)
     return _save(fig, path)
@@ -218,13 +252,18 @@ def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: 
                             slo_tpot_ms_p99: float | None = None) -> Path:
     """TPOT p50 (left) and p99 (right) against output tokens/s: plain decoding (black) and each
     speculative curve; the sweep's points are joined in axis order and labelled with the axis value
-    where the label overlaps no other (plot_labels.py); the TPOT p99 SLO, if set, as a red line."""
+    where the label overlaps no other (plot_labels.py); the TPOT p99 SLO, if set, as a red line;
+    saturated runs (columns base_saturated, saturated) hollow."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110, sharey=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     base = df.drop_duplicates(subset=[x_axis]).sort_values(x_axis)
     for ax, q in zip(axes, ("p50", "p99")):
         ax.plot(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"], marker="s", ms=4, lw=2.2, color="black",
                 label="plain decoding (K=0)")
+        if "base_saturated" in base:
+            sat = base[base["base_saturated"].astype(bool)]
+            ax.plot(sat["base_output_tokens_per_s"], sat[f"base_tpot_ms_{q}"], ls="none", marker="s", ms=7,
+                    mfc="white", mec="black", mew=1.4, zorder=5, label="hollow: saturated (queue grows)")
         if q == "p99" and slo_tpot_ms_p99 is not None:
             slo = ax.axhline(slo_tpot_ms_p99, color="red", lw=1.5, ls="--",
                              label=f"SLO: TPOT p99 {slo_tpot_ms_p99:g} ms")
@@ -233,6 +272,10 @@ def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: 
             g = g.sort_values(x_axis)
             ax.plot(g["spec_output_tokens_per_s"], g[f"spec_tpot_ms_{q}"], marker="o", ms=3, lw=1.6,
                     color=colors[i % len(colors)], label=f"{name} (speculative)")
+            if "saturated" in g:
+                sat = g[g["saturated"].astype(bool)]
+                ax.plot(sat["spec_output_tokens_per_s"], sat[f"spec_tpot_ms_{q}"], ls="none", marker="o", ms=6,
+                        mfc="white", mec=colors[i % len(colors)], mew=1.2, zorder=5)
         ax.set_xlabel("output throughput (tokens/s, one replica)")
         ax.set_ylabel(f"TPOT {q} (ms per output token)")
         ax.set_title(f"TPOT {q}", fontsize=10)
