@@ -1,9 +1,9 @@
 """`specsight calibrate --engine E --from-bench FILE...` (calibrate/engine_fit.py, bench_files.py):
 benchmark files in vLLM's and SGLang's formats written from simulations with known host constants
 are fitted back within 10 % (the simulated runs are 16 requests; the fitted standard errors are
-1-3 % of the values, 11 % for vLLM v1-0.9's per_seq_ms), the engine profile round-trips and changes the prediction the way its
-constants say, an absent profile leaves the engine's built-in constants, and bad files are one
-input-error line."""
+1-3 % of the values, 11 % for vLLM v1-0.9's per_seq_ms), the engine profile round-trips and
+changes the prediction the way its constants say, an absent profile leaves the engine's built-in
+constants, and bad files are one input-error line."""
 from __future__ import annotations
 
 import copy
