@@ -126,8 +126,8 @@ class RunAhead:
             if dt is None:
                 continue
             yield from self._wait_until(t, dt)
-            if t == h:
-                yield timeout(0)      # behind the arrival process's event at h (created earlier)
+            if t == h and first:      # the arrivals at h first: behind the arrival process's event
+                yield timeout(0)      # at h (created earlier); else this one, created before it, leads
             self.now, self._tie = t, first
             complete()
 
