@@ -135,6 +135,8 @@ def _tree(name: str, tau: float, k: int, conditions: str, source: str, k_note: s
 
 SPS_CHAIN = ("standard speculative sampling (SpS, Leviathan et al.; Chen et al.) with a Vicuna-68M draft: "
              "one draft sequence")
+SGLANG_CHAIN = ("SGLang's EAGLE worker with speculative-eagle-topk 1 and num-draft-tokens = steps + 1 drafts one token "
+                "per step, a chain of `steps` drafts verified in one pass")
 VLLM_CHAIN = ("vLLM V1's EAGLE proposer (vllm/v1/spec_decode/eagle.py) drafts K tokens one per pass by argmax, "
               "and the runs vary num_speculative_tokens only (tree drafting needs speculative_token_tree)")
 
@@ -230,6 +232,24 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     _alpha("magicdec-streamingllm-100k", 0.79, "StreamingLLM-512 self-draft, Llama-2-7B-32K, PG-19, context 100k",
            "MagicDec blog (Infini-AI-Lab)", "MagicDec's self-speculation drafts gamma tokens in sequence with the "
            "StreamingLLM-KV draft, then verifies them in one pass", "self_spec", "llama-2-7b-32k"),
+    _tau("eagle3-qwen3-30b-a3b-sglang-k3", 1.86, 3,
+         "EAGLE-3 (zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead), Qwen3-30B-A3B, SGLang, 2xH100 TP2, MT-bench (20 prompts), "
+         "batch 1 and 4 (both 1.86), temperature not stated", "sgl-project/SpecForge issue #339 (2025-12-01)",
+         "K = 3: speculative-num-steps 3, topk 1, num-draft-tokens 4; 'acc len' read as tau", "chain",
+         SGLANG_CHAIN, "eagle3", "qwen3-30b-a3b"),
+    _tau("eagle3-qwen3-30b-a3b-sglang-tree", 2.542, 4,
+         "EAGLE-3 (AngelSlim's Qwen3-30B-A3B head), Qwen3-30B-A3B, SGLang, 4xH100 TP4, T=0, batch 1, "
+         "tree steps 4 / topk 4 / 16 draft tokens (2.556-2.578 at batch 4-64), prompt set not stated",
+         "Tencent/AngelSlim issue #163 (2025-12-08)", "depth 4 (speculative-num-steps 4); per-depth alpha", "tree",
+         "SGLang's EAGLE worker with speculative-eagle-topk 4 > 1 drafts a tree of 16 candidates verified with tree "
+         "attention (the issue's config columns steps / topk / num_draft_tokens)", "eagle3", "qwen3-30b-a3b"),
+    _tau("eagle3-gpt-oss-120b-sglang-k3", 2.41, 3,
+         "EAGLE-3 (Dogacel/specdrift-gpt-oss-120b-eagle3, SpecForge-trained), gpt-oss-120b, SGLang (spec v2), 1xH100, "
+         "MT-Bench 80 prompts, max 2048 tokens, temperature 0.7, batch 1 (2.41 at batch 8, 2.43 at 64)",
+         "Dogacel/specdrift-gpt-oss-120b-eagle3 model card, 'gpt-oss-120b EAGLE3 (1-3-1-4) on H100' table "
+         "(Attention Drift, arXiv 2605.09992)",
+         "K = 3: speculative-num-steps 3, topk 1, num-draft-tokens 4; AL read as tau (SGLang's accept length counts "
+         "the bonus token)", "chain", SGLANG_CHAIN, "eagle3", "gpt-oss-120b"),
 ]}
 
 

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from simulator.errors import SpecsightInputError
 
 from .args import add_json
 from .emit import emit_json
+
+if TYPE_CHECKING:
+    from simulator.model_spec import ModelSpec
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,6 +19,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?")
     add_json(p)
     p.set_defaults(func=run)
+
+
+def model_kind(m: ModelSpec) -> str:
+    """The list's kind column: a head's target, else dense or MoE, MLA, and the attention of each
+    layer where not every layer is full attention (counts by kind, the sliding layers' window)."""
+    if m.head_kind:
+        return f"{m.head_kind} head for {m.target}"
+    kind = ("MoE" if m.is_moe else "dense") + (" MLA" if m.is_mla else "")
+    counts = [(m.num_linear_layers, "linear"), (m.num_sliding_layers, f"sliding (window {m.window})"),
+              (m.num_full_layers, "full")]
+    if m.num_full_layers == m.num_layers:
+        return kind
+    return kind + ", " + " + ".join(f"{n} {name}" for n, name in counts if n)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{'name':<26}{'total B':>10}{'active B':>10}{'layers':>8}{'hidden':>8}{'heads/kv':>10}  kind")
     for m in rows:
-        kind = (m.head_kind and f"{m.head_kind} head for {m.target}"
-                or ("MoE" if m.is_moe else "dense") + (" MLA" if m.is_mla else ""))
         print(f"{m.name:<26}{m.params_total/1e9:>10.3f}{m.params_active/1e9:>10.3f}{m.num_layers:>8}{m.hidden_size:>8}"
-              f"{f'{m.num_heads}/{m.num_kv_heads}':>10}  {kind}")
+              f"{f'{m.num_heads}/{m.num_kv_heads}':>10}  {model_kind(m)}")
     return 0
