@@ -163,7 +163,7 @@ def comma_names(flag: str, names: Sequence[str] | str, allowed: Sequence[str]) -
     return out
 
 
-def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str | None = None,
+def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | Sequence[str] | str | None = None,
               ks: Sequence[int] | str = (1, 2, 3, 4), policies: Sequence[str] | str = ("static",), *,
               axis2: str | None = None, values2: Sequence[float] | str | None = None, metric: str | None = None,
               requests_per_user: int = REQUESTS_PER_USER, overrides: Iterable[str] = (),
@@ -177,7 +177,9 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
     file; None keeps the points in memory). `overrides`: `key.path=value` strings applied first.
     `engines` (ideal, vllm, sglang, trtllm): the study once per engine, an EngineBreakevenResult
     (breakeven_engines.py); one axis only. `metric="capacity"`: the highest Poisson rate per GPU
-    within the scenario's SLO at each point, searched to `tolerance` (breakeven_capacity.py).
+    within the scenario's SLO at each point, searched to `tolerance` (breakeven_capacity.py); with
+    it, `axis="drafter"` takes drafters as values ("ngram,eagle3@minimax-m3-eagle3":
+    breakeven_drafters.py).
     `capacity` (qps axis, one axis): also search each curve's capacity at the scenario, to
     `tolerance` (default QUICK_TOLERANCE) into `.capacity`; None: when the scenario has an SLO
     and its arrivals are not a trace."""
