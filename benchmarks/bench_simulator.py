@@ -7,9 +7,15 @@ and on with EAGLE-3 K = 3 (i.i.d. alpha 0.7). There is no published EAGLE-3 head
 CodeLlama-34B: the benchmark writes a one-layer EAGLE-3 head config with CodeLlama-34B's dimensions
 (full 32,000-token draft vocabulary) to a temporary directory.
 
-    (a) 10,000 requests     (b) 100,000 requests
+    (a) 10,000 requests     (b) 100,000 requests     one replica at 2 requests/s
+    (f) 100,000 requests over 64 replicas at 128 requests/s: (b) spread over a fleet, the same
+        load on each replica (compare with (b) measured side by side: --parallel)
+    (m) 1,000,000 requests over 64 replicas at 128 requests/s
+    (c) a closed loop of 1,000,000 users over 64 replicas, one request each (all in flight at
+        t = 0: memory proportional to the requests in flight)
 
-Each case runs in a fresh subprocess (so peak RSS is its own), pinned to one core. Printed per case:
+Each case runs in a fresh subprocess (so peak RSS is its own), pinned to one core (--parallel: two
+cases at a time, on cores 0 and 1, so that a pair's rates are measured side by side). Printed per case:
 decode iterations (iterations with decode sequences) per second of the event loop, by the wall clock
 and by the process's CPU clock (on a shared machine the CPU figure is closer to what an idle core
 gives), the ratio to Vidur's event loop on workload (a) with speculation off (about 5,500
@@ -17,7 +23,9 @@ iterations/s: 85,490 iterations in 13.4 s, 18 s wall, ~1 GB peak, after a one-ti
 predictor), start-up (scenario load, cost model, KV budget and request generation until the loop
 starts) and the imports before it, wall time to the DataFrames and summary, and peak RSS. Run:
 
-    .venv/bin/python benchmarks/bench_simulator.py            # all four cases
+    .venv/bin/python benchmarks/bench_simulator.py            # the single-replica cases a and b
+    .venv/bin/python benchmarks/bench_simulator.py --cases b-on f-on b-off f-off --parallel  # fleet vs one replica
+    .venv/bin/python benchmarks/bench_simulator.py --cases m-off m-on --parallel            # a million requests
     .venv/bin/python benchmarks/bench_simulator.py --repeat 3 # each case 3 times, the fastest kept
     .venv/bin/python benchmarks/bench_simulator.py --cases a-off a-on --profile   # + cProfile top 25
     .venv/bin/python benchmarks/bench_simulator.py --cases a-on --stamps          # + median iteration time
@@ -46,7 +54,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 TRACE = "data/traces/azure_llm_inference_2023_conv.csv"
-CASES = {"a-off": (10_000, False), "a-on": (10_000, True), "b-off": (100_000, False), "b-on": (100_000, True)}
+# name -> (requests, speculation, replicas, closed loop); the rate is 2 requests/s per replica
+CASES = {"a-off": (10_000, False, 1, False), "a-on": (10_000, True, 1, False),
+         "b-off": (100_000, False, 1, False), "b-on": (100_000, True, 1, False),
+         "f-off": (100_000, False, 64, False), "f-on": (100_000, True, 64, False),
+         "m-off": (1_000_000, False, 64, False), "m-on": (1_000_000, True, 64, False),
+         "c-off": (1_000_000, False, 64, True), "c-on": (1_000_000, True, 64, True)}
+DEFAULT_CASES = ["a-off", "a-on", "b-off", "b-on"]
 VIDUR_ITERS_PER_S = 5500.0
 
 
@@ -61,13 +75,15 @@ def eagle3_head(tmpdir: Path) -> Path:
     return p
 
 
-def scenario(num_requests: int, speculate: bool, tmpdir: Path, replicas: int = 1) -> dict:
+def scenario(num_requests: int, speculate: bool, tmpdir: Path, replicas: int = 1, closed: bool = False) -> dict:
     trace = str(REPO / TRACE)
+    arrival = {"process": "closed_loop", "concurrency": num_requests} if closed else \
+        {"process": "poisson", "qps": 2.0 * replicas}
     sc = {
         "name": f"bench-{num_requests}-{'eagle3' if speculate else 'off'}", "seed": 0,
         "hardware": {"gpu": "a100-80gb-sxm", "tp": 2, "replicas": replicas, "dtype": "bf16"},
         "model": "codellama-34b",
-        "workload": {"arrival": {"process": "poisson", "qps": 2.0 * replicas}, "num_requests": num_requests,
+        "workload": {"arrival": arrival, "num_requests": num_requests,
                      "prompt_len": {"dist": "empirical", "path": trace, "column": "num_prefill_tokens",
                                     "order": "sequential"},
                      "output_len": {"dist": "empirical", "path": trace, "column": "num_decode_tokens",
@@ -82,7 +98,7 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path, replicas: int = 1
 
 
 def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | None = None,
-             under_callgrind: bool = False, replicas: int = 1) -> dict:
+             under_callgrind: bool = False, replicas: int | None = None) -> dict:
     """In this process: time imports, set-up, the event loop and the DataFrames."""
     t0 = time.perf_counter()
     import numpy as np
@@ -121,11 +137,12 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
         callgrind("off")
     engine_mod.Engine.run = timed_run
 
-    n, spec = CASES[name]
+    n, spec, case_replicas, closed = CASES[name]
     n = num_requests or n
+    replicas = replicas or case_replicas
     with tempfile.TemporaryDirectory() as td:
         t1 = time.perf_counter()
-        sc = load_scenario(scenario(n, spec, Path(td), replicas))
+        sc = load_scenario(scenario(n, spec, Path(td), replicas, closed))
         if profile:
             import cProfile
             import pstats
@@ -140,7 +157,8 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     loop_s = loop["end"] - loop["start"]
     cpu_s = loop["cpu_end"] - loop["cpu_start"]
     row = {
-        "case": name, "requests": n, "replicas": replicas, "speculation": "eagle3 K=3" if spec else "off",
+        "case": name, "requests": n, "replicas": replicas, "closed_loop": closed,
+        "speculation": "eagle3 K=3" if spec else "off",
         "iterations": s["num_iterations"], "decode_iterations": s["num_decode_rounds"],
         "simulated_s": round(s["duration_s"], 1), "import_s": round(t_import, 3),
         "startup_s": round(loop["start"] - t1, 3), "loop_s": round(loop_s, 3), "loop_cpu_s": round(cpu_s, 3),
@@ -161,7 +179,7 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
 
 def child_argv(name: str, args: argparse.Namespace, requests: int | None) -> list[str]:
     """The command line of one case's child process (every option that shapes the case)."""
-    return ([sys.executable, __file__, "--child", name, "--replicas", str(args.replicas)]
+    return ([sys.executable, __file__, "--child", name] + (["--replicas", str(args.replicas)] if args.replicas else [])
             + (["--requests", str(requests)] if requests else [])
             + (["--profile"] if args.profile else []) + (["--stamps"] if args.stamps else [])
             + (["--instructions"] if args.instructions else []))
@@ -182,7 +200,7 @@ def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
         r["loop_instructions"] = int(collected[-1].split()[-1])
         r["instructions_per_decode_iteration"] = round(r["loop_instructions"] / r["decode_iterations"])
         rows.append(r)
-        print(f"{name:6} {num_requests:>7} req  " + (f"{args.replicas} replicas  " if args.replicas > 1 else "")
+        print(f"{name:6} {num_requests:>7} req  {r['replicas']:>2} replicas  "
               + f"spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
               f"loop instructions {r['loop_instructions']:>14,}  "
               f"= {r['instructions_per_decode_iteration']:,} per decode iteration",
@@ -193,7 +211,9 @@ def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES, choices=list(CASES))
+    ap.add_argument("--parallel", action="store_true",
+                    help="run the cases two at a time, on cores 0 and 1 (a pair measured side by side)")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions (slows the run)")
     ap.add_argument("--stamps", action="store_true",
                     help="also time each iteration and report the median (adds ~0.3 us per iteration)")
@@ -202,7 +222,7 @@ def main() -> int:
     ap.add_argument("--instructions", action="store_true",
                     help="count CPU instructions per decode iteration under valgrind (deterministic; slow)")
     ap.add_argument("--requests", type=int, help="override the cases' request counts")
-    ap.add_argument("--replicas", type=int, default=1,
+    ap.add_argument("--replicas", type=int,
                     help="serve the workload with this many replicas at as many times the QPS (same load each)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -212,33 +232,45 @@ def main() -> int:
         return 0
     if args.instructions:
         return count_instructions(args, args.requests or 2000)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     rows = []
-    for name in args.cases:
-        cmd = child_argv(name, args, args.requests)
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        if sys.platform.startswith("linux"):
-            cmd = ["taskset", "-c", "0"] + cmd           # one core
-        runs = []
+    width = 2 if args.parallel else 1
+    for at in range(0, len(args.cases), width):
+        pair = args.cases[at:at + width]
+        best: dict[str, dict] = {}
         for _ in range(max(1, args.repeat)):
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
-            if out.returncode != 0:
-                print(out.stderr, file=sys.stderr)
-                return out.returncode
-            if args.profile:
-                print(out.stderr, file=sys.stderr)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        r = max(runs, key=lambda row: row["decode_iters_per_s"])
-        r["runs"] = len(runs)
-        rows.append(r)
-        print(f"{r['case']:6} {r['requests']:>7} req  " + (f"{args.replicas} replicas  " if args.replicas > 1 else "")
-              + f"spec {r['speculation']:<10}  "
-              f"decode iters {r['decode_iterations']:>8}  loop {r['loop_s']:7.2f} s  "
-              f"{r['decode_iters_per_s']:>7} decode it/s ({r['decode_iters_per_s'] / VIDUR_ITERS_PER_S:.1f}x Vidur), "
-              f"{r['decode_iters_per_cpu_s']:>7} per CPU-s ({r['decode_iters_per_cpu_s'] / VIDUR_ITERS_PER_S:.1f}x)  "
-              + (f"median iteration {r['median_iteration_us']:.1f} us (= {r['iters_per_s_from_median']} it/s)  "
-                 if args.stamps else "") +
-              f"start-up {r['startup_s']:.2f} s (+ imports {r['import_s']:.2f} s)  wall {r['wall_s']:.2f} s  "
-              f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+            procs = []
+            for core, name in enumerate(pair):
+                cmd = child_argv(name, args, args.requests)
+                if sys.platform.startswith("linux"):
+                    cmd = ["taskset", "-c", str(core)] + cmd          # one core each
+                procs.append((name, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                     text=True, env=env, cwd=REPO)))
+            for name, proc in procs:
+                out, err = proc.communicate()
+                if proc.returncode != 0:
+                    print(err, file=sys.stderr)
+                    return proc.returncode
+                if args.profile:
+                    print(err, file=sys.stderr)
+                row = json.loads(out.strip().splitlines()[-1])
+                if name not in best or row["decode_iters_per_s"] > best[name]["decode_iters_per_s"]:
+                    best[name] = row
+        for name in pair:
+            r = best[name]
+            r["runs"], r["side_by_side"] = max(1, args.repeat), pair if len(pair) > 1 else None
+            rows.append(r)
+            print(f"{r['case']:6} {r['requests']:>7} req  {r['replicas']:>2} replicas  "
+                  + ("closed loop  " if r["closed_loop"] else "") + f"spec {r['speculation']:<10}  "
+                  f"decode iters {r['decode_iterations']:>8}  loop {r['loop_s']:7.2f} s  "
+                  f"{r['decode_iters_per_s']:>7} decode it/s "
+                  f"({r['decode_iters_per_s'] / VIDUR_ITERS_PER_S:.1f}x Vidur), "
+                  f"{r['decode_iters_per_cpu_s']:>7} per CPU-s "
+                  f"({r['decode_iters_per_cpu_s'] / VIDUR_ITERS_PER_S:.1f}x)  "
+                  + (f"median iteration {r['median_iteration_us']:.1f} us (= {r['iters_per_s_from_median']} it/s)  "
+                     if args.stamps else "") +
+                  f"start-up {r['startup_s']:.2f} s (+ imports {r['import_s']:.2f} s)  wall {r['wall_s']:.2f} s  "
+                  f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
     print(json.dumps(rows, indent=1))
     return 0
 

@@ -204,6 +204,20 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     _tau("qwen3-next-mtp-k3", 2.81, 3, "Qwen3-Next MTP, K=3, SPEED-Bench, batch 32, T=0 (coding 3.34, roleplay 2.09)",
          "SPEED-Bench (arXiv 2604.09557), Table 1", "K = 3; mean accept length read as tau", "chain",
          "Table 1 states a draft length of K = 3 for MTP, one draft token per step", "mtp", "qwen3-next"),
+    _tau("glm-5.2-mtp-coding-k7", 5.47, 7, "GLM-5.2 MTP (shared module, first step's index and KV reused), "
+         "coding ablation on the GLM-5.1 backbone, 7 steps in training and inference (baseline MTP 4.56)",
+         "Z.ai, GLM-5.2 release blog (z.ai/blog/glm-5.2), as quoted in ../shared/seeds/000 and 001",
+         "K = 7 steps; 'accept length' read as tau (incl. the bonus token), as glm-5-mtp reads GLM-5's; an "
+         "ablation figure, not an end-to-end speed", "chain",
+         "the blog runs the one shared MTP module for 7 sequential steps, one draft token per step", "mtp", "glm-5.2"),
+    _tau("gemma-4-assistant-gsm8k-k5", 5.0, 5, "Gemma 4 MTP assistant drafter, GSM8K, N = 5 draft tokens "
+         "(acceptance 80.0 %; 94.8 % at N = 1)",
+         "vLLM AMD blog, Gemma 4 MTP drafters (secondary; docs/reference/acceptance.md)",
+         "K = 5; AMBIGUOUS: the source does not define its rate; read as vLLM's draft acceptance rate "
+         "(accepted / drafted tokens), so 80.0 % of 5 drafts is 4.0 accepted, tau 5.0; the N = 1 figure "
+         "(94.8 %) read the same way gives alpha 0.948, above this preset's 0.927", "chain",
+         "vLLM's mtp method drafts the assistant's N tokens in sequence, one per step (vllm gemma4_mtp path)",
+         "mtp", "gemma-4-31b"),
     _preset("minimax-m3-eagle3", "cumulative", (0.76, 0.56, 0.43), 3, "EAGLE-3 on MiniMax-M3, 1k-32k context, K=3",
             "vLLM blog 2026-07-13 (EAGLE-3 on AMD Instinct)",
             "cumulative acceptance 76/56/43 % at positions 1/2/3 -> conditional 0.76, 0.737, 0.768 "

@@ -13,6 +13,8 @@ A mixin of `Replica` (simulator/replica.py): it reads and writes the decode batc
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .step_cost import FixedStepCost, RooflineStepCost
 
 
@@ -20,10 +22,19 @@ class CompiledRounds:
     """Runs stretches of uneventful decode rounds in decode_kernel (a `Replica` mixin)."""
 
     def _kernel_plan(self):
-        """What decode_kernel needs that holds for the whole run, or None where it does not apply:
-        no n-gram matching, no policy that observes rounds; speculating, a static or batch-schedule
-        K and accept lengths from the block sampler; fixed step costs, or the roofline with a
-        drafter whose K steps are CostModel.steps_time_s (chained; none needed for K = 0 only)."""
+        """What decode_kernel needs that holds for the whole run, or None where it does not apply.
+        Its RoundCosts (by decode batch size) are shared by the replicas of a run, which share the
+        step costs and the K of each batch size: a dict kept on the step-cost object."""
+        kp = self._own_kernel_plan()
+        if kp is None:
+            return None
+        return dataclasses.replace(kp, costs=self.cost.__dict__.setdefault("_kernel_round_costs", {}))
+
+    def _own_kernel_plan(self):
+        """This replica's KernelPlan, or None where the kernel does not apply: no n-gram matching,
+        no policy that observes rounds; speculating, a static or batch-schedule K and accept lengths
+        from the block sampler; fixed step costs, or the roofline with a drafter whose K steps are
+        CostModel.steps_time_s (chained; none needed for K = 0 only)."""
         if self._observes or self.ngram or (self.spec_on and (self._block is None or self._k_of_n is None)):
             return None
         from . import decode_kernel as dk

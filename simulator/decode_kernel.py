@@ -83,7 +83,7 @@ class RoundInputs(NamedTuple):
 class RoundCosts(NamedTuple):
     """The compiled rounds' costs for n decode sequences at K = k (`round_costs`)."""
     round: tuple               # RoundInputs, as a plain tuple
-    constants: np.ndarray      # [2, 10] constants_row: the target's (TARGET) and the drafter's (DRAFT) PassConstants
+    constants: np.ndarray      # [2, 14] constants_row: the target's (TARGET) and the drafter's (DRAFT) PassConstants
     target_terms: np.ndarray   # [1, 4] the target pass's PassTerms
     draft_terms: np.ndarray    # [rows, 4]: row 0 a later draft step's (n x branches tokens); row 1 + f - n
     #                            a first step ingesting f = n .. n (k + 1) tokens, NaN until built (first_row)

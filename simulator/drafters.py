@@ -282,13 +282,18 @@ class Drafter:
     def weight_bytes_per_gpu(self) -> float:
         """HBM the drafter's own weights take on each GPU (shared embeddings/heads not counted): an
         MTP checkpoint's M physical modules, an MLP speculator's stages (at draft TP 1, as vLLM runs
-        it), parallel heads without the unembedding they share with the target."""
+        it), parallel heads without the unembedding they share with the target; under dp_attention
+        the non-expert part replicated on every GPU, as the target's."""
         if self.mlp is not None:
             return self.mlp.params_total * DTYPE_BYTES[self.target_cost.dtype]
         if self.spec.is_lookup or self.spec.method == "self_spec" or self.draft_cost is None:
             return 0.0
         dc = self.draft_cost
         params = own_params(self.structure, dc.model, self.config)
+        bpw = DTYPE_BYTES[dc.dtype] * self.structure.module_copies
+        if dc.layout.attention_dp > 1:   # replicated but for the routed experts (CostModel.weight_bytes_per_gpu)
+            routed = dc.model.num_moe_layers * dc.model.num_experts * dc.model.expert_params
+            return ((params - routed) + routed / dc.tp) * bpw
         return params * self.structure.module_copies * DTYPE_BYTES[dc.dtype] / dc.tp
 
     def kv_bytes_per_token_per_gpu(self) -> float:

@@ -6,13 +6,20 @@ Processes (all SimPy generators taking `env` through their object):
     issues the first request of each of min(concurrency, num_requests) users at t = 0, after
     which a finish schedules that user's next step (an event; think_time_s later a timeout),
     so memory grows with the requests in flight, never with `concurrency`, and the events are
-    the ones a process per user would schedule, in the same order;
-  - one process per replica (`Replica.run`): at most one SimPy timeout per iteration (iterations
-    that end before the next scheduled event run without one, on the same trajectory).
+    the ones a process per user would schedule, in the same order (with concurrency >=
+    num_requests no user sends a second request: that is run as the open loop it is, every
+    request arriving at t = 0, on the same trajectory);
+  - one process per replica: with an open loop (`Replica.run_ahead`, simulator/run_ahead.py)
+    iterations run on the replica's clock up to the arrival of the next request that can reach
+    it (the router's `next_request`) and one SimPy timeout waits for the iteration in flight
+    there; with a closed loop, or when a trace of several replicas is kept (`Replica.run`), at
+    most one timeout per iteration, iterations that end before the next scheduled event running
+    without one. Both give the trajectory of one timeout per iteration (`Replica.INLINE = False`).
 `env.run()` returns when no event is left, i.e. when every request has finished.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -24,11 +31,16 @@ from .router import make_router
 
 class Engine:
     """Wires requests, a router and replicas into one SimPy environment and runs it."""
+    RUN_AHEAD = True     # open loop: replicas run on to their next arrival (off: Replica.run's rule)
+    RUN_AHEAD_MIN_REPLICAS = 2   # (one replica: Replica.run's next event is the next arrival already)
+    ONE_REQUEST_USERS_AS_OPEN = True   # a closed loop with concurrency >= num_requests runs as an open loop
 
     def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_replicas: int,
                  router: str, closed_loop: tuple[int, float] | None = None, trace: list | None = None):
         self.env = simpy.Environment()
         self.table = table
+        if self.ONE_REQUEST_USERS_AS_OPEN and closed_loop is not None and closed_loop[0] >= table.n:
+            closed_loop = None    # every user sends one request at t = 0, none a second: an open loop
         self.log = IterationLog()
         self.trace = trace
         self.closed_loop = closed_loop
@@ -39,6 +51,15 @@ class Engine:
             r.silent_finish = closed_loop is None     # iteration may run inline (Replica.run)
         self._next_rid = 0
         self._think_s = 0.0 if closed_loop is None else float(closed_loop[1])
+        # Replicas of an open loop run on to their next arrival, unless a trace of several is kept:
+        # its order at one instant across replicas is SimPy's, which only Replica.run keeps.
+        self.run_ahead = (self.RUN_AHEAD and closed_loop is None and getattr(self.replicas[0], "INLINE", False)
+                          and num_replicas >= self.RUN_AHEAD_MIN_REPLICAS and (trace is None or num_replicas == 1))
+        if self.run_ahead:
+            times = table.arrival_s.tolist()
+            for i, r in enumerate(self.replicas):
+                r.arrivals = times
+                r.next_request = functools.partial(self.router.next_request, i)
 
     # ---- submission -----------------------------------------------------------------------
     def _submit(self, rid: int) -> None:
@@ -96,7 +117,7 @@ class Engine:
     def run(self) -> None:
         env = self.env
         for r in self.replicas:
-            env.process(r.run())
+            env.process(r.run_ahead() if self.run_ahead else r.run())
         if self.closed_loop is None:
             env.process(self._open_loop())
         else:

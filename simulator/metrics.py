@@ -85,16 +85,24 @@ class IterationLog:
         return len(self.buf) // N_ITER_COLS
 
     def frame(self, kv_capacity_blocks: list[int]) -> pd.DataFrame:
+        """The log as a DataFrame sorted by start time, then replica (stable), emptying the log: each
+        column is gathered in that order straight from the log and handed to pandas uncopied, then
+        the log's memory is released, so the peak is the log and one copy of it and the summary's
+        work runs beside the DataFrame alone (a million requests over 64 replicas: ~12M rows,
+        1.4 GB each)."""
         import pandas as pd
         a = np.frombuffer(self.buf, dtype=np.float64).reshape(-1, N_ITER_COLS) if len(self.buf) else \
             np.zeros((0, N_ITER_COLS))
+        order = np.lexsort((a[:, 0], a[:, 1]))          # start_s, then replica; stable, as sort_values
         cols: dict[str, Any] = {}
         for j, name in enumerate(ITER_COLUMNS):
-            cols[name] = a[:, j].astype(np.int64) if name in ITER_INT_COLUMNS else a[:, j].copy()
+            col = a[:, j].take(order)
+            cols[name] = col.astype(np.int64) if name in ITER_INT_COLUMNS else col
         cap = np.asarray(kv_capacity_blocks, dtype=np.int64)
         cols["kv_capacity_blocks"] = cap[cols["replica"]] if len(a) else np.zeros(0, dtype=np.int64)
-        df = pd.DataFrame(cols)
-        return df.sort_values(["start_s", "replica"], kind="stable").reset_index(drop=True)
+        del a, order
+        del self.buf[:]       # (the same array the replicas append to: emptied, not replaced)
+        return pd.DataFrame(cols, copy=False)
 
 
 # ---- summaries ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ A replica is `hardware.tp` GPUs (the engines' `--tp-size`). Its layouts, as the 
                               head, replicated) for its own 1/tp of the requests; the routed experts
                               are expert-parallel over all tp GPUs, and each MoE layer sends every
                               token to its top-k experts' ranks and back: an all-to-all dispatch and
-                              combine (SGLang --tp N --dp N --enable-dp-attention --ep-size N
+                              combine (SGLang --tp N --dp-size N --enable-dp-attention --ep-size N
                               --moe-dense-tp-size 1 --enable-dp-lm-head; vLLM --data-parallel-size N
                               --enable-expert-parallel at tensor-parallel size 1, where the expert
                               layers form one EP group of size DP x TP).

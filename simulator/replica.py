@@ -22,7 +22,8 @@ Uneventful stretches of decode rounds run in compiled code where numba is there 
 
 The rooms are mixins of `Replica`, each owning its part of the state: DecodeBatch (the slots and
 their sums), Scheduler (waiting queue, partial prefills), KChoice (K and its price),
-CompiledRounds (the kernel glue). They share one object because the loop reads their fields every
+CompiledRounds (the kernel glue), RunAhead (an open loop's replica running on to its next
+arrival, run_ahead.py). They share one object because the loop reads their fields every
 iteration, and a field of the replica itself is one attribute lookup.
 
 Acceptance with rates shared by all sequences comes from `PrefixBlockSampler` (a slice per round,
@@ -42,6 +43,7 @@ from .k_choice import KChoice
 from .metrics import IterationLog, RequestTable
 from .pass_shape import causal_pairs
 from .policies import PolicyState
+from .run_ahead import RunAhead
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["Replica"]
 
 
-class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds):
+class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
     INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)

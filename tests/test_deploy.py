@@ -289,3 +289,40 @@ def test_each_script_hands_the_engine_exactly_its_argv(tmp_path):
                                  text=True, check=True)
             beside = {name: str(out.resolve() / name) for name, _ in e.files}
             assert json.loads(run.stdout) == [beside.get(w, w) for w in e.argv[1:]], e.engine
+
+
+DSV3_EP = ROOT / "scenarios/deepseek-v3-2node-ep-mtp.yaml"
+
+
+def test_expert_parallel_and_dp_attention_flags_parse_as_the_engines_spell_them(tmp_path):
+    """EP16 + DP attention (the shipped two-node scenario): SGLang --ep-size 16 --dp-size 16
+    --enable-dp-attention with the dense layers and LM head per attention rank; vLLM TP 1 x DP 16 with
+    --enable-expert-parallel; TensorRT-LLM refused (no such fields written)."""
+    dep = deployment(DSV3_EP)
+    files = dep.write(tmp_path)
+    sg, _ = parse_script(Path(files["serve_sglang.sh"]), "sglang")
+    assert (sg.tp_size, sg.ep_size, sg.dp_size) == (16, 16, 16)
+    assert sg.enable_dp_attention and sg.enable_dp_lm_head and sg.moe_dense_tp_size == 1
+    vl, _ = parse_script(Path(files["serve_vllm.sh"]), "vllm")
+    assert (vl.tensor_parallel_size, vl.data_parallel_size, vl.enable_expert_parallel) == (1, 16, True)
+    assert not dep["trtllm"].supported and "expert-parallel" in dep["trtllm"].unsupported
+
+
+def test_expert_parallelism_under_tp_attention(tmp_path):
+    """EP groups smaller than the replica under TP attention: SGLang --ep-size M with no DP flags;
+    vLLM refuses (its EP group is all DP x TP GPUs); EP over every GPU runs on vLLM with TP."""
+    dep = deployment(DSV3_EP, ["hardware.dp_attention=false", "hardware.ep=8"])
+    sg, words = parse_script(Path(dep.write(tmp_path)["serve_sglang.sh"]), "sglang")
+    assert (sg.tp_size, sg.ep_size, sg.dp_size) == (16, 8, None) and "--enable-dp-attention" not in words
+    assert not dep["vllm"].supported and "one EP group" in dep["vllm"].unsupported
+    full = deployment(DSV3_EP, ["hardware.dp_attention=false"])
+    vl, words = parse_script(Path(full.write(tmp_path / "full")["serve_vllm.sh"]), "vllm")
+    assert vl.tensor_parallel_size == 16 and vl.enable_expert_parallel and "--data-parallel-size" not in words
+
+
+def test_no_parallel_flags_without_ep_or_dp_attention(tmp_path):
+    files = deployment(EAGLE3_70B).write(tmp_path)
+    for engine in ("sglang", "vllm"):
+        _, words = parse_script(Path(files[f"serve_{engine}.sh"]), engine)
+        assert not {"--ep-size", "--dp-size", "--enable-dp-attention", "--data-parallel-size",
+                    "--enable-expert-parallel"} & set(words)

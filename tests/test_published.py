@@ -32,7 +32,7 @@ from specsight.studies.published import (
     unpriced,
     validate_published,
 )
-from specsight.studies.published_report import goals, report_json, validation_markdown
+from specsight.studies.published_report import goals, goals_lines, report_json, validation_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 CAT = load_published()
@@ -167,6 +167,12 @@ def test_error_and_side_are_computed_right_on_a_synthetic_row():
     assert g["speedup_median_error"] == pytest.approx((2 / 9 + 0.1) / 2)
     assert g["speedup_max_error"] == pytest.approx(2 / 9) and g["speedup_max_met"] is True
     assert g["side_rows"] == 2 and g["side_met"] is False and g["tokens_per_s_met"] is True
+    # by how much: each figure less its limit, the rows past a per-row limit, the rows on the wrong side
+    assert g["speedup_median_over"] == pytest.approx((2 / 9 + 0.1) / 2 - 0.15)
+    assert g["speedup_max_over"] == pytest.approx(2 / 9 - 0.30) and g["speedup_rows_over"] == 0
+    assert g["tokens_per_s_over"] == pytest.approx(0.1 - 0.15) and g["tokens_per_s_rows_over"] == 0
+    assert g["side_wrong_rows"] == 1
+    assert "7.8 points within the limit" in "\n".join(goals_lines(goals(df)))   # 22.2 % against 30 %
     assert goals(df)["assumed"]["speedup_rows"] == 0 and goals(df)["assumed"]["side_met"] is None
 
 

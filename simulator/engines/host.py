@@ -103,10 +103,12 @@ def eager_pass_s(gpu_s: float, kernels: float) -> float:
 
 # ---- an engine profile's overrides (`engine.profile: PATH`, written by calibrate/engine_fit.py) ----
 # The constants a profile may set, in ms, and the HostModel field each replaces. Only engines with
-# one host model for plain decoding and speculation take a profile (vLLM V1, SGLang): vLLM V0's
-# plain and speculative host differ, TensorRT-LLM's is a fraction of GPU time.
+# one host model for plain decoding and speculation take a profile (vLLM V1 at both versions,
+# SGLang): vLLM V0's plain and speculative host differ, TensorRT-LLM's is a fraction of GPU time.
+# A profile applies only at the version it was fitted on: vLLM v1 and v1-0.9 share the built-in
+# constants but not what a fit sees (overlap, syncs a round; docs/engines.md).
 PROFILE_CONSTANTS_MS = {"base_ms": "base_s", "per_seq_ms": "per_seq_s", "sync_ms": "sync_s"}
-PROFILE_ENGINES = {"vllm": ("v1",), "sglang": ("v0.5", "v0.5-spec-v2")}
+PROFILE_ENGINES = {"vllm": ("v1", "v1-0.9"), "sglang": ("v0.5", "v0.5-spec-v2")}
 MAX_PROFILE_MS = 1000.0
 
 

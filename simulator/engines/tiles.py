@@ -36,16 +36,30 @@ TILE_N = 128     # columns of a GEMM tile (the guide's cuBLAS examples: 128x128,
 
 def layer_matrices(m: ModelSpec, tp: int) -> tuple[tuple[float, float], ...]:
     """(N per shard, reduction) of each weight matrix one layer multiplies every token by. Standard
-    attention + a dense MLP: qkv, o_proj, gate_up, down (column- then row-parallel); other layers
-    (MLA, MoE shared parts, heads' extra projections): one matrix with the same parameters."""
+    attention + a dense MLP: qkv (q twice as wide with Qwen3-Next's output gate), o_proj, gate_up,
+    down (column- then row-parallel); a dense hybrid's linear-attention layers add in_proj_qkvz,
+    in_proj_ba and out_proj. A matrix that only some layers hold has its reduction scaled by their
+    share of the layers (tiled and exact FLOPs are both linear in it, so the ratio weighs it as
+    those layers do); the matrices' parameters sum to one layer's average. Other layers (MLA, MoE
+    shared parts, heads' extra projections): one matrix with the same parameters. Norms, biases
+    and the linear layers' convolution and per-head scalars are not matrices and are left out."""
     d = m.hidden_size
     L = max(m.num_layers, 1)
     dense = not (m.is_mla or m.is_moe)
     if dense:
         q_in = 2 * d if m.head_kind == "eagle3" else d
-        qkv = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim
+        q_heads = 2 * m.num_heads if m.attn_output_gate else m.num_heads
+        qkv = (q_heads + 2 * m.num_kv_heads) * m.head_dim
         up = (2 if m.gated_mlp else 1) * m.intermediate_size
-        mats = [(qkv / tp, q_in), (d, m.num_heads * m.head_dim / tp), (up / tp, d), (d, m.intermediate_size / tp)]
+        soft = m.num_softmax_layers / L
+        mats = [(qkv / tp, q_in * soft), (d, m.num_heads * m.head_dim / tp * soft),
+                (up / tp, d), (d, m.intermediate_size / tp)]
+        lin = m.linear
+        if lin is not None and m.num_linear_layers:
+            share = m.num_linear_layers / L
+            mats += [((2 * lin.key_dim + 2 * lin.value_dim) / tp, d * share),   # in_proj_qkvz
+                     (2 * lin.num_v_heads / tp, d * share),                      # in_proj_ba
+                     (d, lin.value_dim / tp * share)]                            # out_proj
         extra = m.extra_linear_params / L
         if extra:
             mats.append((d, extra / d))

@@ -50,6 +50,8 @@ class ServingConfig:
     tree: bool = False                 # eagle/eagle3 token tree
     tree_nodes: int = 0
     tree_branches: int = 1
+    ep: int = 1                        # expert-parallel groups of the routed experts (hardware.ep)
+    dp_attention: bool = False         # data-parallel attention over the tp GPUs (hardware.dp_attention)
     policy: str = "off"                # policy kind (simulator/policies.py KINDS)
     policy_params: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -233,7 +235,8 @@ def serving_config(scenario: Any, overrides: Iterable[str] = (), *, model_path: 
         max_num_batched_tokens=eng.max_num_batched_tokens, gpu_memory_utilization=eng.gpu_memory_utilization,
         engine_kind=eng.kind, method=method, draft_model=draft, draft_tp=None if d is None else d.draft_tp,
         k=static_k if method else 0, tree=bool(d and d.is_tree), tree_nodes=0 if d is None else d.tree_nodes,
-        tree_branches=1 if d is None else d.branches, policy=sc.policy.kind if method else "off",
+        tree_branches=1 if d is None else d.branches, ep=int(hw.ep), dp_attention=bool(hw.dp_attention),
+        policy=sc.policy.kind if method else "off",
         policy_params=policy_params(sc.policy) if method else {})
 
 

@@ -3,7 +3,8 @@
 Names as SGLang's own code spells them (docs/deploy.md has the table):
   flags   python/sglang/srt/server_args.py@001067fffe33427bee0ed2f007fb7551a1d76b44, ServerArgs: the
           primary flag is the field name with dashes (model_path -> --model-path, tp_size -> --tp-size);
-          speculative_algorithm's builtins EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK
+          speculative_algorithm's builtins EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK;
+          ep_size, dp_size, enable_dp_attention, moe_dense_tp_size, enable_dp_lm_head (same file)
   adaptive python/sglang/srt/speculative/adaptive_spec_params.py@015c872628e328b530880bcf95ae91222604b225
           (_load_adaptive_config: a JSON object whose integer-string keys are batch sizes holding
           candidate_steps, up_hysteresis, down_hysteresis, ceiling_coeff; ema_alpha, update_interval,
@@ -52,6 +53,16 @@ def adaptive_config(cfg: ServingConfig) -> dict:
     return out
 
 
+def parallel_flags(cfg: ServingConfig) -> list[str]:
+    """Expert parallelism and DP attention as specsight prices them (simulator/moe_parallel.py): the
+    routed experts over --ep-size groups; DP attention with --dp-size tp, and the dense layers and LM
+    head replicated per attention rank (--moe-dense-tp-size 1, --enable-dp-lm-head)."""
+    out = ["--ep-size", str(cfg.ep)] if cfg.ep > 1 else []
+    if cfg.dp_attention:
+        out += ["--dp-size", str(cfg.tp), "--enable-dp-attention", "--moe-dense-tp-size", "1", "--enable-dp-lm-head"]
+    return out
+
+
 def refusal(cfg: ServingConfig) -> str | None:
     if not cfg.speculates:
         return None
@@ -69,7 +80,7 @@ def build(cfg: ServingConfig) -> EngineCommand:
     if why:
         return unsupported(ENGINE, why)
     argv = ["python", "-m", "sglang.launch_server", "--model-path", cfg.model, "--tp-size", str(cfg.tp),
-            "--dtype", DTYPES[cfg.dtype]]
+            "--dtype", DTYPES[cfg.dtype]] + parallel_flags(cfg)
     notes, files = [], []
     if cfg.dtype == "fp8":
         argv += ["--quantization", "fp8"]

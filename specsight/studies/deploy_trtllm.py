@@ -86,6 +86,9 @@ def options(cfg: ServingConfig) -> tuple[dict, list[str]]:
 
 
 def refusal(cfg: ServingConfig) -> str | None:
+    if cfg.ep > 1 or cfg.dp_attention:
+        return ("hardware.ep / hardware.dp_attention: specsight writes no TensorRT-LLM expert-parallel or "
+                "attention-DP fields (the cited llm_args keys have none); deploy this layout on SGLang or vLLM")
     if not cfg.speculates:
         return None
     if cfg.method in REFUSED:

@@ -2,9 +2,9 @@
 
 Names as vLLM's own code spells them (docs/deploy.md has the table):
   flags   vllm/engine/arg_utils.py@99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b, EngineArgs.add_cli_args
-          (--tensor-parallel-size, --dtype, --quantization, --kv-cache-dtype, --max-num-seqs,
-          --max-num-batched-tokens, --gpu-memory-utilization; --speculative-config is parsed with
-          json.loads into SpeculativeConfig)
+          (--tensor-parallel-size, --data-parallel-size, --enable-expert-parallel, --dtype, --quantization,
+          --kv-cache-dtype, --max-num-seqs, --max-num-batched-tokens, --gpu-memory-utilization;
+          --speculative-config is parsed with json.loads into SpeculativeConfig)
   JSON    vllm/config/speculative.py@002e77c1f0ef9b19cff8b9e21cfbd6feb3d6b443, SpeculativeConfig
           (method, model, num_speculative_tokens, draft_tensor_parallel_size, parallel_drafting,
           num_speculative_tokens_per_batch_size; the SpeculativeMethod literal)
@@ -60,7 +60,21 @@ def speculative_config(cfg: ServingConfig) -> dict:
     return spec
 
 
+def parallel_flags(cfg: ServingConfig) -> list[str]:
+    """The replica's layout: TP over its GPUs; with DP attention, TP 1 and --data-parallel-size tp
+    (each GPU its own requests); with expert parallelism, --enable-expert-parallel, whose expert
+    layers form one EP group of DP x TP GPUs (vLLM's Expert Parallel Deployment page)."""
+    if cfg.dp_attention:
+        out = ["--tensor-parallel-size", "1", "--data-parallel-size", str(cfg.tp)]
+    else:
+        out = ["--tensor-parallel-size", str(cfg.tp)]
+    return out + (["--enable-expert-parallel"] if cfg.ep > 1 else [])
+
+
 def refusal(cfg: ServingConfig) -> str | None:
+    if 1 < cfg.ep < cfg.tp:
+        return (f"hardware.ep {cfg.ep} of tp {cfg.tp}: vLLM's expert layers form one EP group of all DP x TP GPUs "
+                "(--enable-expert-parallel); it has no EP group smaller than the replica")
     if not cfg.speculates:
         return None
     if cfg.method in REFUSED:
@@ -81,7 +95,7 @@ def build(cfg: ServingConfig) -> EngineCommand:
     why = refusal(cfg)
     if why:
         return unsupported(ENGINE, why)
-    argv = ["vllm", "serve", cfg.model, "--tensor-parallel-size", str(cfg.tp), "--dtype", DTYPES[cfg.dtype]]
+    argv = ["vllm", "serve", cfg.model] + parallel_flags(cfg) + ["--dtype", DTYPES[cfg.dtype]]
     notes = []
     if cfg.dtype == "fp8":
         argv += ["--quantization", "fp8"]
