@@ -9,6 +9,7 @@ The Python API (docs/api.md), imported on first use so `import specsight` stays 
     plan = specsight.capacity_plan("scenarios/....yaml", target_qps=20)               # .rows, .frame
     sw = specsight.sweep("scenarios/....yaml", {"acceptance.alpha": [0.5, 0.7]})      # .frame
     s = specsight.plan_search("scenarios/....yaml", 40, {"hardware.tp": [4, 8]})      # .rows, .chosen
+    day = specsight.fleet_day("scenarios/llama70b-tp4-h100-fleet-day.yaml")         # .rows: fewest replicas
     dep = specsight.deployment("scenarios/....yaml")                                  # ["vllm"].argv
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ _EXPORTS = {
     "capacity_plan": "specsight.studies.capacity_plan",
     "CapacityPlan": "specsight.studies.capacity_plan",
     "SLO": "specsight.studies.capacity_plan",
+    "fleet_day": "specsight.studies.fleet_day",
+    "FleetDay": "specsight.studies.fleet_day",
     "plan_search": "specsight.studies.plan_search",
     "PlanSearch": "specsight.studies.plan_search",
     "deployment": "specsight.studies.deploy",

@@ -260,6 +260,8 @@ def test_plan_prints_and_writes_the_chosen_configurations_commands(tmp_path, cap
     spec = None if ns.speculative_config is None else json.loads(ns.speculative_config)
     assert (spec is None) == best["config"].startswith("off")
     assert dep["engines"]["vllm"]["command"] == shlex.join(dep["engines"]["vllm"]["argv"])
+    md = (out / "plan.md").read_text()                     # plan.md closes with the same commands
+    assert "## Serving commands" in md and dep["engines"]["vllm"]["command"] in md
     assert main(["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out),
                  "--no-progress"]) == 0
     assert f"serving commands for {best['config']}" in capsys.readouterr().out

@@ -157,6 +157,7 @@ def test_configurations_that_do_not_fit_are_listed_with_the_reason(tmp_path, cap
     assert row["status"] == "does not fit" and NO_FIT[0] in row["limited_by"] and row["rank"] is None
     assert odd["status"] == "cannot run" and "must divide" in odd["limited_by"] and odd["point"]["hardware.tp"] == 3
     assert all(len(r["probes"]) == 1 for r in res.rows) and res.chosen is None   # one refusal ends a search
+    assert "failed" not in capsys.readouterr().err          # expected refusals: listed, not also printed
     tiny = write_scenario(tmp_path / "tiny.yaml", FIXED, "Which configurations fit? (test scenario)")
     argv = ["plan", str(tiny), "--target-qps", "5", "--policies", "off", "--grid", "engine.num_gpu_blocks=1,64",
             "--grid", "hardware.target_step_s=0.01", "--price-per-gpu-hour", "2", "--workers", "1",
@@ -173,6 +174,25 @@ def test_configurations_that_do_not_fit_are_listed_with_the_reason(tmp_path, cap
     assert obj["chosen"]["point"] == {"engine.num_gpu_blocks": 64, "hardware.target_step_s": 0.01}
     for f in ("csv", "markdown", "plot"):
         assert (tmp_path / "out" / obj["files"][f].rsplit("/", 1)[1]).stat().st_size > 200
+
+
+def test_run_points_prints_unexpected_errors_only(tmp_path, capsys, monkeypatch):
+    """A point whose exception the caller lists as expected is recorded quietly; any other error
+    still prints its `point ... failed` line."""
+    from simulator.errors import SpecsightInputError
+
+    def evaluate(source, overrides, baseline=False):
+        if overrides["hardware.tp"] == 3:
+            raise SpecsightInputError("hardware.tp", 3, "must divide the heads")
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(points_module, "evaluate_point", evaluate)
+    recs = points_module.run_points(FIXED, [{"hardware.tp": 3}, {"hardware.tp": 5}], None, None, progress=False,
+                                    expected=(SpecsightInputError,))
+    assert [r["error"].split(":")[0] for r in recs] == ["SpecsightInputError", "RuntimeError"]
+    err = capsys.readouterr().err
+    assert "RuntimeError: a bug" in err and "must divide" not in err
+    points_module.run_points(FIXED, [{"hardware.tp": 3}], None, None, progress=False)  # not listed: loud
+    assert "must divide" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["plan", "sweep"])

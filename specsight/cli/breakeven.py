@@ -1,4 +1,4 @@
-"""`specsight breakeven SCENARIO.yaml --axis {batch,qps,context,alpha,k} [--values ...] [--k 1,2,3]`
+"""`specsight breakeven SCENARIO.yaml --axis {batch,qps,context,alpha,k,drafter} [--values ...] [--k 1,2,3]`
 and `specsight breakeven --analytic --model M --hardware H --drafter D --alpha A`.
 
 The simulated study (specsight.studies.breakeven) sweeps one axis of a scenario and finds where
@@ -19,6 +19,7 @@ from simulator.errors import SpecsightInputError
 
 from ..studies.breakeven_axes import AXES, DEFAULT_VALUES, REQUESTS_PER_USER
 from ..studies.breakeven_capacity import CAPACITY_AXES, QUICK_TOLERANCE
+from ..studies.breakeven_drafters import DRAFTER, VALUE_FORM
 from ..studies.capacity_plan import TOLERANCE
 from ..studies.crossings import CAPACITY, METRIC_LABELS, METRICS, as_number
 from .args import GRID_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out, add_set, grid_cases
@@ -47,10 +48,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drafter", help="method (eagle3), method:model (draft_model:llama-3.2-1b) or a catalog name")
     p.add_argument("--alpha", type=float)
     p.add_argument("--context", type=float, default=1024)
-    p.add_argument("--axis", choices=AXES, default="batch", help="what to sweep (default batch)")
+    p.add_argument("--axis", choices=[*AXES, DRAFTER], default="batch",
+                   help="what to sweep (default batch; drafter: with --metric capacity)")
     p.add_argument("--values", help="comma-separated axis values (defaults: batch " + DEFAULT_VALUES["batch"]
                    + "; context " + DEFAULT_VALUES["context"] + "; alpha " + DEFAULT_VALUES["alpha"]
-                   + "; k " + DEFAULT_VALUES["k"] + "; qps: the scenario's rate x 1/4 .. x 4)")
+                   + "; k " + DEFAULT_VALUES["k"] + "; qps: the scenario's rate x 1/4 .. x 4; drafter: no default, "
+                   + VALUE_FORM + ")")
     p.add_argument("--policies", default="static",
                    help="comma-separated curves besides/instead of static K: static,goodput,adaptive,batch_schedule, "
                         "and the engines' own vllm_dynamic,sglang_adaptive,trtllm_schedule (each under its engine)")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..studies.breakeven_axes import ANALYTIC_AXES
+from ..studies.breakeven_drafters import DRAFTER
 from ..studies.crossings import CAPACITY, METRIC_LABELS, PLAIN, as_number
 
 if TYPE_CHECKING:
@@ -106,9 +107,10 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
             lines.append(f"-- {axis2} = {as_number(v2)}")
         width = {lab: max(16, len(lab) + 2) for lab in labels}
         extra = f"{'achieved B':>12}" if achieved else (f"{'plain/GPU':>11}" if capacity else "")
-        lines.append(f"{axis:>10}" + extra + "".join(f"{lab:>{width[lab]}}" for lab in labels) + f"{'best K':>8}")
+        head = max([10, *(len(str(v)) + 1 for v in sub[axis])])
+        lines.append(f"{axis:>{head}}" + extra + "".join(f"{lab:>{width[lab]}}" for lab in labels) + f"{'best K':>8}")
         bk = summ.best_k if tag is None else summ.best_k.get(tag, {})
-        for v, g in sub.groupby(axis, sort=True):
+        for v, g in sub.groupby(axis, sort=axis != DRAFTER):      # drafters in the order given
             cells = [f"{_cell(g[g['curve'] == lab], res.metric):>{width[lab]}}" for lab in labels]
             first = g.iloc[0]
             if achieved:
@@ -118,7 +120,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
             elif capacity:
                 q = first["base_capacity_qps_per_gpu"]
                 cells.insert(0, f"{q:>11.3g}" if q is not None and q == q else f"{'none':>11}")
-            lines.append(f"{as_number(v)!s:>10}" + "".join(cells) + f"{str(bk.get(str(as_number(v)), '-')):>8}")
+            lines.append(f"{as_number(v)!s:>{head}}" + "".join(cells) + f"{str(bk.get(str(as_number(v)), '-')):>8}")
         def pick(m: dict | None, tag: str | None = tag) -> dict:
             return m if tag is None else (m or {}).get(tag, {})
         be, st, cr = pick(summ.breakeven), pick(summ.status), pick(summ.crossings)
@@ -128,7 +130,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
             way = {"down": "falls below 1", "up": "rises above 1"}[c[0]["direction"]] if c else ""
             past = " past saturation" if c and c[0].get("saturated") else ""
             note = "" if st.get(lab) in ("crosses", None) else f"; {st[lab]}"
-            lines.append(f"  break-even {lab:<22} "
+            lines.append(f"  {'status' if axis == DRAFTER else 'break-even'} {lab:<22} "
                          + (f"{axis} = {b:.4g} (speedup {way}{past}){note}" if b is not None else st.get(lab, "")))
         sat, kv = pick(summ.saturation), pick(summ.kv_limited)
         stable = {"saturates (queue grows)": _last_stable(sub, axis, "base_saturated", (sat or {}).get(PLAIN)),

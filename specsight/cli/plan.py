@@ -101,9 +101,8 @@ def run(args: argparse.Namespace) -> int:
         notes = [f"  {r['config']}: no rate >= {MIN_QPS} requests/s meets the SLO ({r['limited_by']})"
                  for r in res.rows if r["max_qps_per_replica"] is None]
         choose = lambda: plan_deployment(res, args.scenario, overrides, args.policies, args.k or ())  # noqa: E731
-    files = {**res.write(out), "store": str(common["store"])}
     serving_text, serving, deploy_files = serving_commands(choose, out)
-    files.update(deploy_files)
+    files = {**res.write(out, serving_text), "store": str(common["store"]), **deploy_files}
     elapsed = time.perf_counter() - t0
     if args.json:
         emit_json({**res.to_dict(), "deployment": serving, "elapsed_s": round(elapsed, 2), "files": files})

@@ -134,9 +134,9 @@ def build_curves(axis: str, ks: Sequence[int], policies: Sequence[str], source: 
 
 
 def baseline_overrides(axis_ov: Mapping[str, Any]) -> dict[str, Any]:
-    """Speculation off at this point; acceptance and K do not matter then, so alpha and k points
-    share one baseline."""
-    ov = {k: v for k, v in axis_ov.items() if k not in ("acceptance", "drafter.num_speculative_tokens")}
+    """Speculation off at this point; drafter, acceptance and K do not matter then, so alpha, k
+    and drafter points share one baseline."""
+    ov = {k: v for k, v in axis_ov.items() if k not in ("drafter", "acceptance", "drafter.num_speculative_tokens")}
     ov["policy"] = {"kind": "off"}
     return ov
 
@@ -163,7 +163,7 @@ def comma_names(flag: str, names: Sequence[str] | str, allowed: Sequence[str]) -
     return out
 
 
-def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str | None = None,
+def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | Sequence[str] | str | None = None,
               ks: Sequence[int] | str = (1, 2, 3, 4), policies: Sequence[str] | str = ("static",), *,
               axis2: str | None = None, values2: Sequence[float] | str | None = None, metric: str | None = None,
               requests_per_user: int = REQUESTS_PER_USER, overrides: Iterable[str] = (),
@@ -177,14 +177,20 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
     file; None keeps the points in memory). `overrides`: `key.path=value` strings applied first.
     `engines` (ideal, vllm, sglang, trtllm): the study once per engine, an EngineBreakevenResult
     (breakeven_engines.py); one axis only. `metric="capacity"`: the highest Poisson rate per GPU
-    within the scenario's SLO at each point, searched to `tolerance` (breakeven_capacity.py).
+    within the scenario's SLO at each point, searched to `tolerance` (breakeven_capacity.py); with
+    it, `axis="drafter"` takes drafters as values ("ngram,eagle3@minimax-m3-eagle3":
+    breakeven_drafters.py).
     `capacity` (qps axis, one axis): also search each curve's capacity at the scenario, to
     `tolerance` (default QUICK_TOLERANCE) into `.capacity`; None: when the scenario has an SLO
     and its arrivals are not a trace."""
     from .breakeven_capacity import QUICK_TOLERANCE, check_axis, curve_capacities
+    from .breakeven_drafters import DRAFTER, parse_drafters
     source = scenario_source(scenario, overrides)
-    if axis not in AXES:
-        raise SpecsightInputError("--axis", axis, "one of " + ", ".join(AXES))
+    if axis == DRAFTER and metric != CAPACITY:
+        raise SpecsightInputError("--axis", axis, "the drafter axis needs --metric capacity (the highest rate per GPU "
+                                                  "within the SLO for each drafter)")
+    if axis not in AXES and axis != DRAFTER:
+        raise SpecsightInputError("--axis", axis, "one of " + ", ".join([*AXES, DRAFTER]))
     if metric is not None and metric not in METRICS and metric != CAPACITY:
         raise SpecsightInputError("--metric", metric, "one of " + ", ".join(sorted([*METRICS, CAPACITY])))
     if metric == CAPACITY:
@@ -193,7 +199,8 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | str 
             if v is not None:
                 raise SpecsightInputError(flag, v, "not with --metric capacity (one axis, the scenario's engine)")
     tol = None if tolerance is None else require_range("--tolerance", tolerance, 0.001, 1.0)
-    values = parse_values("--values", values if values is not None else default_values(axis, source), axis)
+    values = parse_drafters("--values", values, source) if axis == DRAFTER else \
+        parse_values("--values", values if values is not None else default_values(axis, source), axis)
     ks = int_list("k", ks, lo=1)
     policies = comma_names("--policies", policies, POLICIES)
     vals2: list[float] = []

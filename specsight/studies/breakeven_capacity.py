@@ -3,7 +3,8 @@ without speculation, at each point of an axis.
 
 `breakeven(scenario, axis, metric="capacity")`: at each value of `axis` (one of CAPACITY_AXES:
 on `batch` the value caps the running batch, engine.max_num_seqs, since the load is the
-searched rate itself), plain decoding and every curve are searched for their capacity with the
+searched rate itself; on `drafter` each value is a drafter with its acceptance,
+breakeven_drafters.py), plain decoding and every curve are searched for their capacity with the
 search of `specsight plan` (capacity_plan.plan: bracket and bisect on the Poisson rate; a rate
 passes when TPOT p99 and TTFT p99 meet the scenario's slo: block and the queue is not growing,
 saturation.py). The speedup is capacity with speculation / capacity without; break-even, best K
@@ -24,11 +25,12 @@ from typing import Any
 from simulator.errors import SpecsightInputError
 
 from .breakeven_axes import AXES, REQUESTS_PER_USER, axis_overrides
+from .breakeven_drafters import DRAFTER, DrafterValue, drafter_verdict
 from .capacity_plan import MIN_QPS, SLO, TOLERANCE, plan
 from .crossings import CAPACITY, as_number, verdict
 from .point_store import PointStore
 
-CAPACITY_AXES = tuple(a for a in AXES if a != "qps")
+CAPACITY_AXES = tuple(a for a in AXES if a != "qps") + (DRAFTER,)
 QUICK_TOLERANCE = 0.1       # relative bracket of the capacities a qps-axis study reports (plan's default: 0.05)
 AXIS_LABELS = {"batch": "batch cap (engine.max_num_seqs; Poisson load searched)"}
 PLAIN_CONFIG = ("plain", {"policy": {"kind": "off"}})
@@ -50,9 +52,12 @@ def check_axis(axis: str) -> None:
                                   + " (capacity is itself the highest load: the qps axis has nothing to sweep)")
 
 
-def capacity_overrides(axis: str, value: float, source: Mapping[str, Any]) -> dict[str, Any]:
+def capacity_overrides(axis: str, value: float | DrafterValue, source: Mapping[str, Any]) -> dict[str, Any]:
     """What a point of `axis` changes when the load is the searched Poisson rate: on `batch`, the
-    engine's running-batch cap; elsewhere what breakeven_axes.axis_overrides sets."""
+    engine's running-batch cap; on `drafter`, the drafter and acceptance blocks; elsewhere what
+    breakeven_axes.axis_overrides sets."""
+    if isinstance(value, DrafterValue):
+        return value.overrides()
     if axis == "batch":
         eng = source.get("engine") or {}
         b = int(value)
@@ -106,14 +111,14 @@ def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: floa
             "best_k": None if best is None else (best[2] if best[0] > 1.0 else 0), "simulated": ran, "probes": probes}
 
 
-def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float], curves: Sequence[Any],
+def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float | DrafterValue], curves: Sequence[Any],
                   tol: float, store_path: Path | None, executor: Any,
                   progress: bool) -> tuple[list[dict[str, Any]], int, int]:
     """One row per (point, curve): both capacities, the speedup and what limits each; plus
     (simulations run, probes in all)."""
     from .breakeven import _freeze, baseline_overrides, curve_point
     slo = scenario_slo(source)
-    cells = [(v, capacity_overrides(axis, v, source)) for v in values]
+    cells = [(v.label if isinstance(v, DrafterValue) else v, capacity_overrides(axis, v, source)) for v in values]
     configs: dict[str, dict[str, Any]] = {}
     for _, ov in cells:
         for p in [baseline_overrides(ov)] + [curve_point(axis, ov, c) for c in curves]:
@@ -142,7 +147,7 @@ def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float],
     return rows, ran, probes
 
 
-def capacity_study(source: Mapping[str, Any], axis: str, values: Sequence[float], curves: Sequence[Any],
+def capacity_study(source: Mapping[str, Any], axis: str, values: Sequence[float | DrafterValue], curves: Sequence[Any],
                    tol: float | None, store_path: Path | None, executor: Any, progress: bool) -> Any:
     """The capacity break-even along `axis` (a BreakevenResult with metric 'capacity')."""
     import pandas as pd
@@ -153,5 +158,7 @@ def capacity_study(source: Mapping[str, Any], axis: str, values: Sequence[float]
     rows, ran, probes = capacity_rows(source, axis, values, curves, TOLERANCE if tol is None else tol,
                                       store_path, executor, progress)
     df = pd.DataFrame(rows)
-    return BreakevenResult(axis, None, list(values), [], CAPACITY, df, verdict(df, axis, None), list(curves),
+    shown = [v.label if isinstance(v, DrafterValue) else v for v in values]
+    return BreakevenResult(axis, None, shown, [], CAPACITY, df,   # type: ignore[arg-type]
+                           drafter_verdict(df) if axis == DRAFTER else verdict(df, axis, None), list(curves),
                            describe_scenario(source), None, ran, probes, source, None)

@@ -13,6 +13,7 @@ import numpy as np
 from .atomic_files import write_csv
 from .breakeven_axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
 from .breakeven_capacity import AXIS_LABELS as CAPACITY_AXIS_LABELS
+from .breakeven_drafters import DRAFTER, plot_drafters
 from .crossings import CAPACITY, METRIC_LABELS
 
 if TYPE_CHECKING:
@@ -44,7 +45,11 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
     ylabel = f"speedup over plain decoding ({METRIC_LABELS[res.metric]})"
     head = f"{meta['scenario']}: {meta['deployment']}, drafter {meta['drafter']}"
     capacity = res.metric == CAPACITY
-    if axis2 is None:
+    if axis == DRAFTER:
+        png = plot_drafters(df, f"{head}\ncapacity within the SLO at each drafter (bars: speedup over plain)",
+                            "max Poisson requests/s per GPU within the SLO", out_dir / f"{stem}.png")
+        files["plot"] = str(png)
+    elif axis2 is None:
         dense = dense_analytic(res)
         what = "capacity speedup (SLO-bound Poisson rate per GPU)" if capacity else "simulated speedup"
         png = plots.plot_breakeven(

@@ -120,9 +120,10 @@ def configurations(source: Mapping[str, Any], policies: list[str], ks: list[int]
 
 
 def run_searches(source: Mapping[str, Any], searches: Sequence[Search], *, store_path: str | Path | None = None,
-                 executor: Any = None, progress: bool = True) -> None:
+                 executor: Any = None, progress: bool = True, expected: Sequence[type[BaseException]] = ()) -> None:
     """Feed every search its probes, one round of all unfinished searches at a time (so a round
-    runs in parallel), until each is done. Each probe is one replica at a Poisson rate."""
+    runs in parallel), until each is done. Each probe is one replica at a Poisson rate.
+    `expected`: refusals that print no line (points.run_points); every one ends its search."""
     probe_source = without_pricing(source)
     rnd = 0
     while any(not s.done for s in searches):
@@ -134,7 +135,8 @@ def run_searches(source: Mapping[str, Any], searches: Sequence[Search], *, store
             p["workload.arrival"] = {"process": "poisson", "qps": round(s.q, 6)}
             p["hardware.replicas"] = 1
             pts.append(p)
-        recs = run_points(probe_source, pts, store_path, executor, progress=progress, desc=f"plan round {rnd}")
+        recs = run_points(probe_source, pts, store_path, executor, progress=progress, desc=f"plan round {rnd}",
+                          expected=expected)
         for s, p, r in zip(active, pts, recs):
             ok, why = verdict(r["summary"], s.slo)
             if r["error"]:
@@ -203,10 +205,12 @@ class CapacityPlan:
                           "price_per_gpu_hour": self.price_per_gpu_hour, "price_source": self.price_source,
                           "plans": self.rows})
 
-    def write(self, out_dir: str | Path) -> dict[str, str]:
-        """plan.csv, plan.md and plan.png under out_dir; returns {csv, markdown, plot}."""
+    def write(self, out_dir: str | Path, serving: str | None = None) -> dict[str, str]:
+        """plan.csv, plan.md and plan.png under out_dir; returns {csv, markdown, plot}. `serving`:
+        the chosen configuration's serving commands as text (`plan_deployment(plan, ...).text()`),
+        closing plan.md."""
         from .capacity_plan_outputs import write_outputs
-        return write_outputs(self, Path(out_dir))
+        return write_outputs(self, Path(out_dir), serving)
 
 
 def checked_inputs(scenario: Any, target_qps: float, slo_tpot_ms_p99: float | None, slo_ttft_ms_p99: float | None,

@@ -49,12 +49,22 @@ def headline(p: CapacityPlan) -> str:
             + (f" ({p.price_source.split(':')[0]})." if p.price_source else "."))
 
 
-def write_outputs(p: CapacityPlan, out: Path) -> dict[str, str]:
-    """plan.csv, plan.md and plan.png under `out`."""
+def serving_section(serving: str | None) -> str:
+    """plan.md's (and search.md's) closing section: the chosen configuration's serving commands as
+    `specsight plan` prints them (deploy.PlanDeployment.text()); empty without them."""
+    if not serving:
+        return ""
+    return ("\n## Serving commands\n\nFlags and fields with their sources: docs/deploy.md.\n\n"
+            f"```\n{serving.rstrip()}\n```\n")
+
+
+def write_outputs(p: CapacityPlan, out: Path, serving: str | None = None) -> dict[str, str]:
+    """plan.csv, plan.md (with `serving`, the chosen configuration's serving commands) and plan.png
+    under `out`."""
     from .plots import plot_plan_probes
     out = out_folder(out)
     csv = write_csv(p.frame, out / "plan.csv")
-    md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)))
+    md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)) + serving_section(serving))
     png = plot_plan_probes(p.rows, slo_tpot_ms=p.slo.tpot_ms_p99, slo_ttft_ms=p.slo.ttft_ms_p99, path=out / "plan.png",
                            title=f"{p.scenario}: p99 latency vs offered load per replica (search probes)")
     return {"csv": str(csv), "markdown": str(md), "plot": str(png)}

@@ -70,8 +70,11 @@ SATURATED_STATUS = {"pays throughout": "pays below saturation", "never pays": "n
 PLAIN = "plain"             # the runs without speculation, in the saturation and kv_limited mappings
 
 
-def as_number(v: float) -> Any:
-    """An axis value as it is shown and keyed: int when integral, else float."""
+def as_number(v: float | str) -> Any:
+    """An axis value as it is shown and keyed: int when integral, else float (a drafter axis's
+    label stays as it is)."""
+    if isinstance(v, str):
+        return v
     return int(v) if float(v).is_integer() else float(v)
 
 

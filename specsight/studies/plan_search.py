@@ -178,10 +178,12 @@ class PlanSearch:
                           "grid": self.grid, "chosen": None if chosen is None else
                           {k: chosen[k] for k in chosen if k != "probes"}, "configurations": self.rows})
 
-    def write(self, out_dir: str | Path) -> dict[str, str]:
-        """search.csv, search.md and search_pareto.png under out_dir; returns {csv, markdown, plot}."""
+    def write(self, out_dir: str | Path, serving: str | None = None) -> dict[str, str]:
+        """search.csv, search.md and search_pareto.png under out_dir; returns {csv, markdown, plot}.
+        `serving`: the chosen configuration's serving commands as text (`search_deployment(search).text()`),
+        closing search.md."""
         from .plan_search_outputs import write_outputs
-        return write_outputs(self, Path(out_dir))
+        return write_outputs(self, Path(out_dir), serving)
 
 
 def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[str, Sequence[Any]], *,
@@ -208,7 +210,8 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
     searches = [Search(c.label, dict(c.overrides), start_rate(source), tol, slo) for c in cands]
     store_path = None if store is None else Path(store)
     with study_executor(executor, workers, dask, len(cands)) as ex:
-        run_searches(source, searches, store_path=store_path, executor=ex, progress=progress)
+        run_searches(source, searches, store_path=store_path, executor=ex, progress=progress,
+                     expected=(SpecsightInputError,))        # a refusal is listed in the ranking, with its reason
         rows = []
         for s, c in zip(searches, cands):
             row = fleet_row(s, target, c.tp, c.price_per_gpu_hour)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .atomic_files import out_folder, write_csv, write_text
-from .capacity_plan_outputs import _f
+from .capacity_plan_outputs import _f, serving_section
 from .plan_search import MEETS
 
 if TYPE_CHECKING:
@@ -67,11 +67,12 @@ def format_markdown(s: PlanSearch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(s: PlanSearch, out: Path) -> dict[str, str]:
-    """search.csv, search.md and search_pareto.png under `out`."""
+def write_outputs(s: PlanSearch, out: Path, serving: str | None = None) -> dict[str, str]:
+    """search.csv, search.md (with `serving`, the chosen configuration's serving commands) and
+    search_pareto.png under `out`."""
     from .plan_search_plot import plot_pareto
     out = out_folder(out)
     csv = write_csv(s.frame, out / "search.csv")
-    md = write_text(out / "search.md", format_markdown(s))
+    md = write_text(out / "search.md", format_markdown(s) + serving_section(serving))
     png = plot_pareto(s, out / "search_pareto.png")
     return {"csv": str(csv), "markdown": str(md), "plot": str(png)}

@@ -22,14 +22,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from simulator.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
 
@@ -37,10 +36,8 @@ from .executors import default_workers, is_dask_client, open_executor, parallel_
 from .jsonable import json_safe
 from .overrides import override_strings, scenario_source
 from .point_store import PointStore
+from .saturation import queue_stats
 from .store_claims import StoreClaims
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 POLL_S = 0.2        # how often a run waiting on another run's points (or on its workers) looks again
 
@@ -71,18 +68,6 @@ def point_key(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline:
 
 
 # ---- one point ----------------------------------------------------------------------------------
-def queue_stats(requests: pd.DataFrame) -> dict[str, float]:
-    """Is the queue growing? Mean TTFT (s) of the first and last quarter of requests by arrival
-    time: under a stable load they are alike; past capacity the last quarter waits far longer."""
-    import numpy as np
-    r = requests.sort_values("arrival_s", kind="stable")
-    ttft = (r["first_token_s"] - r["arrival_s"]).to_numpy()
-    n = len(ttft)
-    q = max(1, n // 4)
-    return {"ttft_first_quarter_s": float(np.nanmean(ttft[:q])) if n else math.nan,
-            "ttft_last_quarter_s": float(np.nanmean(ttft[-q:])) if n else math.nan}
-
-
 def evaluate_point(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline: bool = False) -> dict[str, Any]:
     """Simulate one point; returns the (JSON-safe) summary plus queue-growth statistics."""
     from simulator.run import simulate
@@ -111,14 +96,17 @@ def _task(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline: boo
 def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: str | Path | None = None,
                executor: Executor | Any | None = None, *, baseline: bool | Sequence[bool] = False,
                progress: bool = True, desc: str = "points", retry_errors: bool = False,
-               store: PointStore | None = None) -> list[dict[str, Any]]:
+               store: PointStore | None = None,
+               expected: Sequence[type[BaseException]] = ()) -> list[dict[str, Any]]:
     """Evaluate every point (a mapping of key paths to values) of `scenario`; return one record per
     point, in order. Points already in the store are not recomputed; each new one is appended to
     the store as soon as it finishes. Another run using the same store at once shares it: each
     point is computed by one of them (store_claims.py). `baseline` (one flag, or one per point)
     runs simulate(..., baseline=True) so the summary carries `speedup_*` keys. Each record has
     `key`, `overrides`, `summary` (None on error), `error`, `elapsed_s` and `cached` (True unless
-    this call computed it)."""
+    this call computed it). A point that fails prints a line on stderr, unless its exception is of
+    an `expected` type (a refusal the caller reports itself, e.g. SpecsightInputError for a
+    configuration that does not fit in a plan search); it is recorded either way."""
     from tqdm import tqdm
 
     source = scenario_source(scenario) if not isinstance(scenario, Mapping) else dict(scenario)
@@ -134,6 +122,7 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
         if (rec is None or (retry_errors and rec.get("error"))) and k not in todo:
             todo[k] = (dict(p), b)
     before = {k: store.get(k) for k in todo}     # a record written since then settles the point
+    quiet = tuple(f"{e.__name__}: " for e in expected)     # how _task writes an error of each type
     computed: set[str] = set()
 
     with tqdm(total=len(todo), desc=desc, unit="pt", file=sys.stderr, dynamic_ncols=True,
@@ -154,7 +143,7 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
                 claims.append(k, lambda: store.put(rec))
             computed.add(k)
             bar.update(1)
-            if rec["error"]:
+            if rec["error"] and not rec["error"].startswith(quiet):
                 bar.write(f"point {json.dumps(rec['overrides'])} failed: {rec['error']}", file=sys.stderr)
 
         _drive(source, todo, executor, claim, finish, settle=lambda k: bar.update(1))

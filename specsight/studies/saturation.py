@@ -1,9 +1,9 @@
 """Is a simulated run past what its replica can serve? The one rule every study uses.
 
 *Saturated*: the queue grows through the run. Requests are split into quarters by arrival time
-(`points.queue_stats`); under a load the replica sustains, the last quarter waits about as long
-for its first token as the first quarter; past capacity the backlog, and with it the wait,
-grows with every arrival. A run under stationary open-loop arrivals (Poisson, gamma, constant)
+(`queue_stats`, stored with every point's summary); under a load the replica sustains, the last
+quarter waits about as long for its first token as the first quarter; past capacity the backlog,
+and with it the wait, grows with every arrival. A run under stationary open-loop arrivals (Poisson, gamma, constant)
 is saturated when
 
     mean TTFT(last quarter) > GROWTH x mean TTFT(first quarter) + E2E_SLACK x median E2E latency.
@@ -38,6 +38,18 @@ E2E_SLACK = 0.25    # x median E2E: the wait forgiven on top (a quarter of one r
 def _num(summary: Mapping[str, Any], key: str) -> float:
     v = summary.get(key)
     return math.nan if v is None else float(v)
+
+
+def queue_stats(requests: pd.DataFrame) -> dict[str, float]:
+    """The rule's inputs: mean TTFT (s) of the first and the last quarter of requests by arrival
+    time (`ttft_first_quarter_s`, `ttft_last_quarter_s`)."""
+    import numpy as np
+    r = requests.sort_values("arrival_s", kind="stable")
+    ttft = (r["first_token_s"] - r["arrival_s"]).to_numpy()
+    n = len(ttft)
+    q = max(1, n // 4)
+    return {"ttft_first_quarter_s": float(np.nanmean(ttft[:q])) if n else math.nan,
+            "ttft_last_quarter_s": float(np.nanmean(ttft[-q:])) if n else math.nan}
 
 
 def queue_growth(summary: Mapping[str, Any]) -> tuple[bool, str]:
@@ -91,7 +103,6 @@ def kv_sequences(summary: Mapping[str, Any] | None, block_size: int) -> float:
 def run_flags(summary: Mapping[str, Any], requests: pd.DataFrame, process: str | None) -> dict[str, Any]:
     """What `simulate --json` adds to a run's summary: `saturated`, `kv_limited` and
     `achieved_mean_batch` (the queue statistics come from the request table)."""
-    from .points import queue_stats
     judged = {**summary, **queue_stats(requests)}
     return {"saturated": is_saturated(judged, process), "kv_limited": is_kv_limited(summary),
             "achieved_mean_batch": achieved_mean_batch(summary)}
