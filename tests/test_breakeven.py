@@ -48,6 +48,10 @@ def test_crossings_interpolate_linearly_and_in_log_space():
     assert c[0]["at"] == pytest.approx(0.3)
     assert crossings([1, 2, 3], [1.2, float("nan"), 1.1]) == []
     assert status([1.2, 1.1]) == "pays throughout" and status([0.9]) == "never pays" and status([1.1, 0.9]) == "crosses"
+    # touching 1 without crossing it (an exact tie) is no crossing, and the status says so
+    assert crossings([1, 2], [1.0, 1.04]) == [] and status([1.0, 1.04]) == "pays or ties"
+    assert crossings([1, 2], [0.9, 1.0]) == [{"at": 2.0, "direction": "up"}]   # reaches 1: breaks even there
+    assert status([0.9, 1.0]) == "ties at best"                                 # but never pays
 
 
 def test_alpha_axis_finds_the_closed_form_breakeven(fixed_path, tmp_path, capsys):

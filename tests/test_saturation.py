@@ -71,6 +71,18 @@ def test_simulate_json_flags_saturation_above_the_service_rate(tmp_path, capsys,
         assert out["output_tokens_per_s"] == pytest.approx(MU * OUTPUT, rel=0.05)
 
 
+@pytest.mark.parametrize("load", [0.5, 2.0])
+def test_simulate_json_flags_the_baseline_too(tmp_path, capsys, load):
+    """With --baseline the plain run is judged by the same rule: past the plain service rate MU it
+    saturates, at half of it it does not."""
+    path = write_scenario(tmp_path / "sat.yaml", SATURATING, "Where does a fixed-cost replica saturate? (test)")
+    rc = main(["simulate", str(path), "--baseline", "--set", f"workload.arrival.qps={load * MU}", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["baseline_saturated"] is (load > 1.0)
+    assert out["baseline_kv_limited"] is False and out["baseline_achieved_mean_batch"] <= SEQS
+
+
 @pytest.fixture(scope="module")
 def qps_study(tmp_path_factory):
     path = write_scenario(tmp_path_factory.mktemp("sat") / "sat.yaml", SATURATING, "saturation (test)")

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.run import simulate
     from simulator.scenario import load_scenario
 
-    from ..studies.saturation import run_flags
+    from ..studies.saturation import result_flags
     try:
         sc = load_scenario(args.scenario, scenario_overrides(args))
         if args.out:
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline)
-        summary = {**result.summary, **run_flags(result.summary, result.requests, sc.workload.arrival)}
+        summary = {**result.summary, **result_flags(result)}
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):
                 print(f"wrote {p}", file=sys.stderr)

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 DRAFTER = "drafter"
 VALUE_FORM = "DRAFTER[@ACCEPTANCE], e.g. ngram,eagle3@minimax-m3-eagle3,draft_model:llama-3.2-1b@0.71"
 STATUS = {"pays throughout": "pays with every drafter", "crosses": "pays with some drafters",
-          "never pays": "pays with no drafter", "no data": "no data"}
+          "never pays": "pays with no drafter", "pays or ties": "pays or ties with every drafter",
+          "ties at best": "pays with no drafter (ties at best)", "no data": "no data"}
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,9 @@ def crossings(xs: Sequence[float], ys: Sequence[float], log: bool = False) -> li
 
 
 def status(ys: Sequence[float]) -> str:
-    """'pays throughout', 'never pays', 'crosses' or 'no data' for a curve's speedups."""
+    """'pays throughout', 'never pays', 'crosses' (some speedups above 1, some below), 'pays or
+    ties' / 'ties at best' (touches 1 without crossing it: an exact tie, as a coarse capacity
+    search gives) or 'no data' for a curve's speedups."""
     v = [float(y) for y in ys if y is not None and math.isfinite(float(y))]
     if not v:
         return "no data"
@@ -62,11 +64,14 @@ def status(ys: Sequence[float]) -> str:
         return "pays throughout"
     if max(v) < 1.0:
         return "never pays"
-    return "crosses"
+    if min(v) < 1.0 < max(v):
+        return "crosses"
+    return "pays or ties" if max(v) > 1.0 else "ties at best"
 
 
 SATURATED_STATUS = {"pays throughout": "pays below saturation", "never pays": "never pays below saturation",
-                    "crosses": "crosses", "no data": "saturated throughout"}
+                    "crosses": "crosses", "pays or ties": "pays or ties below saturation",
+                    "ties at best": "ties at best below saturation", "no data": "saturated throughout"}
 PLAIN = "plain"             # the runs without speculation, in the saturation and kv_limited mappings
 
 

@@ -106,3 +106,15 @@ def run_flags(summary: Mapping[str, Any], requests: pd.DataFrame, process: str |
     judged = {**summary, **queue_stats(requests)}
     return {"saturated": is_saturated(judged, process), "kv_limited": is_kv_limited(summary),
             "achieved_mean_batch": achieved_mean_batch(summary)}
+
+
+def result_flags(result: Any) -> dict[str, Any]:
+    """`run_flags` of a simulator.run.SimResult, and of its baseline as `baseline_saturated`,
+    `baseline_kv_limited` and `baseline_achieved_mean_batch` when it has one: what
+    `simulate --json` adds to the summary (the summary itself stays the simulator's)."""
+    process = result.scenario.workload.arrival
+    out = run_flags(result.summary, result.requests, process)
+    if result.baseline is not None:
+        base = run_flags(result.baseline.summary, result.baseline.requests, process)
+        out.update({f"baseline_{k}": v for k, v in base.items()})
+    return out
