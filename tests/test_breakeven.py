@@ -160,3 +160,13 @@ def test_analytic_overlay_does_not_apply_the_tree_rule_to_a_tree_preset():
     for k in (3, 5):
         tau = model_tokens(a.scenario.acceptance.alphas(k))
         assert float(expected_tokens(a.drafter, a.alpha(k), k)) == pytest.approx(tau, rel=1e-9)
+
+
+def test_a_crossing_between_kv_limited_points_is_marked():
+    """A break-even interpolated between points whose batch the KV cache could not hold says so;
+    one between points that held theirs does not."""
+    from specsight.studies.crossings import line_verdict
+    v = line_verdict([32, 256, 1024], [1.1, 1.05, 0.9], True, [False] * 3, [False, True, True])
+    assert len(v["crossings"]) == 1 and v["crossings"][0]["kv_limited"] is True
+    v = line_verdict([32, 256, 1024], [1.1, 0.9, 0.8], True, [False] * 3, [False, False, True])
+    assert v["crossings"][0]["kv_limited"] is False

@@ -128,7 +128,9 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
             b = be.get(lab)
             c = cr.get(lab) or []
             way = {"down": "falls below 1", "up": "rises above 1"}[c[0]["direction"]] if c else ""
-            past = " past saturation" if c and c[0].get("saturated") else ""
+            past = (" past saturation" if c and c[0].get("saturated") else "") + (
+                " between KV-limited points (the batch asked for was not reached)" if c and c[0].get("kv_limited")
+                else "")
             note = "" if st.get(lab) in ("crosses", None) else f"; {st[lab]}"
             lines.append(f"  {'status' if axis == DRAFTER else 'break-even'} {lab:<22} "
                          + (f"{axis} = {b:.4g} (speedup {way}{past}){note}" if b is not None else st.get(lab, "")))

@@ -139,7 +139,9 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
         for label, g in sub.groupby("curve", sort=False):
             g = g.sort_values(axis)
             flagged = (g["saturated"].astype(bool) | g["base_saturated"].astype(bool)).tolist() if marked else None
-            v = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log, flagged)
+            kv = ((g["kv_limited"].astype(bool) | g["base_kv_limited"].astype(bool)).tolist()
+                  if marked and "kv_limited" in g else None)
+            v = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log, flagged, kv)
             be[label], cr[label], st[label] = v["breakeven"], v["crossings"], v["status"]
         return be, cr, st
 
@@ -187,11 +189,15 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
 
 
 def line_verdict(xs: Sequence[float], ys: Sequence[float], log: bool,
-                 flagged: Sequence[bool] | None = None) -> dict[str, Any]:
+                 flagged: Sequence[bool] | None = None, kv_flagged: Sequence[bool] | None = None) -> dict[str, Any]:
     """{breakeven, crossings, status} of one line. `flagged` (one per point: saturated with or
     without speculation): status judged on the other points, each crossing marked `saturated`
-    when a point beside it is flagged."""
+    when a point beside it is flagged; `kv_flagged` (KV-limited with or without speculation)
+    marks a crossing `kv_limited` the same way (the axis value there was not the one reached)."""
     c = crossings(xs, ys, log)
+    if kv_flagged is not None:
+        kv_hit = [x for x, f in zip(xs, kv_flagged) if f]
+        c = [{**x, "kv_limited": _next_to(x["at"], kv_hit, xs)} for x in c]
     out = {"breakeven": c[0]["at"] if c else None, "crossings": c, "status": status(ys)}
     if flagged is None:
         return out
