@@ -31,7 +31,9 @@ its memory time uses efficiency.memory_attention (absent = efficiency.memory, bi
 Attention by layer type (simulator/layer_types.py): the full layers read the whole cache, the
 sliding layers at most their window per sequence (a second roof in pass_time.pass_time_s, from
 the constants of a pass over num_seqs sequences), the linear layers a constant state per position
-that needs logits (an op class of the terms, `_linear_attention`). Weights in per-part formats
+that needs logits (an op class of the terms, `_linear_attention`); DeepSeek Sparse Attention as its
+indexer on the full group and its top-k MLA on the windowed one (`_price_sparse_attention`, no new
+constant). Weights in per-part formats
 (simulator/weight_formats.py: MXFP4 experts, NVFP4, INT4) stream at their bytes per weight and
 multiply at the rate of the dtype their products run in.
 
@@ -209,6 +211,8 @@ class CostModel:
             self.weight_bytes_per_gpu = w.weight_bytes
             self._linear_flops_shown = w.linear_flops_shown
             self._moe_flops_shown, self._head_flops_shown = 1.0 / w.experts_slow, 1.0 / w.head_slow
+        if m.sparse is not None:    # DSA's indexer is replicated on every GPU (_add_replicated_indexer)
+            self._add_replicated_indexer(bpw, atp, adp)
         # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated);
         # dp_attention: each GPU holds its own requests' whole KV, 1 / tp of the replica's tokens.
         kv_shards = adp if adp > 1 else 1 if m.is_mla else min(tp, m.num_kv_heads)
@@ -236,6 +240,9 @@ class CostModel:
         self.sm_count = hw.sm_count
         self.attn_flops_per_pair = m.num_full_layers * m.attn_flops_per_pair() / tp
         self.win_flops_per_pair = m.num_sliding_layers * m.attn_flops_per_pair() / tp
+        self.window_caps_memory = self.window > 0      # sliding layers hold at most their window
+        if m.sparse is not None:    # DSA: the indexer as the full group, the MLA over the top-k as the windowed one
+            self._price_sparse_attention(kv_shards, adp)
         # Sampling (on the gathered logits; the LM head is vocabulary-parallel).
         self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES / adp
         # Measured host sampling time per logit row (overheads.sampling_row_us; absent: none).
@@ -306,6 +313,37 @@ class CostModel:
         self._constants = tuple(self.constants)
         self._wave_constants: dict = {}
 
+    def _add_replicated_indexer(self, bpw: float, atp: int, adp: int) -> None:
+        """DSA's lightning-indexer weights (counted in the model's attention weights, which TP
+        shards) are replicated on every GPU (vLLM's and SGLang's DeepSeek-V3.2 Indexer: wq_b, wk and
+        weights_proj are ReplicatedLinear): each GPU reads all of them and multiplies its tokens
+        (T / adp) by them. Adds the part the sharded count leaves out."""
+        m = self.model
+        idx = m.num_layers * m.indexer_params
+        self.linear_bytes += idx * bpw * (1.0 - 1.0 / atp)
+        self.linear_flops_per_token += 2.0 * idx * (1.0 / adp - 1.0 / self.tp)
+        if adp == 1:        # (dp_attention already replicates every non-expert weight)
+            self.weight_bytes_per_gpu += idx * bpw * (1.0 - 1.0 / self.tp)
+
+    def _price_sparse_attention(self, kv_shards: int, adp: int) -> None:
+        """DeepSeek Sparse Attention on the two attention groups of pass_time.pass_time_s, with no
+        new constant: the lightning indexer reads every cached token's index key and scores every
+        (query, key) pair, as a full layer does (attn_flops_per_pair, full_kv_bytes_per_token); the
+        MLA attends to each query's top index_topk keys, as a window of W = index_topk does (pairs
+        min(P, T W); cached keys min(sum c, B (W - 1)) + 2 T). Memory holds every token of both
+        (window_caps_memory false). The index keys are one per token, kept like MLA's latent (over
+        kv_shards: 1, or the attention data-parallel groups); the indexer's heads are not
+        split over TP (each GPU scores its own sequences' pairs with all of them)."""
+        m, sp = self.model, self.model.sparse
+        L = m.num_full_layers
+        index_kv = L * sp.key_bytes / kv_shards
+        self.window = sp.index_topk
+        self.win_flops_per_pair, self.win_kv_bytes_per_token = self.attn_flops_per_pair, self.full_kv_bytes_per_token
+        self.attn_flops_per_pair = L * sp.flops_per_pair / adp
+        self.full_kv_bytes_per_token = index_kv
+        self.kv_bytes_per_token = self.kv_bytes_per_token + index_kv
+        self.window_caps_memory = False
+
     def kv_wave_factor(self, num_seqs: float | np.ndarray | None) -> float | np.ndarray:
         """How much longer the KV reads take than bytes / bandwidth: 1 for split-KV attention;
         for one thread block per (sequence, KV head), the B H_kv blocks run in
@@ -342,8 +380,8 @@ class CostModel:
                 c = c._replace(kv_bytes_s=c.kv_bytes_s / self.kv_wave_factor(num_seqs))
             if self.window:
                 if num_seqs is None:
-                    raise ValueError(f"num_seqs is needed: {self.model.name} has sliding-window layers, whose "
-                                     "keys are capped per sequence")
+                    raise ValueError(f"num_seqs is needed: {self.model.name} has sliding-window or sparse (DSA) "
+                                     "layers, whose keys are capped per sequence")
                 c = c._replace(seqs=num_seqs)
             c = tuple(c)
             if num_seqs.__class__ in PY_NUMBERS:
@@ -485,7 +523,7 @@ class CostModel:
         every token, sliding layers at most the window, linear layers a constant state, kept in
         1 + spec_tokens slots while speculating (vLLM: num_speculative_tokens extra state slots
         per request, MambaSpec.num_speculative_blocks)."""
-        if not (self.window or self.n_linear_layers):
+        if not (self.window_caps_memory or self.n_linear_layers):
             return num_seqs * tokens_per_seq * self.kv_bytes_per_token
         per_seq = (self.full_kv_bytes_per_token * tokens_per_seq
                    + self.win_kv_bytes_per_token * min(tokens_per_seq, self.window)

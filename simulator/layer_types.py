@@ -21,6 +21,10 @@ How the config says it (each rule as transformers' config classes apply it):
   (Mistral 7B v0.1).
 - else every layer is full (the shipped Qwen2.5 configs carry `sliding_window: 131072` with
   `use_sliding_window: false`: full attention, as Qwen2Config sets it).
+
+DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5; `index_n_heads`, `index_head_dim` and
+`index_topk`) runs in every layer: a lightning indexer scores every cached token for each
+query and the MLA attention then attends to the top `index_topk` of them (`SparseAttentionDims`).
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SpecsightInputError
+from .errors import SpecsightInputError, require_int
 
 LAYER_KINDS = ("full", "sliding", "linear")
 HF_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
@@ -92,6 +96,53 @@ class LinearAttentionDims:
     def flops_per_token(self) -> int:
         """One token through the recurrence and the depthwise convolution (2 FLOPs per tap)."""
         return GDN_FLOPS_PER_STATE_ELEM * self.state_elems + 2 * self.conv_kernel * self.conv_dim
+
+
+# DSA's lightning indexer (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py
+# @6d8cb70dfdd6f37c83c5208105a3e2c8da117485, class Indexer): its key cache holds per token one
+# float8_e4m3fn key of index_head_dim and one float32 scale per block of 128 elements
+# (k_cache, k_scale_cache; block_size = 128 in the same file).
+INDEX_KEY_ELEM_BYTES = 1
+INDEX_SCALE_BYTES = 4
+INDEX_SCALE_BLOCK = 128
+
+
+@dataclass(frozen=True)
+class SparseAttentionDims:
+    """DeepSeek Sparse Attention's shape (config keys index_n_heads, index_head_dim, index_topk)."""
+    index_n_heads: int
+    index_head_dim: int
+    index_topk: int
+
+    def params(self, hidden: int, q_lora_rank: int) -> int:
+        """One layer's indexer weights (class Indexer, source above): wq_b q_lora_rank -> H d,
+        wk hidden -> d, k_norm (a LayerNorm: weight and bias, 2 d), weights_proj hidden -> H."""
+        h, d = self.index_n_heads, self.index_head_dim
+        return q_lora_rank * h * d + hidden * d + 2 * d + hidden * h
+
+    @property
+    def key_bytes(self) -> int:
+        """Index key cache bytes per token per layer: fp8 key + its fp32 scales (128 + 4 = 132)."""
+        d = self.index_head_dim
+        return d * INDEX_KEY_ELEM_BYTES + -(-d // INDEX_SCALE_BLOCK) * INDEX_SCALE_BYTES
+
+    @property
+    def flops_per_pair(self) -> int:
+        """Indexer FLOPs per (query, cached key) pair per layer: H dot products of d (fp8_index);
+        the ReLU and the weighted sum over heads (3 H) and the top-k selection are left out."""
+        return 2 * self.index_n_heads * self.index_head_dim
+
+
+def sparse_dims_from_config(cfg: Mapping[str, Any], where: str) -> SparseAttentionDims | None:
+    """DSA's shape when the config names the indexer (index_n_heads or index_head_dim; the three keys
+    are then required); None otherwise (index_topk alone: only the width an MTP head's index sharing
+    reads, simulator/drafter_structure.py)."""
+    if cfg.get("index_n_heads") is None and cfg.get("index_head_dim") is None:
+        return None
+    hi = 2 ** 24        # an index width or a top-k beyond any published context
+    n_heads, head_dim, topk = (require_int(f"{where}: {k}", cfg.get(k), lo=1, hi=hi)
+                               for k in ("index_n_heads", "index_head_dim", "index_topk"))
+    return SparseAttentionDims(index_n_heads=n_heads, index_head_dim=head_dim, index_topk=topk)
 
 
 def _window_in_use(cfg: Mapping[str, Any], window: int) -> bool:

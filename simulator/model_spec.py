@@ -14,7 +14,14 @@ from typing import Any
 
 from .errors import SpecsightInputError, closest_names, require_int
 from .input_files import read_json, usable_file
-from .layer_types import LinearAttentionDims, layer_kinds_from_config, linear_dims_from_config, window_of
+from .layer_types import (
+    LinearAttentionDims,
+    SparseAttentionDims,
+    layer_kinds_from_config,
+    linear_dims_from_config,
+    sparse_dims_from_config,
+    window_of,
+)
 from .paths import MODELS_DIR
 from .weight_formats import formats_from_config
 
@@ -70,6 +77,7 @@ class ModelSpec:
     window: int = 0
     linear: LinearAttentionDims | None = None
     attn_output_gate: bool = False     # q_proj also projects a sigmoid output gate (Qwen3-Next)
+    sparse: SparseAttentionDims | None = None   # DeepSeek Sparse Attention in every layer (its index_* keys)
     # Per-part weight formats ((part, format) pairs, simulator/weight_formats.py); absent parts: the dtype
     weight_formats: tuple[tuple[str, str], ...] = ()
     path: str | None = None
@@ -98,6 +106,9 @@ class ModelSpec:
         if self.is_mla and self.num_sliding_layers + self.num_linear_layers:
             raise SpecsightInputError(f"{self.name}.layer_types", self.layer_kinds,
                                       "full attention only with MLA (kv_lora_rank > 0)")
+        if self.sparse is not None and not (self.is_mla and self.q_lora_rank):
+            raise SpecsightInputError(f"{self.name}.index_topk", self.sparse.index_topk,
+                                      "DeepSeek Sparse Attention only with MLA and a query rank (q_lora_rank > 0)")
 
     # ---- structure -------------------------------------------------------------------
     @property
@@ -154,12 +165,17 @@ class ModelSpec:
             kv_a = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_b = self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim)
             o = h * self.v_head_dim * d
-            return q + kv_a + kv_b + o
+            return q + kv_a + kv_b + o + self.indexer_params
         q_in = 2 * d if self.head_kind == "eagle3" else d   # EAGLE-3 attends over [embedding; hidden]
         q_heads = 2 * h if self.attn_output_gate else h      # the gate: a second query-sized projection
         qkv_out = (q_heads + 2 * self.num_kv_heads) * self.head_dim
         bias = qkv_out if self.attention_bias else 0
         return q_in * qkv_out + bias + h * self.head_dim * d
+
+    @property
+    def indexer_params(self) -> int:
+        """One layer's DSA lightning-indexer weights (0 without DSA), counted in attn_params."""
+        return self.sparse.params(self.hidden_size, self.q_lora_rank) if self.sparse is not None else 0
 
     @property
     def linear_attn_params(self) -> int:
@@ -441,6 +457,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         layer_kinds=() if set(kinds) <= {"full"} else kinds,
         window=window_of(cfg, kinds, window, where),
         linear=lin,
+        sparse=sparse_dims_from_config(cfg, where),
         attn_output_gate=_flag(cfg, where, "attn_output_gate", cfg.get("model_type") == "qwen3_next"),
         weight_formats=formats_from_config(cfg, where),
         path=where,

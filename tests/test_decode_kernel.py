@@ -62,6 +62,8 @@ def _cost_models():
     yield "sliding-waves", CostModel(load_model("mistral-7b"), load_profile("h200-sxm.calibrated"))
     yield "hybrid-linear", CostModel(load_model("tests/data/layer_types/qwen3-next-80b-a3b.json"), h100, tp=4)
     yield "gpt-oss-mxfp4", CostModel(load_model("tests/data/layer_types/gpt-oss-120b.json"), h100, tp=2)
+    # DeepSeek Sparse Attention: the indexer on the full group, the top-k MLA on the windowed one
+    yield "dsa-fp8", CostModel(load_model("deepseek-v3.2"), load_profile("h200-sxm"), tp=8, dtype="fp8")
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +172,8 @@ CASES = {
     # attention by layer type: every layer sliding (W = 4096) past the window, draft and target alike
     "sliding-window-draft": ("scenarios/llama8b-h100-draft1b-chat.yaml",
                              [N, "model=mistral-7b", "drafter.model=mistral-7b", "workload.prompt_len=5000"]),
+    # DeepSeek Sparse Attention past its top-k (2048), target and MTP head
+    "dsa-mtp": ("scenarios/deepseek-v3-h200-mtp.yaml", [N, "model=deepseek-v3.2", "workload.prompt_len=5000"]),
     "hybrid-linear-draft": (_hybrid_linear(), []),
     "fixed-ties-open": (_fixed_ties({"process": "constant", "qps": 0.5}), []),
     "fixed-ties-closed": (_fixed_ties({"process": "closed_loop", "concurrency": 6, "think_time_s": 0.5}), []),
