@@ -24,7 +24,9 @@ the same per step; the checkpoint holds M of them and each keeps its own KV laye
 `index_share_for_mtp_iteration: true` (GLM-5.2; vLLM's key, the same file): steps after the first reuse
 the first step's sparse-attention index, so each later step reads at most `index_topk` cached tokens
 per sequence (the index's width; 2048 where the config does not say, DeepSeek-V3.2's value) instead of
-the whole context. The indexer's own pass is not priced (sparse attention is not modelled).
+the whole context. Sparse attention itself (the lightning indexer over every cached token, then
+the top-k) is priced in the cost model (docs/cost_model.md); the later steps' skipped indexer is still
+priced as reading `index_topk` index keys.
 
 An assistant (`model_type` gemma4_assistant or gemma4_unified_assistant, the types vLLM maps to its
 gemma4_mtp path, same file) is a separate small model run once per draft step, built as

@@ -4,12 +4,12 @@ KV memory of every token (latent + index key); the indexer's weights, replicated
 import pytest
 
 from simulator.cost_model import CostModel
+from simulator.drafter_structure import raw_config
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile
 from simulator.layer_types import window_pairs
 from simulator.model_spec import load_model, spec_from_config
 from simulator.pass_shape import PassShape
-from simulator.drafter_structure import raw_config
 
 L, TOPK = 61, 2048                                  # DeepSeek-V3.2: layers, index_topk
 INDEX_KEY_BYTES = 128 * 1 + 4                       # fp8 key of index_head_dim 128 + one fp32 scale
