@@ -7,25 +7,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_frictions import _cli
 
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile, profile_from_dict
-from specsight.cli import main
 from specsight.studies.capacity_plan_price import gpu_hour_price
 from specsight.studies.deploy import deployment
 
 ROOT = Path(__file__).resolve().parents[1]
 EIGHT_B = "scenarios/llama8b-h100-eagle3-chat.yaml"
 H100 = load_profile("h100-sxm")
-
-
-def _cli(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def test_unknown_key_lists_the_allowed_keys_once(capsys):

@@ -20,7 +20,10 @@ import numpy as np
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.figure import Figure
     from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
 
 PLACED = "specsight-placed-label"
 GAP_PX = 3.0            # clear space kept between a label and any other text
@@ -30,7 +33,7 @@ RINGS_PT = (5, 9, 14, 20, 28, 38, 50)      # distances from the point tried, nea
 DIRECTIONS = 16                            # directions tried on each ring
 
 
-def has_placed_labels(fig) -> bool:
+def has_placed_labels(fig: Figure) -> bool:
     """Whether place_labels has laid out and labelled this figure (its layout is then final)."""
     return any(t.get_gid() == PLACED for ax in fig.axes for t in ax.texts)
 
@@ -66,7 +69,7 @@ def line_samples_px(ax: Axes) -> np.ndarray:
     return np.concatenate(out)
 
 
-def text_boxes_px(ax: Axes, renderer) -> list:
+def text_boxes_px(ax: Axes, renderer: RendererBase) -> list[Bbox]:
     """Window extents of the visible text on the axes and of its legend."""
     boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible() and t.get_text()]
     legend = ax.get_legend()
