@@ -49,6 +49,13 @@ def closest_names(name: str, choices: Iterable[str], n: int = 3) -> str:
     return "known: " + ", ".join(choices)
 
 
+def unknown_key_text(key: str, allowed: Iterable[str]) -> str:
+    """'unknown key; did you mean a? (allowed: a, b, c)', the allowed keys listed once."""
+    allowed = list(allowed)
+    hint = closest_names(key, allowed)
+    return f"unknown key; {hint}" + ("" if hint.startswith("known: ") else f" (allowed: {', '.join(allowed)})")
+
+
 def require_finite(field: str, value: float) -> float:
     """Reject NaN and infinities (they would silently poison every later number)."""
     try:

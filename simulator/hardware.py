@@ -188,7 +188,8 @@ class HardwareProfile:
             raise SpecsightInputError(f"{self.name}.sm_count", self.sm_count, "a whole number >= 1 (or absent)")
         require_sm_count(self.name, self.efficiency, self.sm_count)
         _optional_number(f"{self.name}.price_usd_per_gpu_hour", self.price_usd_per_gpu_hour,
-                         "a number of USD per GPU-hour in [0, 1e6] (or absent)", 0, MAX_PRICE_USD_PER_GPU_HOUR)
+                         "a number of USD per GPU-hour in (0, 1e6] (or absent)", 0, MAX_PRICE_USD_PER_GPU_HOUR,
+                         lo_open=True)
 
     # Derived values in SI units.
     @property
@@ -317,7 +318,8 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     if missing or unsourced:
         parts = ([f"required keys missing: {', '.join(missing)}"] if missing else []) + \
             ([f"numbers without a source string under sources: {', '.join(unsourced)}"] if unsourced else [])
-        raise SpecsightInputError(where, f"{len(missing) + len(unsourced)} keys missing or unsourced",
+        n = len(missing) + len(unsourced)
+        raise SpecsightInputError(where, f"{n} {'key' if n == 1 else 'keys'} missing or unsourced",
                                   "; ".join(parts) + " (`specsight profiles new NAME --from h100-sxm` writes a "
                                   "complete profile to edit)")
 

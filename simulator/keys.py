@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import SpecsightInputError, closest_names
+from .errors import SpecsightInputError, unknown_key_text
 
 
 def reject_unknown(raw: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
@@ -14,4 +14,4 @@ def reject_unknown(raw: Mapping[str, Any], allowed: Iterable[str], where: str) -
     if unknown:
         key = unknown[0]
         raise SpecsightInputError(f"{where}.{key}", raw[key],
-                                  f"unknown key; {closest_names(key, allowed)} (allowed: {', '.join(allowed)})")
+                                  unknown_key_text(key, allowed))

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SpecsightInputError, closest_names
+from .errors import SpecsightInputError, closest_names, unknown_key_text
 
 REQUIRED = "required"      # a Field.default meaning "no default: the key must be given"
 LIMIT_NOTE = " (the schema's limit: docs/schema.md)"
@@ -252,8 +252,7 @@ class Section(Field):
             sub = f"{where}.{k}" if where else k
             f = self.keys.get(k)
             if f is None:
-                raise SpecsightInputError(sub, v, f"unknown key; {closest_names(k, self.keys)} "
-                                                  f"(allowed: {', '.join(self.keys)})")
+                raise SpecsightInputError(sub, v, unknown_key_text(k, self.keys))
             out[k] = check(f, v, sub)
         for k, f in self.keys.items():
             if f.default == REQUIRED and k not in value:

@@ -285,7 +285,7 @@ LIMITS = Section(doc="work limits checked before a run (simulator/work_limits.py
 PRICING = Section(doc="what a GPU-hour costs, for `specsight plan` (simulation ignores it)", nullable=True, keys={
     "usd_per_gpu_hour": Float(doc="price of one GPU for one hour (default: the hardware profile's "
                                   "price_usd_per_gpu_hour; --price-per-gpu-hour wins)", unit="USD", lo=0.0,
-                              hi=MAX_PRICE, nullable=True),
+                              lo_open=True, hi=MAX_PRICE, nullable=True),
     "source": Str(doc="where the price comes from (a contract, a price page and its date)", max_len=MAX_TEXT,
                   nullable=True),
 })

@@ -21,7 +21,7 @@ def gpu_hour_price(source: Mapping[str, Any], given: float | None = None) -> tup
     from simulator.schema_table import MAX_PRICE
 
     if given is not None:
-        return require_range(FLAG, given, 0.0, MAX_PRICE), FLAG
+        return require_range(FLAG, given, 0.0, MAX_PRICE, lo_open=True), FLAG
     pricing = source.get("pricing") or {}
     if pricing.get("usd_per_gpu_hour") is not None:
         where = pricing.get("source") or "the scenario's pricing.usd_per_gpu_hour"

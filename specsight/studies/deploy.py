@@ -136,8 +136,9 @@ class Deployment:
 
 def shell_script(e: EngineCommand, scenario: str) -> str:
     """A bash script that runs e.argv from its own folder's files: the file arguments become
-    "$HERE/NAME" (HERE: the script's folder)."""
+    "$HERE/NAME" (HERE: the script's folder, defined only where a file argument uses it)."""
     names = {name for name, _ in e.files}
+    uses_files = any(w in names for w in e.argv)
     lines: list[list[str]] = [[]]
     for w in e.argv:
         if w.startswith("--"):                     # one flag and its values per line
@@ -146,7 +147,7 @@ def shell_script(e: EngineCommand, scenario: str) -> str:
     return ("#!/usr/bin/env bash\n"
             f"# {e.engine}: the serving command for specsight scenario {scenario} (docs/deploy.md)\n"
             + "".join(f"# note: {n}\n" for n in e.notes)
-            + 'HERE="$(cd "$(dirname "$0")" && pwd)"\n'
+            + ('HERE="$(cd "$(dirname "$0")" && pwd)"\n' if uses_files else "")
             + "exec " + " \\\n  ".join(" ".join(ws) for ws in lines) + "\n")
 
 

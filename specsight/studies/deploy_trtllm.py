@@ -10,7 +10,10 @@ Names as TensorRT-LLM's own code spells them (docs/deploy.md has the table):
            acceptance_length_threshold) and the decoding_type of each decoding config (Eagle, MTP,
            NGram, Draft_Target), in a stored copy later than @fcd3f31682808ae56118ae43c1d7864a3a945e6f
            (which has dtype, max_draft_len, speculative_model and the types Eagle, MTP, NGram,
-           DraftTarget, Medusa, but not the schedule fields); docs/deploy.md says which copy
+           DraftTarget, Medusa, but not the schedule fields); docs/deploy.md says which copy.
+           speculative_model is the field there (validation alias speculative_model_dir) and at
+           llm_args.py@0004396720054fd8e205cbf616f21f0b57c6b412, which renames the acceptance fields
+           (docs/deploy.md)
 """
 from __future__ import annotations
 

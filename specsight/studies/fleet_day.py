@@ -190,8 +190,9 @@ def fleet_day(scenario: Any, *, slo_tpot_ms_p99: float | None = None, slo_ttft_m
     source = scenario_source(scenario, overrides)
     sc = load_scenario(source)
     if sc.workload.arrival != "schedule":
-        raise SpecsightInputError("workload.arrival.process", sc.workload.arrival,
-                                  "schedule (a day of traffic), or give --target-qps for a Poisson-rate plan")
+        raise SpecsightInputError("--target-qps", None,
+                                  "required unless the scenario's workload.arrival.process is schedule (a day of "
+                                  f"traffic); this one's is {sc.workload.arrival}")
     slo = resolve_slo(source, slo_tpot_ms_p99, slo_ttft_ms_p99)
     configs = configurations(source, policy_names(policies), int_list("--k", ks, lo=1, hi=MAX_K) if ks else [])
     sch = sc.workload.schedule

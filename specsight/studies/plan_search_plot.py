@@ -1,7 +1,7 @@
 """The configuration search's Pareto plot: USD per million output tokens against TPOT p99 at the
 fleet's load, one point per configuration that meets the SLO; the Pareto front joined and
-labelled, the cheapest configuration starred, the TPOT SLO drawn; labels placed where they overlap
-nothing (plot_labels.py)."""
+labelled (a single-point front as a marker alone), the cheapest configuration starred, the TPOT SLO
+drawn; labels placed where they cover no text, marker or line (plot_labels.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +22,11 @@ def plot_pareto(s: PlanSearch, path: str | Path) -> Path:
     front = sorted((r for r in ok if r["pareto"]), key=lambda r: r["tpot_ms_p99_at_load"])
     ax.scatter([r["tpot_ms_p99_at_load"] for r in others], [r["cost_per_million_output_tokens_usd"] for r in others],
                color="0.6", s=28, label="meets the SLO")
+    one = len(front) == 1                       # a single point is the front: a marker, no line
     ax.plot([r["tpot_ms_p99_at_load"] for r in front], [r["cost_per_million_output_tokens_usd"] for r in front],
-            color="C0", marker="o", lw=1.5, ms=7, label="Pareto front (cheaper or faster than every other)")
+            color="C0", marker="o", lw=1.5, ls="none" if one else "-", ms=7,
+            label="Pareto front: one configuration, cheaper and faster than every other" if one
+            else "Pareto front (cheaper or faster than every other)")
     chosen = s.chosen
     if chosen is not None and chosen["tpot_ms_p99_at_load"] is not None:
         ax.scatter([chosen["tpot_ms_p99_at_load"]], [chosen["cost_per_million_output_tokens_usd"]], marker="*",
@@ -39,5 +42,5 @@ def plot_pareto(s: PlanSearch, path: str | Path) -> Path:
               title_fontsize=7)
     ax.set_title(f"{s.scenario}: cost against latency at {s.target_qps:g} requests/s", fontsize=10)
     place_labels(ax, [(r["tpot_ms_p99_at_load"], r["cost_per_million_output_tokens_usd"]) for r in front],
-                 [r["config"].replace(" (no speculation)", "") for r in front], fontsize=7, gap=1.4)
+                 [r["config"].replace(" (no speculation)", "") for r in front], fontsize=7)
     return _save(fig, path)

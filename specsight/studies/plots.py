@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .atomic_files import replacing  # noqa: E402
-from .plot_labels import place_labels  # noqa: E402
+from .plot_labels import has_placed_labels, place_labels  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    """Lay the figure out, write it to `path` and free it."""
-    fig.tight_layout()
+    """Lay the figure out (unless place_labels did: its labels are placed for that layout), write
+    it to `path` and free it."""
+    if not has_placed_labels(fig):
+        fig.tight_layout()
     path = Path(path)
     try:
         with replacing(path) as tmp:          # whole or not at all (atomic_files.py)
@@ -38,28 +40,31 @@ def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakev
     """One line per value of `curve`; a dashed line at speedup 1; a marker where each curve crosses it.
 
     `overlay` (same columns) is drawn dotted, e.g. the analytic model beside the simulation."""
-    fig, ax = plt.subplots(figsize=(8.5, 5.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(10.5, 5.2), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    marks: list[tuple[float, str]] = []
     for i, (name, g) in enumerate(df.groupby(curve, sort=True)):
         label = f"{curve.upper() if len(curve) == 1 else curve}={name}"
         g = g.sort_values(x)
         c = colors[i % len(colors)]
-        ax.plot(g[x], g[y], marker="o", ms=3, lw=1.8, color=c, label=label)
+        be = breakeven.get(label)
+        ax.plot(g[x], g[y], marker="o", ms=3, lw=1.8, color=c,
+                label=label + (f": speedup 1 at {be:.3g}" if be is not None else ""))
         if overlay is not None and name in set(overlay[curve]):
             o = overlay[overlay[curve] == name].sort_values(x)
             ax.plot(o[x], o[y], ls=":", lw=1.5, color=c, label=f"{label} (analytic)")
-        be = breakeven.get(label)
         if be is not None:
             ax.axvline(be, color=c, ls="--", lw=0.8, alpha=0.7)
             ax.plot([be], [1.0], marker="X", ms=10, color=c, zorder=5)
-            ax.annotate(f"{be:.3g}", (be, 1.0), textcoords="offset points", xytext=(4, 8), fontsize=8, color=c)
+            marks.append((be, c))
     ax.axhline(1.0, color="black", lw=1.0, ls="--", label="break-even (speedup 1)")
     for name, xv in (vlines or {}).items():
         if xv is not None and xv > 0:
             ax.axvline(xv, color="grey", lw=2.0, ls="-.", alpha=0.6, label=f"{name} ({xv:.0f})")
     if logx:                         # (2^k tick labels here, unlike _log2_axis's plain numbers)
         ax.set_xscale("log", base=2)
-    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx=False)
+    _label_axes(ax, xlabel, ylabel, title, logx=False)
+    return _place_marks_and_save(fig, ax, path, marks)
 
 
 # ---- simulated break-even (specsight breakeven SCENARIO.yaml) ------------------------------------
@@ -67,6 +72,23 @@ def _finish(fig: Figure, ax: Axes, path: str | Path, legend_title: str | None = 
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best", title=legend_title, title_fontsize=8)
+    return _save(fig, path)
+
+
+def _legend_outside(ax: Axes) -> None:
+    """The legend to the right of the axes, where it covers no data and no label."""
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _place_marks_and_save(fig: Figure, ax: Axes, path: str | Path, marks: list[tuple[float, str]],
+                          prefix: Iterable[str] | None = None) -> Path:
+    """Legend outside, then each (x, colour) crossing labelled at speedup 1 where it covers nothing
+    (plot_labels.py; the legend names every crossing too), then save."""
+    _legend_outside(ax)
+    for (be, c), p in zip(marks, prefix or [""] * len(marks)):
+        place_labels(ax, [(be, 1.0)], [f"{p}{be:.3g}"], color=c, fontsize=8, fontweight="bold")
     return _save(fig, path)
 
 
@@ -101,7 +123,7 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
     speculation loses. Where `df` marks them (columns saturated, base_saturated, kv_limited,
     base_kv_limited), saturated or KV-limited points are hollow, and a grey band runs from the
     first point where plain decoding saturates (a hatched one from where it is KV-limited)."""
-    fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
+    fig, ax = plt.subplots(figsize=(12, 5.4), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     marks: list[tuple[float, str]] = []         # break-even labels, placed once the axes are final
     flagged = _flagged(df)
@@ -109,29 +131,32 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
         g = g.sort_values(x)
         c = colors[i % len(colors)]
         ls = "-" if str(name).startswith("K=") else "--"
-        ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c, label=f"{name} (simulated)")
+        be = breakeven.get(str(name))
+        ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c,
+                label=f"{name} (simulated)" + (f": speedup 1 at {be:.3g}" if be is not None else ""))
         if flagged is not None and flagged[g.index].any():
             h = g[flagged[g.index]]
             ax.plot(h[x], h[y], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
         if analytic is not None and len(analytic) and name in set(analytic[curve]):
             o = analytic[analytic[curve] == name].sort_values(x)
             ax.plot(o[x], o[y], ls=":", lw=1.4, color=c, alpha=0.9, label=f"{name} (analytic)")
-        be = breakeven.get(str(name))
         if be is not None:
             ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
             marks.append((be, c))
-    ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(min(lo, 0.9), max(hi, 1.1))
-    ax.axhspan(ax.get_ylim()[0], 1.0, color="red", alpha=0.06, zorder=0)
-    ax.text(0.99, 0.02, "speculation slower below the dashed line", transform=ax.transAxes, ha="right", va="bottom",
-            fontsize=8, color="firebrick")
+    _below_one(ax)
     _label_axes(ax, xlabel, ylabel, title, logx, ticks=df[x])
     if flagged is not None:
         _saturation_bands(ax, df, x)
-    for be, c in marks:
-        place_labels(ax, [(be, 1.0)], [f"{be:.3g}"], color=c, fontsize=8, fontweight="bold", gap=1.7)
-    return _finish(fig, ax, path)
+    return _place_marks_and_save(fig, ax, path, marks)
+
+
+def _below_one(ax: Axes) -> None:
+    """The dashed line at speedup 1 and the red shading below it, both named in the legend."""
+    ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(min(lo, 0.9), max(hi, 1.1))
+    ax.axhspan(ax.get_ylim()[0], 1.0, color="red", alpha=0.06, zorder=0,
+               label="speculation slower (below speedup 1)")
 
 
 def _flagged(df: pd.DataFrame) -> pd.Series | None:
