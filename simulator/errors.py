@@ -40,13 +40,21 @@ class SpecsightWarning(UserWarning):
     `specsight: warning: <message>` on stderr."""
 
 
+KNOWN_LIST_CHARS = 300      # a longer list of known names is cut (the error stays one readable line)
+
+
 def closest_names(name: str, choices: Iterable[str], n: int = 3) -> str:
-    """'did you mean a, b?' text for an unknown name, or the full list when nothing is close."""
+    """'did you mean a, b?' text for an unknown name, or the list of known names when nothing is
+    close (cut after KNOWN_LIST_CHARS characters, with how many there are in all)."""
     choices = sorted(choices)
     close = difflib.get_close_matches(str(name), choices, n=n, cutoff=0.4)
     if close:
         return "did you mean " + ", ".join(close) + "?"
-    return "known: " + ", ".join(choices)
+    text = ", ".join(choices)
+    if len(text) <= KNOWN_LIST_CHARS:
+        return "known: " + text
+    shown = text[:KNOWN_LIST_CHARS].rsplit(", ", 1)[0]
+    return f"known: {shown}, ... ({len(choices)} in all)"
 
 
 def unknown_key_text(key: str, allowed: Iterable[str]) -> str:

@@ -488,7 +488,8 @@ def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> 
     else:
         p = MODELS_DIR / f"{name_or_path}.json"
         if usable_file(p) is None:
-            raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models()))
+            raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models())
+                                      + " (`specsight models` lists them)")
         name = p.stem
     cfg = read_json(p, field, "config")
     meta = cfg.get("specsight") if isinstance(cfg, Mapping) else None
