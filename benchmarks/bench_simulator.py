@@ -26,6 +26,7 @@ starts) and the imports before it, wall time to the DataFrames and summary, and 
     .venv/bin/python benchmarks/bench_simulator.py            # the single-replica cases a and b
     .venv/bin/python benchmarks/bench_simulator.py --cases b-on f-on b-off f-off --parallel  # fleet vs one replica
     .venv/bin/python benchmarks/bench_simulator.py --cases m-off m-on --parallel            # a million requests
+    .venv/bin/python benchmarks/bench_simulator.py --cases m-off m-on --parallel --iterations none  # without the log
     .venv/bin/python benchmarks/bench_simulator.py --repeat 3 # each case 3 times, the fastest kept
     .venv/bin/python benchmarks/bench_simulator.py --cases a-off a-on --profile   # + cProfile top 25
     .venv/bin/python benchmarks/bench_simulator.py --cases a-on --stamps          # + median iteration time
@@ -98,7 +99,7 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path, replicas: int = 1
 
 
 def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | None = None,
-             under_callgrind: bool = False, replicas: int | None = None) -> dict:
+             under_callgrind: bool = False, replicas: int | None = None, iterations: str = "memory") -> dict:
     """In this process: time imports, set-up, the event loop and the DataFrames."""
     t0 = time.perf_counter()
     import numpy as np
@@ -148,8 +149,8 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
             import pstats
             pr = cProfile.Profile()
             pr.enable()
-        r = simulate(sc)
-        t_end = time.perf_counter()
+        r = simulate(sc, iterations=iterations) if iterations != "memory" else simulate(sc)   # (older versions too)
+        t_end, cpu_end = time.perf_counter(), time.process_time()
         if profile:
             pr.disable()
             pstats.Stats(pr, stream=sys.stderr).sort_stats("tottime").print_stats(25)
@@ -157,12 +158,13 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     loop_s = loop["end"] - loop["start"]
     cpu_s = loop["cpu_end"] - loop["cpu_start"]
     row = {
-        "case": name, "requests": n, "replicas": replicas, "closed_loop": closed,
+        "case": name, "requests": n, "replicas": replicas, "closed_loop": closed, "iterations_log": iterations,
         "speculation": "eagle3 K=3" if spec else "off",
         "iterations": s["num_iterations"], "decode_iterations": s["num_decode_rounds"],
         "simulated_s": round(s["duration_s"], 1), "import_s": round(t_import, 3),
         "startup_s": round(loop["start"] - t1, 3), "loop_s": round(loop_s, 3), "loop_cpu_s": round(cpu_s, 3),
-        "frames_and_summary_s": round(t_end - loop["end"], 3), "wall_s": round(t_end - t1, 3),
+        "frames_and_summary_s": round(t_end - loop["end"], 3),
+        "frames_and_summary_cpu_s": round(cpu_end - loop["cpu_end"], 3), "wall_s": round(t_end - t1, 3),
         "decode_iters_per_s": round(s["num_decode_rounds"] / loop_s),
         "iters_per_s": round(s["num_iterations"] / loop_s),
         "decode_iters_per_cpu_s": round(s["num_decode_rounds"] / cpu_s),
@@ -182,7 +184,8 @@ def child_argv(name: str, args: argparse.Namespace, requests: int | None) -> lis
     return ([sys.executable, __file__, "--child", name] + (["--replicas", str(args.replicas)] if args.replicas else [])
             + (["--requests", str(requests)] if requests else [])
             + (["--profile"] if args.profile else []) + (["--stamps"] if args.stamps else [])
-            + (["--instructions"] if args.instructions else []))
+            + (["--instructions"] if args.instructions else [])
+            + (["--iterations", args.iterations] if args.iterations != "memory" else []))
 
 
 def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
@@ -224,11 +227,13 @@ def main() -> int:
     ap.add_argument("--requests", type=int, help="override the cases' request counts")
     ap.add_argument("--replicas", type=int,
                     help="serve the workload with this many replicas at as many times the QPS (same load each)")
+    ap.add_argument("--iterations", choices=("memory", "none"), default="memory",
+                    help="simulate(iterations=...): keep the per-iteration log (memory) or fold it in (none)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(run_case(args.child, args.profile, args.stamps, args.requests, args.instructions,
-                                  args.replicas)))
+                                  args.replicas, args.iterations)))
         return 0
     if args.instructions:
         return count_instructions(args, args.requests or 2000)
@@ -269,7 +274,10 @@ def main() -> int:
                   f"({r['decode_iters_per_cpu_s'] / VIDUR_ITERS_PER_S:.1f}x)  "
                   + (f"median iteration {r['median_iteration_us']:.1f} us (= {r['iters_per_s_from_median']} it/s)  "
                      if args.stamps else "") +
-                  f"start-up {r['startup_s']:.2f} s (+ imports {r['import_s']:.2f} s)  wall {r['wall_s']:.2f} s  "
+                  f"start-up {r['startup_s']:.2f} s (+ imports {r['import_s']:.2f} s)  "
+                  f"loop CPU {r['loop_cpu_s']:.2f} s  frames+summary {r['frames_and_summary_s']:.2f} s "
+                  f"({r['frames_and_summary_cpu_s']:.2f} s CPU)  "
+                  f"wall {r['wall_s']:.2f} s  "
                   f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
     print(json.dumps(rows, indent=1))
     return 0

@@ -65,7 +65,7 @@ from .moe_parallel import (
     ring_link,
 )
 from .pass_shape import PassShape
-from .pass_time import PassConstants, attention_time_s, constants_row, pass_time_s, steps_time_s
+from .pass_time import PassConstants, attention_time_s, constants_row, pass_time_s, steps_time_s, timing_constants
 from .weight_formats import weight_costs
 
 __all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline"]
@@ -310,7 +310,7 @@ class CostModel:
         self._per_seq = self._waves or self.window > 0
         # the hot path's copies, plain tuples (CPython unpacks an exact tuple several times faster
         # than a NamedTuple); num_seqs -> those of pass_constants(num_seqs), for Python numbers
-        self._constants = tuple(self.constants)
+        self._constants = timing_constants(self.constants)
         self._wave_constants: dict = {}
 
     def _add_replicated_indexer(self, bpw: float, atp: int, adp: int) -> None:
@@ -367,23 +367,26 @@ class CostModel:
         """The constants of a pass over num_seqs sequences: `constants` with the KV bandwidth
         divided by kv_wave_factor(num_seqs) where attention runs in waves, and seqs = num_seqs where
         sliding layers cap each sequence's keys (else `constants`)."""
-        return PassConstants(*self._pass_constants(num_seqs)) if self._per_seq else self.constants
+        if not self._per_seq:
+            return self.constants
+        c = self.constants
+        if self._waves:
+            c = c._replace(kv_bytes_s=c.kv_bytes_s / self.kv_wave_factor(num_seqs))
+        if self.window:
+            if num_seqs is None:
+                raise ValueError(f"num_seqs is needed: {self.model.name} has sliding-window or sparse (DSA) "
+                                 "layers, whose keys are capped per sequence")
+            c = c._replace(seqs=num_seqs)
+        return c
 
     def _pass_constants(self, num_seqs: float | np.ndarray | None) -> tuple:
-        """pass_constants(num_seqs) as a plain tuple, cached for Python numbers (the hot path's)."""
+        """pass_constants(num_seqs) as pass_time_s takes them (pass_time.timing_constants), cached for
+        Python numbers (the hot path's)."""
         if not self._per_seq:
             return self._constants
         c = self._wave_constants.get(num_seqs) if num_seqs.__class__ in PY_NUMBERS else None
         if c is None:
-            c = self.constants
-            if self._waves:
-                c = c._replace(kv_bytes_s=c.kv_bytes_s / self.kv_wave_factor(num_seqs))
-            if self.window:
-                if num_seqs is None:
-                    raise ValueError(f"num_seqs is needed: {self.model.name} has sliding-window or sparse (DSA) "
-                                     "layers, whose keys are capped per sequence")
-                c = c._replace(seqs=num_seqs)
-            c = tuple(c)
+            c = timing_constants(self.pass_constants(num_seqs))
             if num_seqs.__class__ in PY_NUMBERS:
                 if len(self._wave_constants) >= TERMS_CACHE_MAX:
                     self._wave_constants.clear()
@@ -393,7 +396,7 @@ class CostModel:
     def kernel_constants(self, num_seqs: float | np.ndarray | None) -> np.ndarray:
         """pass_constants(num_seqs) as the compiled decode rounds take them: a float64 row
         (pass_time.constants_row)."""
-        return constants_row(self._pass_constants(num_seqs))
+        return constants_row(self.pass_constants(num_seqs))
 
     def terms_row(self, num_tokens: float, num_logits: float) -> np.ndarray:
         """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),

@@ -25,11 +25,14 @@ Definitions (all times in simulated seconds; the summary reports latencies in ms
 from __future__ import annotations
 
 import math
+import sys
 from array import array
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .iteration_totals import PERCENTILES, IterationTotals, weighted_percentiles
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +47,6 @@ ITER_INT_COLUMNS = ("replica", "batch", "num_decode", "num_prefill_tokens", "k",
 N_ITER_COLS = len(ITER_COLUMNS)
 REQUEST_COLUMNS = ("id", "replica", "arrival_s", "first_token_s", "finish_s", "prompt_tokens",
                    "output_tokens", "rounds", "accepted_drafts", "drafted_tokens", "preemptions")
-PERCENTILES = (50, 90, 99)
 
 
 class RequestTable:
@@ -76,13 +78,33 @@ class RequestTable:
 
 
 class IterationLog:
-    """One row of ITER_COLUMNS floats per iteration, appended to a flat array('d')."""
+    """One row of ITER_COLUMNS floats per iteration, appended to a flat array('d'). After `drop`, the
+    rows are folded into IterationTotals instead of kept: by the replicas that run ahead (RunAhead)
+    whenever the log holds more than `fold_floats` floats, and the rest at `fold`."""
+    FOLD_ROWS = 1 << 18          # rows folded at a time (30 MB of log)
 
     def __init__(self) -> None:
         self.buf = array("d")
+        self.totals: IterationTotals | None = None
+        self.fold_floats = sys.maxsize
+        self._caps = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.buf) // N_ITER_COLS
+
+    def drop(self, kv_capacity_blocks: list[int]) -> IterationTotals:
+        """Keep no rows from now on: the IterationTotals the rows will be folded into."""
+        self.totals = IterationTotals()
+        self._caps = np.asarray(kv_capacity_blocks, dtype=np.int64)
+        self.fold_floats = self.FOLD_ROWS * N_ITER_COLS
+        return self.totals
+
+    def fold(self) -> None:
+        """Fold the rows logged so far into the totals (`drop`), a block at a time, and empty the log."""
+        assert self.totals is not None, "fold() after drop()"
+        for start in range(0, len(self), self.FOLD_ROWS):
+            _fold_rows(self.buf, start, self.FOLD_ROWS, self.totals, self._caps)
+        del self.buf[:]       # (the same array the replicas append to: emptied, not replaced)
 
     def frame(self, kv_capacity_blocks: list[int]) -> pd.DataFrame:
         """The log as a DataFrame sorted by start time, then replica (stable), emptying the log: each
@@ -105,6 +127,12 @@ class IterationLog:
         return pd.DataFrame(cols, copy=False)
 
 
+def _fold_rows(buf: array, start: int, rows: int, totals: IterationTotals, caps: np.ndarray) -> None:
+    """Rows start..start+rows of the log into totals (the views into buf end with this call)."""
+    a = np.frombuffer(buf, dtype=np.float64).reshape(-1, N_ITER_COLS)[start:start + rows]
+    totals.add({name: a[:, j] for j, name in enumerate(ITER_COLUMNS)}, caps[a[:, 0].astype(np.int64)])
+
+
 # ---- summaries ---------------------------------------------------------------------------
 def _pcts(prefix: str, values_ms: np.ndarray, out: dict[str, Any]) -> None:
     v = values_ms[np.isfinite(values_ms)]
@@ -115,14 +143,7 @@ def _pcts(prefix: str, values_ms: np.ndarray, out: dict[str, Any]) -> None:
 
 def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     """Inverse-CDF percentile: the smallest value whose cumulative weight reaches q% of the total."""
-    m = weights > 0
-    if not np.any(m):
-        return math.nan
-    v, w = values[m], weights[m]
-    order = np.argsort(v, kind="stable")
-    cw = np.cumsum(w[order])
-    i = int(np.searchsorted(cw, q / 100.0 * cw[-1], side="left"))
-    return float(v[order][min(i, len(v) - 1)])
+    return weighted_percentiles(values, weights, (q,))[0]
 
 
 def per_request_latencies(req: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -135,14 +156,21 @@ def per_request_latencies(req: pd.DataFrame) -> dict[str, np.ndarray]:
     return {"ttft": ttft, "tpot": tpot, "e2e": e2e}
 
 
-def summarize(req: pd.DataFrame, it: pd.DataFrame, acc_hist: np.ndarray, slo: SLOSpec,
+def iteration_totals(it: pd.DataFrame) -> IterationTotals:
+    """The iteration log's DataFrame folded into IterationTotals as one block."""
+    totals = IterationTotals()
+    totals.add({name: it[name].to_numpy() for name in ITER_COLUMNS}, it["kv_capacity_blocks"].to_numpy())
+    return totals
+
+
+def summarize(req: pd.DataFrame, it: pd.DataFrame | IterationTotals, acc_hist: np.ndarray, slo: SLOSpec,
               extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The summary dict of one run (see the module docstring and docs/simulator.md)."""
+    """The summary dict of one run (see the module docstring and docs/simulator.md); `it` is the
+    iteration log's DataFrame or its IterationTotals (a run that drops the log)."""
     s: dict[str, Any] = {}
     n = len(req)
     s["num_requests"] = int(n)
-    s["num_iterations"] = int(len(it))
-    s["num_decode_rounds"] = int((it["num_decode"] > 0).sum())
+    s["num_iterations"] = s["num_decode_rounds"] = 0       # (their place in the summary's order)
     t0 = float(req["arrival_s"].min()) if n else 0.0
     t1 = float(req["finish_s"].max()) if n else 0.0
     dur = t1 - t0
@@ -155,13 +183,10 @@ def summarize(req: pd.DataFrame, it: pd.DataFrame, acc_hist: np.ndarray, slo: SL
     lat = per_request_latencies(req)
     for key in ("ttft", "tpot", "e2e"):
         _pcts(f"{key}_ms", lat[key] * 1e3, s)
-    dt = (it["end_s"] - it["start_s"]).to_numpy()
-    ndec = it["num_decode"].to_numpy()
-    itl_ms = dt * 1e3
-    s["itl_ms_mean"] = float((itl_ms * ndec).sum() / ndec.sum()) if ndec.sum() else math.nan
-    for q in PERCENTILES:
-        s[f"itl_ms_p{q}"] = weighted_percentile(itl_ms, ndec.astype(float), q)
-
+    # the iterations: counts, sums and ITL percentiles (simulator/iteration_totals.py)
+    totals = it if isinstance(it, IterationTotals) else iteration_totals(it)
+    its = totals.summary(dur, int(extra.get("replicas", 1)) if extra else 1)
+    s.update((k, its.pop(k)) for k in list(its) if k.startswith(("num_", "itl_")))
     # goodput: requests meeting both per-request thresholds, per second
     ok = np.ones(n, dtype=bool)
     if slo.tpot_ms_p99 is not None:
@@ -172,11 +197,7 @@ def summarize(req: pd.DataFrame, it: pd.DataFrame, acc_hist: np.ndarray, slo: SL
     s["goodput_requests_per_s"] = float(ok.sum()) / dur if dur > 0 else math.nan
 
     # speculation
-    dec_tok = int((it["tokens_emitted"] - it["first_tokens"]).sum())
-    seq_rounds = int(ndec.sum())
-    s["mean_tokens_per_round"] = dec_tok / seq_rounds if seq_rounds else math.nan
-    kk = it["k"].to_numpy()
-    s["mean_k"] = float((kk * ndec).sum() / seq_rounds) if seq_rounds else math.nan
+    s["mean_tokens_per_round"], s["mean_k"] = its.pop("mean_tokens_per_round"), its.pop("mean_k")
     h = np.asarray(acc_hist, dtype=np.float64)          # [k_max+1, k_max+1]: rounds with (k, accepted)
     spec_rounds = h[1:].sum() if h.shape[0] > 1 else 0.0
     if spec_rounds > 0:
@@ -193,19 +214,11 @@ def summarize(req: pd.DataFrame, it: pd.DataFrame, acc_hist: np.ndarray, slo: SL
         s["mean_accept_length"] = math.nan
         s["acceptance_rate"] = math.nan
 
-    # GPU time split (each replica's GPUs; fractions of the busy time)
-    parts = {k: float(it[f"{k}_s"].sum()) for k in ("draft", "verify", "prefill", "overhead")}
-    busy = sum(parts.values())
-    for k, v in parts.items():
-        s[f"{k}_time_frac"] = v / busy if busy > 0 else math.nan
-    nrep = int(extra.get("replicas", 1)) if extra else 1
-    s["busy_frac"] = busy / (dur * nrep) if dur > 0 else math.nan
-    util = (it["kv_used_blocks"] / it["kv_capacity_blocks"]).to_numpy()
-    s["kv_util_mean"] = float((util * dt).sum() / dt.sum()) if dt.sum() > 0 else math.nan
-    s["kv_util_max"] = float(util.max()) if len(util) else math.nan
+    mean_batch = its.pop("mean_batch")
+    s.update(its)                                        # GPU time split, busy fraction, KV utilisation
     s["preemptions"] = int(req["preemptions"].sum())
     s["preempted_requests"] = int((req["preemptions"] > 0).sum())
-    s["mean_batch"] = float(it["batch"].mean()) if len(it) else math.nan
+    s["mean_batch"] = mean_batch
     if extra:
         s.update(extra)
     return s

@@ -12,7 +12,8 @@ in that order from the cost model's `PassConstants`. It is a plain function of n
 or numpy arrays (broadcast) in Python, and compiled by numba, unchanged, into the decode rounds,
 which take the constants as a float64 row (`constants_row`: numba passes a float array in a
 fraction of the time a NamedTuple or a numpy record costs it, microseconds per call) and turn it
-back into PassConstants with `from_row`, then read them by name. One source, same
+into pass_time_s's form with `from_row` (`timing_constants`: PassConstants' fields in order, the
+sliding layers' four as one tuple). One source, same
 operations in the same order: the two paths agree bit for bit.
 
 What comes next, and where it goes:
@@ -27,7 +28,8 @@ Attention by layer type (simulator/layer_types.py). The full-attention layers ar
 FLOPs per pair and KV bytes per token (attn_flops_per_pair, kv_bytes_per_token) over the pass's
 pairs and cached tokens. The sliding layers (window W) are a second group with its own roof, added
 right after the first (skipped when window is 0: a model without sliding layers adds nothing, bit
-for bit): from the pass's sums it prices
+for bit, and its `timing_constants` carry no sliding group, so the Python path neither unpacks nor
+prices one): from the pass's sums it prices
 
     pairs  min(pairs, T W)                    each query sees at most W keys
     keys   min(sum_context, B (W - 1)) + 2 T  each sequence's queries read at most W - 1 cached keys
@@ -81,19 +83,27 @@ def constants_row(c: PassConstants) -> np.ndarray:
     return np.array([float(x) for x in c])
 
 
-def from_row(r: np.ndarray) -> PassConstants:
-    """PassConstants from a constants_row (compiled: the rounds call it on their rows)."""
-    return PassConstants(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] != 0.0, r[10], r[11], r[12],
-                         r[13])
+def timing_constants(c: PassConstants) -> tuple:
+    """PassConstants as pass_time_s takes them: a plain tuple of the first ten fields and the sliding
+    layers' four (win_flops_per_pair, win_kv_bytes_per_token, window, seqs) as one tuple, () where
+    window is 0: a model without sliding layers neither unpacks nor prices them."""
+    return (*c[:10], (c.win_flops_per_pair, c.win_kv_bytes_per_token, c.window, c.seqs) if c.window else ())
 
 
-def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_context: float | np.ndarray,
+def from_row(r: np.ndarray) -> tuple:
+    """timing_constants of a constants_row (compiled: the rounds call it on their rows; the sliding
+    tuple is always the four fields, skipped by pass_time_s where the window is 0)."""
+    return (r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] != 0.0, (r[10], r[11], r[12], r[13]))
+
+
+def pass_time_s(c: tuple, terms: tuple, tokens: float | np.ndarray, sum_context: float | np.ndarray,
                 pairs: float | np.ndarray) -> float | np.ndarray:
     """Seconds for one pass: weights + roof(attention) + head + rest [+ all-reduce] + launch, added
-    in that order. terms: the pass's PassTerms (a 4-tuple); tokens, sum_context, pairs: its tokens,
-    cached tokens read and causal query-key pairs. Floats or numpy arrays; compiled as is."""
+    in that order. c: the pass's constants as timing_constants gives them; terms: its PassTerms (a
+    4-tuple); tokens, sum_context, pairs: its tokens, cached tokens read and causal query-key pairs.
+    Floats or numpy arrays; compiled as is."""
     (p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp,
-     win_flops, win_kv, window, seqs) = c
+     sliding) = c
     weights, head, rest, allreduce = terms
     if sharp:
         t = weights + np.maximum(flops_per_pair * pairs / flops_s,
@@ -101,13 +111,15 @@ def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_
     else:
         t = weights + ((flops_per_pair * pairs / flops_s) ** p
                        + (kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s) ** p) ** inv_p
-    if window:          # the sliding layers: pairs and cached keys capped by the window
-        w_c = win_flops * np.minimum(pairs, tokens * window) / flops_s
-        w_m = win_kv * (np.minimum(sum_context, seqs * (window - 1.0)) + 2 * tokens) / kv_bytes_s
-        if sharp:
-            t = t + np.maximum(w_c, w_m)
-        else:
-            t = t + (w_c ** p + w_m ** p) ** inv_p
+    if sliding:         # the sliding layers: pairs and cached keys capped by the window
+        win_flops, win_kv, window, seqs = sliding
+        if window:
+            w_c = win_flops * np.minimum(pairs, tokens * window) / flops_s
+            w_m = win_kv * (np.minimum(sum_context, seqs * (window - 1.0)) + 2 * tokens) / kv_bytes_s
+            if sharp:
+                t = t + np.maximum(w_c, w_m)
+            else:
+                t = t + (w_c ** p + w_m ** p) ** inv_p
     t = t + head
     t = t + rest
     if ar_count:
@@ -115,14 +127,14 @@ def pass_time_s(c: PassConstants, terms: tuple, tokens: float | np.ndarray, sum_
     return t + launch_s
 
 
-def steps_time_s(c: PassConstants, first_terms: tuple, later_terms: tuple, first: float | np.ndarray,
+def steps_time_s(c: tuple, first_terms: tuple, later_terms: tuple, first: float | np.ndarray,
                  sum_context: float | np.ndarray, num_seqs: float | np.ndarray, k: int,
                  n: float | np.ndarray) -> float | np.ndarray:
     """Seconds for k sequential passes over B = num_seqs sequences (a drafter proposing k tokens):
     step 0 takes `first` tokens (first_terms: its PassTerms), step j >= 1 takes n tokens
     (later_terms) over sum_context + B j cached tokens, each pass's pairs causal_pairs(tokens,
     context, B). The sum is 0.0 + step 0 + step 1 + ...; c: the constants of a pass over B
-    sequences; k >= 1. Floats or numpy arrays; compiled as is (terms as 4-tuples)."""
+    sequences (timing_constants); k >= 1. Floats or numpy arrays; compiled as is (terms as 4-tuples)."""
     B, ctx = num_seqs, sum_context
     t = 0.0 + pass_time_s(c, first_terms, first, ctx, causal_pairs(first, ctx, B))
     for j in range(1, k):
@@ -143,4 +155,5 @@ def attention_time_s(c: PassConstants, tokens: float | np.ndarray, sum_context: 
     writing of the attention roof, which CostModel.breakdown's 'attention' op and the Vidur
     attention fit (calibrate/vidur_attention.py) read. c: a PassConstants (CostModel.pass_constants).
     Floats or numpy arrays."""
-    return pass_time_s(c._replace(launch_s=0.0, allreduce_count=0.0), ATTENTION_ONLY, tokens, sum_context, pairs)
+    return pass_time_s(timing_constants(c._replace(launch_s=0.0, allreduce_count=0.0)), ATTENTION_ONLY, tokens,
+                       sum_context, pairs)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 # child seeds of the scenario seed, by role (order is part of the reproducibility contract)
 SEED_WORKLOAD, SEED_ACCEPTANCE, SEED_MATCH, SEED_BIND = range(4)
+ITERATION_OUTPUTS = ("memory", "none")    # simulate(iterations=...): the per-iteration log kept, or not
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class SimResult:
     """One run: per-request and per-iteration DataFrames, the summary, and the baseline run."""
     scenario: Scenario
     requests: Any                      # pandas.DataFrame, one row per request
-    iterations: Any                    # pandas.DataFrame, one row per iteration (all replicas)
+    iterations: Any                    # pandas.DataFrame, one row per iteration (all replicas); None: not kept
     summary: dict[str, Any]
     kv: KVBudget | None = None         # memory breakdown per GPU (None for hardware.kind fixed)
     baseline: SimResult | None = None
@@ -195,16 +196,20 @@ def _as_scenario(s: Scenario | str | Path | Mapping[str, Any]) -> Scenario:
 
 
 def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: bool = False,
-             trace: bool = False) -> SimResult:
+             trace: bool = False, iterations: str = "memory") -> SimResult:
     """Run a scenario. baseline=True also runs it with speculation off on the same requests and
     merges `speedup_*` and `baseline_*` keys into the summary. trace=True records
-    (time_s, event, request_id) tuples (arrive, admit, first_token, preempt, finish)."""
+    (time_s, event, request_id) tuples (arrive, admit, first_token, preempt, finish).
+    iterations="none" keeps no per-iteration log (`SimResult.iterations` is None): its rows are
+    folded into the summary's figures as the run goes (simulator/iteration_totals.py)."""
+    if iterations not in ITERATION_OUTPUTS:
+        raise SpecsightInputError("iterations", iterations, " or ".join(ITERATION_OUTPUTS))
     sc = _as_scenario(scenario)
     _warn_shape_mismatch(sc)
-    result = _simulate_one(sc, trace)
+    result = _simulate_one(sc, trace, iterations)
     if not baseline:
         return result
-    base = _simulate_one(sc.baseline(), trace)
+    base = _simulate_one(sc.baseline(), trace, iterations)
     summary = dict(result.summary)
     summary.update(speedups(result.summary, base.summary))
     return SimResult(sc, result.requests, result.iterations, summary, result.kv, base, result.trace)
@@ -220,7 +225,7 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
         warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
-def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
+def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimResult:
     sc = with_engine_defaults(sc)
     ss = np.random.SeedSequence(sc.seed).spawn(4)
     reqs = generate_requests(sc.workload, np.random.default_rng(ss[SEED_WORKLOAD]))
@@ -282,14 +287,17 @@ def _simulate_one(sc: Scenario, trace: bool) -> SimResult:
     wl = sc.workload
     closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
     engine = Engine(table, make_replica, sc.hardware.replicas, eng.router, closed_loop=closed, trace=trace_list)
+    caps = [capacity] * sc.hardware.replicas
+    totals = engine.log.drop(caps) if iterations == "none" else None
     engine.run()
 
     req_df = table.frame()
-    caps = [capacity] * sc.hardware.replicas
-    it_df = engine.log.frame(caps)
+    if totals is not None:
+        engine.log.fold()
+    it_df = engine.log.frame(caps) if totals is None else None
     hist = sum(r.acc_hist for r in engine.replicas)
     extra = {"scenario": sc.name, "seed": sc.seed, "replicas": sc.hardware.replicas,
              "hardware_profile": dep.hardware_profile, "kv_capacity_blocks": int(capacity),
              "k_max": k_max, "policy": getattr(sc.policy, "kind", "?")}
-    summary = summarize(req_df, it_df, hist, sc.slo, extra)
+    summary = summarize(req_df, it_df if totals is None else totals, hist, sc.slo, extra)
     return SimResult(sc, req_df, it_df, summary, dep.kv, None, trace_list)

@@ -92,7 +92,11 @@ class RunAhead:
         schedule, complete = self._schedule, self._complete
         kernel = self._kernel_rounds_tied if self._kern is not None else None
         inf = math.inf
+        log, logbuf = self.log, self._logbuf
+        fold_floats = log.fold_floats          # (sys.maxsize unless the run drops the log)
         while True:
+            if len(logbuf) > fold_floats:      # between stretches: no row of the log is read later
+                log.fold()
             if not (self.n or self.prefills or self.waiting):
                 self.idle_event = env.event()
                 yield self.idle_event
