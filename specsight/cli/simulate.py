@@ -39,6 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--baseline", action="store_true",
                    help="also run with speculation off on the same requests and report speedup_* keys")
     p.add_argument("--out", metavar="DIR", help="write requests/iterations tables and summary.json here")
+    p.add_argument("--no-iterations", action="store_true",
+                   help="keep no per-iteration log (its figures are folded into the summary as the run goes; "
+                        "--out then writes no iterations table): for runs of millions of requests")
     add_json(p, "print the summary as one JSON object")
     p.set_defaults(func=run)
     return p
@@ -107,14 +110,15 @@ def write_outputs(result: SimResult, out_dir: Path, summary: Mapping[str, Any] |
     import yaml
     check_out_dir(out_dir)
     written = [_write_table(result.requests, out_dir / "requests"),
-               _write_table(result.iterations, out_dir / "iterations"),
+               *([] if result.iterations is None else [_write_table(result.iterations, out_dir / "iterations")]),
                write_text(out_dir / "summary.json", dumps(result.summary if summary is None else summary) + "\n"),
                write_text(out_dir / "scenario.yaml", yaml.safe_dump(result.scenario.to_dict(), sort_keys=False))]
     if result.baseline is not None:
         b = out_dir / "baseline"
         check_out_dir(b)
         written += [_write_table(result.baseline.requests, b / "requests"),
-                    _write_table(result.baseline.iterations, b / "iterations"),
+                    *([] if result.baseline.iterations is None
+                      else [_write_table(result.baseline.iterations, b / "iterations")]),
                     write_text(b / "summary.json", dumps(result.baseline.summary) + "\n")]
     return written
 
@@ -131,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         if not sc.hardware.is_fixed:
             from simulator.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
-        result = simulate(sc, baseline=args.baseline)
+        result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
         summary = {**result.summary, **result_flags(result)}
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):
