@@ -217,12 +217,18 @@ class CostModel:
         # dp_attention: each GPU holds its own requests' whole KV, 1 / tp of the replica's tokens.
         kv_shards = adp if adp > 1 else 1 if m.is_mla else min(tp, m.num_kv_heads)
         kv_b = DTYPE_BYTES[self.kv_dtype]
-        # KV bytes per cached token kept in memory (full and sliding layers: the replica's blocks hold a
-        # sliding layer's tokens too) and read by the full layers; the sliding layers' read per token
+        # KV bytes per cached token of the softmax layers (full and sliding), of the full layers (read
+        # over the whole context; the block pool's, simulator/kv_cache.py) and of the sliding layers
+        # (read and held up to the window); full layers with their own shape (ModelSpec.full_attention)
+        # split their own KV heads
+        fs = m.full_attention
+        full_shards = kv_shards if fs is None or adp > 1 else min(tp, fs.num_kv_heads)
         self.kv_bytes_per_token = m.num_softmax_layers * m.kv_elems_per_token() * kv_b / kv_shards
-        self.full_kv_bytes_per_token = m.num_full_layers * m.kv_elems_per_token() * kv_b / kv_shards
+        self.full_kv_bytes_per_token = m.num_full_layers * m.full_kv_elems_per_token() * kv_b / full_shards
         self.window = m.window
         self.win_kv_bytes_per_token = m.num_sliding_layers * m.kv_elems_per_token() * kv_b / kv_shards
+        if fs is not None:
+            self.kv_bytes_per_token = self.full_kv_bytes_per_token + self.win_kv_bytes_per_token
         # Linear-attention layers: one state per sequence per layer (recurrent + convolution), sharded
         # over heads; the recurrence's FLOPs per token (simulator/layer_types.py)
         self.n_linear_layers = m.num_linear_layers
@@ -238,7 +244,7 @@ class CostModel:
         self.query_group = 1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads)   # query heads per KV head
         require_sm_count(hw.name, eff, hw.sm_count)        # (an efficiency override may ask for waves)
         self.sm_count = hw.sm_count
-        self.attn_flops_per_pair = m.num_full_layers * m.attn_flops_per_pair() / tp
+        self.attn_flops_per_pair = m.num_full_layers * m.full_attn_flops_per_pair() / tp
         self.win_flops_per_pair = m.num_sliding_layers * m.attn_flops_per_pair() / tp
         self.window_caps_memory = self.window > 0      # sliding layers hold at most their window
         if m.sparse is not None:    # DSA: the indexer as the full group, the MLA over the top-k as the windowed one

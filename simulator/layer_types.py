@@ -145,6 +145,39 @@ def sparse_dims_from_config(cfg: Mapping[str, Any], where: str) -> SparseAttenti
     return SparseAttentionDims(index_n_heads=n_heads, index_head_dim=head_dim, index_topk=topk)
 
 
+@dataclass(frozen=True)
+class FullAttentionShape:
+    """The full-attention layers' own KV heads and head size where a config gives them apart from
+    the other layers' (Gemma 4: `num_global_key_value_heads`, `global_head_dim`, and
+    `attention_k_eq_v`: the full layers' values are their keys, no v_proj and one cached tensor;
+    transformers' Gemma4 text config names them for its global, i.e. full-attention, layers)."""
+    num_kv_heads: int
+    head_dim: int
+    k_eq_v: bool = False
+
+    @property
+    def kv_tensors(self) -> int:
+        """Tensors cached per KV head: K and V, or K alone when V = K."""
+        return 1 if self.k_eq_v else 2
+
+
+def full_shape_from_config(cfg: Mapping[str, Any], where: str, kinds: tuple[str, ...], num_kv_heads: int,
+                           head_dim: int) -> FullAttentionShape | None:
+    """The full layers' own shape when the config gives one (any of the three Gemma 4 keys) and the
+    model has full layers beside other kinds; None otherwise (every layer has the model's shape)."""
+    keys = ("num_global_key_value_heads", "global_head_dim", "attention_k_eq_v")
+    if "full" not in kinds or set(kinds) == {"full"} or all(cfg.get(k) is None for k in keys):
+        return None
+    from .model_spec import _flag
+
+    def count(key: str, default: int) -> int:       # the bounds of num_key_value_heads and head_dim
+        v = cfg.get(key)
+        return default if v is None else require_int(f"{where}: {key}", v, lo=1, hi=2 ** 16)
+    return FullAttentionShape(num_kv_heads=count("num_global_key_value_heads", num_kv_heads),
+                              head_dim=count("global_head_dim", head_dim),
+                              k_eq_v=_flag(cfg, where, "attention_k_eq_v", False))
+
+
 def _window_in_use(cfg: Mapping[str, Any], window: int) -> bool:
     if window <= 0 or cfg.get("use_sliding_window") is False:
         return False

@@ -15,8 +15,10 @@ from typing import Any
 from .errors import SpecsightInputError, closest_names, require_int
 from .input_files import read_json, usable_file
 from .layer_types import (
+    FullAttentionShape,
     LinearAttentionDims,
     SparseAttentionDims,
+    full_shape_from_config,
     layer_kinds_from_config,
     linear_dims_from_config,
     sparse_dims_from_config,
@@ -76,6 +78,8 @@ class ModelSpec:
     layer_kinds: tuple[str, ...] = ()
     window: int = 0
     linear: LinearAttentionDims | None = None
+    full_attention: FullAttentionShape | None = None   # the full layers' own KV heads/head size (None: the model's)
+    num_kv_shared_layers: int = 0      # the last layers reuse an earlier layer's KV: no k/v projections (Gemma 4)
     attn_output_gate: bool = False     # q_proj also projects a sigmoid output gate (Qwen3-Next)
     sparse: SparseAttentionDims | None = None   # DeepSeek Sparse Attention in every layer (its index_* keys)
     # Per-part weight formats ((part, format) pairs, simulator/weight_formats.py); absent parts: the dtype
@@ -178,6 +182,35 @@ class ModelSpec:
         return self.sparse.params(self.hidden_size, self.q_lora_rank) if self.sparse is not None else 0
 
     @property
+    def full_attn_params(self) -> int:
+        """One full-attention layer's weights: attn_params, or with the full layers' own shape q and o
+        of h x head_dim' and k (and v unless V = K) of kv_heads' x head_dim'."""
+        fs = self.full_attention
+        if fs is None:
+            return self.attn_params
+        d, h = self.hidden_size, self.num_heads
+        qkv_out = (h + fs.kv_tensors * fs.num_kv_heads) * fs.head_dim
+        bias = qkv_out if self.attention_bias else 0
+        return d * qkv_out + bias + h * fs.head_dim * d
+
+    @property
+    def kv_shared_proj_params(self) -> int:
+        """The k and v projections the last num_kv_shared_layers layers do not have (Gemma 3n/4
+        `num_kv_shared_layers`: those layers read the KV of an earlier layer of their kind)."""
+        n = self.num_kv_shared_layers
+        if not n:
+            return 0
+        kinds = self.layer_kinds or ("full",) * self.num_layers
+        fs, total = self.full_attention, 0
+        for kind in kinds[self.num_layers - n:]:
+            if kind == "linear":
+                continue
+            out = (fs.kv_tensors * fs.num_kv_heads * fs.head_dim if kind == "full" and fs is not None
+                   else 2 * self.num_kv_heads * self.head_dim)
+            total += self.hidden_size * out + (out if self.attention_bias else 0)
+        return total
+
+    @property
     def linear_attn_params(self) -> int:
         """One linear (Gated DeltaNet) layer's weights (0 without linear layers)."""
         return self.linear.params(self.hidden_size) if self.linear is not None else 0
@@ -185,6 +218,9 @@ class ModelSpec:
     @property
     def mixer_params_total(self) -> int:
         """The token mixers' weights over all layers: softmax attention and linear attention."""
+        if self.full_attention is not None or self.num_kv_shared_layers:
+            return (self.num_sliding_layers * self.attn_params + self.num_full_layers * self.full_attn_params
+                    + self.num_linear_layers * self.linear_attn_params - self.kv_shared_proj_params)
         return self.num_softmax_layers * self.attn_params + self.num_linear_layers * self.linear_attn_params
 
     def _mlp_params(self, inter: int) -> int:
@@ -257,7 +293,7 @@ class ModelSpec:
     def layer_params_dense_part(self) -> int:
         """Per-layer weights every token multiplies: attention, norms, and the dense MLP or the
         shared experts and router of a MoE layer (summed over all layers)."""
-        if not self.num_linear_layers:
+        if not self.num_linear_layers and self.full_attention is None and not self.num_kv_shared_layers:
             dense = self.num_dense_layers * (self.attn_params + self.norm_params + self.dense_mlp_params)
             moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params
                                          + self.router_params)
@@ -304,6 +340,18 @@ class ModelSpec:
         if self.is_mla:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
+
+    def full_kv_elems_per_token(self) -> int:
+        """KV-cache elements one token adds per full layer: kv_elems_per_token, or the full layers'
+        own kv_tensors x kv_heads' x head_dim'."""
+        fs = self.full_attention
+        return self.kv_elems_per_token() if fs is None else fs.kv_tensors * fs.num_kv_heads * fs.head_dim
+
+    def full_attn_flops_per_pair(self) -> int:
+        """FLOPs per (query, key) pair per full layer: attn_flops_per_pair, or QK^T and PV over the
+        full layers' head_dim' (V as wide as K)."""
+        fs = self.full_attention
+        return self.attn_flops_per_pair() if fs is None else 4 * self.num_heads * fs.head_dim
 
     def attn_flops_per_pair(self) -> int:
         """FLOPs per (query, key) pair per layer: QK^T and PV over all heads (MLA: absorbed form)."""
@@ -458,6 +506,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         window=window_of(cfg, kinds, window, where),
         linear=lin,
         sparse=sparse_dims_from_config(cfg, where),
+        full_attention=full_shape_from_config(cfg, where, kinds, kvh, hd),
+        num_kv_shared_layers=require_int(f"{where}: num_kv_shared_layers", cfg.get("num_kv_shared_layers") or 0,
+                                         lo=0, hi=n_layers),
         attn_output_gate=_flag(cfg, where, "attn_output_gate", cfg.get("model_type") == "qwen3_next"),
         weight_formats=formats_from_config(cfg, where),
         path=where,

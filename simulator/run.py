@@ -80,11 +80,14 @@ def verify_width_fn(scenario: Scenario, drafter: Drafter | None) -> Callable[[in
     return lambda k: Drafter.verify_tokens_per_seq(shim, k)   # type: ignore[arg-type]
 
 
-def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deployment:
-    """Cost model, drafter and KV capacity of one replica (roofline), or the fixed step costs."""
+def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
+                       mean_tokens: float | None = None) -> Deployment:
+    """Cost model, drafter and KV capacity of one replica (roofline), or the fixed step costs;
+    mean_tokens: the KV slots a request keeps at its end, on average (sizes a sliding-window
+    model's slots: kv_cache.sliding_slots; None: a slot's length)."""
     hw, eng = scenario.hardware, scenario.engine
     if eng.kind != "ideal":
-        return _engine_deployment(scenario)
+        return _engine_deployment(scenario, mean_tokens)
     if hw.is_fixed:
         cost = FixedStepCost(hw.target_step_s, hw.draft_step_s)   # type: ignore[arg-type]
         cap = eng.num_gpu_blocks
@@ -101,7 +104,7 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0) -> Deplo
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
     if drafter is not None and (hw.ep > 1 or hw.dp_attention):
         _drafter_layout(drafter, cm)
-    kv = _kv_budget(scenario, cm, drafter)
+    kv = _kv_budget(scenario, cm, drafter, mean_tokens)
     return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
                       model.max_position_embeddings)
 
@@ -121,9 +124,9 @@ def _drafter_layout(drafter: Drafter, cm: Any) -> None:
                                    ep=layout.ep if dc.model.is_moe else 1, dp_attention=layout.dp_attention)
 
 
-def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None) -> KVBudget:
+def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None, mean_tokens: float | None = None) -> KVBudget:
     """The replica's KV memory: what the weights (target and drafter) and the activation reserve
-    leave of each GPU's HBM."""
+    leave of each GPU's HBM (with sliding layers: the pool and the slots, kv_cache.kv_budget)."""
     eng = scenario.engine
     if eng.activation_reserve_gb is not None:
         reserve = float(eng.activation_reserve_gb) * 1e9
@@ -133,10 +136,12 @@ def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None) -> KVBudget
     return kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
                      drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
                      block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
-                     activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks)
+                     activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks,
+                     max_num_seqs=int(eng.max_num_seqs), k_max=scenario.k_max,
+                     max_num_batched_tokens=int(eng.max_num_batched_tokens), mean_tokens=mean_tokens)
 
 
-def _engine_deployment(scenario: Scenario) -> Deployment:
+def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> Deployment:
     """resolve_deployment for a real engine (simulator/engines/): the profile's GPU side with the
     engine's host model, linear layers with tile and wave quantization, the engine's round."""
     from .engines import EngineLimits, engine_for
@@ -170,7 +175,7 @@ def _engine_deployment(scenario: Scenario) -> Deployment:
                                       f"{engine.label} runs the drafter at the target's TP ({tp}); its heads "
                                       f"({dc.model.num_heads}) do not divide by it")
         drafter.draft_cost = TiledCostModel(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype)
-    kv = _kv_budget(scenario, cm, drafter)
+    kv = _kv_budget(scenario, cm, drafter, mean_tokens)
     limits = EngineLimits(int(eng.max_num_seqs), int(eng.max_num_batched_tokens), tp)
     cost = EngineStepCost(engine, limits, cm, drafter, scenario.k_max)
     return Deployment(cost, drafter, kv, kv.num_blocks, f"{base.describe()}; engine {engine.label}",
@@ -233,8 +238,9 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     eng = sc.engine
     bs = int(eng.block_size)
     k_max = sc.k_max
-    dep = resolve_deployment(sc)
-    longest_request = int((reqs.prompt_len + reqs.output_len).max())
+    lengths = reqs.prompt_len + reqs.output_len
+    dep = resolve_deployment(sc, mean_tokens=float(lengths.mean()) + k_max if n else None)
+    longest_request = int(lengths.max())
     longest = longest_request + k_max                    # its KV slots, the K drafts included
     window = dep.context_window_tokens
     if window and longest_request > window:     # an engine refuses such a request (vLLM: max_model_len)
@@ -256,6 +262,9 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
             field, value, f"the KV cache ({capacity} blocks of {bs} tokens) cannot hold the longest request "
                           f"(prompt + output + K = {longest} tokens); shorten requests or add memory")
 
+    max_seqs = int(eng.max_num_seqs)
+    if dep.kv is not None and dep.kv.sliding_slots:     # a sequence runs in a sliding-window slot
+        max_seqs = min(max_seqs, dep.kv.sliding_slots)
     table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
     d = sc.drafter
     # trees: a depth is accepted if any branch is (unless the model's figures are per depth already)
@@ -280,7 +289,7 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
                        match_rng=np.random.default_rng(match_seeds[i]) if ngram else None,
                        match_probability=d.match_probability if ngram else 1.0,   # type: ignore[union-attr]
                        verify_width=verify_width,
-                       capacity_blocks=capacity, block_size=bs, max_num_seqs=int(eng.max_num_seqs),
+                       capacity_blocks=capacity, block_size=bs, max_num_seqs=max_seqs,
                        max_num_batched_tokens=int(eng.max_num_batched_tokens), k_max=k_max,
                        on_finish=on_finish, trace=trace_list)
 

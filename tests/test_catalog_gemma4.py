@@ -30,14 +30,15 @@ def test_target_is_read_from_its_text_config():
     assert m.layer_kinds[:6] == ("sliding",) * 5 + ("full",) and m.tie_word_embeddings
 
 
-def test_target_count_short_by_the_full_layers_wider_heads():
-    """The card's 30.7B less what the cost model does not price: each full layer's q and o are
-    32 x 512 wide (global_head_dim) with 4 K heads of 512 and no V (attention_k_eq_v), where every
-    layer is priced with the sliding layers' 32 x 256 q/o and 16 + 16 K/V heads of 256."""
+def test_target_count_with_the_full_layers_own_heads():
+    """The card's 30.7B with each full layer's q and o 32 x 512 wide (global_head_dim), 4 K heads of
+    512 and no V (attention_k_eq_v), beside the sliding layers' 32 x 256 q/o and 16 + 16 K/V heads
+    of 256 (ModelSpec.full_attention; tests/test_full_attention_shape.py)."""
     m = load_model("gemma-4-31b")
-    priced_full = 2 * D_T * 32 * 256 + 2 * D_T * 16 * 256
-    real_full = 2 * D_T * 32 * 512 + D_T * 4 * 512
-    assert m.params_total + 10 * (real_full - priced_full) == pytest.approx(30.7e9, rel=0.002)
+    sliding = 2 * D_T * 32 * 256 + 2 * D_T * 16 * 256
+    full = 2 * D_T * 32 * 512 + D_T * 4 * 512
+    assert m.mixer_params_total == 50 * sliding + 10 * full
+    assert m.params_total == pytest.approx(30.7e9, rel=0.002)
 
 
 def test_nested_assistant_config_loads_its_text_config_and_is_an_assistant():
@@ -49,19 +50,21 @@ def test_nested_assistant_config_loads_its_text_config_and_is_an_assistant():
 
 
 def test_assistant_count_as_priced_and_as_published():
-    """Priced: 4 layers with q, k, v, o + MLP, its tied embedding (its own, d_A wide) and the fusion
-    projections pre (2 D_T d_A) and post (d_A D_T). The checkpoint's 470M: the same less the k and v
-    projections of its 4 KV-shared layers (num_kv_shared_layers 4) plus the full layer's wider q and
-    o (global_head_dim 512); both unpriced, within 0.2 %."""
+    """3 sliding layers with q and o of 32 x 256 and 1 full layer with q and o of 32 x 512
+    (global_head_dim), none with k or v projections (num_kv_shared_layers 4: they read the target's
+    KV), each with its MLP, its tied embedding (its own, d_A wide) and the fusion projections pre
+    (2 D_T d_A) and post (d_A D_T): the checkpoint's 470M within 0.2 %."""
     dm = load_model("gemma-4-31b-assistant")
+    assert dm.num_kv_shared_layers == 4
+    assert dm.kv_shared_proj_params == 3 * 2 * D_A * 16 * 256 + D_A * 4 * 512     # K = V in the full layer
     a = assistant_spec(dm, raw_config("gemma-4-31b-assistant"))
     fusion = 2 * D_T * D_A + D_A * D_T
     assert a.fusion_params == fusion
-    layer = 2 * D_A * 32 * 256 + 2 * D_A * 16 * 256 + 3 * D_A * 8192 + 2 * D_A
-    assert a.params_total == 4 * layer + V * D_A + D_A + fusion
-    kv_proj = 4 * 2 * D_A * 16 * 256
-    wider_full = 2 * D_A * 32 * (512 - 256)
-    assert a.params_total - kv_proj + wider_full == pytest.approx(470e6, rel=0.002)
+    rest = 3 * D_A * 8192 + 2 * D_A
+    sliding = 2 * D_A * 32 * 256 + rest
+    full = 2 * D_A * 32 * 512 + rest
+    assert a.params_total == 3 * sliding + full + V * D_A + D_A + fusion
+    assert a.params_total == pytest.approx(470e6, rel=0.002)
 
 
 def test_assistant_keeps_no_kv_and_saves_its_layers_worth():
@@ -71,7 +74,7 @@ def test_assistant_keeps_no_kv_and_saves_its_layers_worth():
                 CostModel(target, hw, tp=1, dtype="bf16"))
     assert d.structure.kv_source == "target" and d.structure.physical_modules == 1
     assert d.kv_bytes_per_token_per_gpu() == 0.0
-    assert d.kv_bytes_saved_per_token_per_gpu() == 4 * 2 * 16 * 256 * 2       # 4 layers, K and V, bf16
+    assert d.kv_bytes_saved_per_token_per_gpu() == 3 * 2 * 16 * 256 * 2 + 4 * 512 * 2   # 3 sliding, 1 full (K = V), bf16
     assert d.weight_bytes_per_gpu() == assistant_spec(load_model("gemma-4-31b-assistant"),
                                                       raw_config("gemma-4-31b-assistant")).params_total * 2
 
