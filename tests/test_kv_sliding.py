@@ -2,7 +2,6 @@
 token, the sliding layers' KV is held per sequence slot, capped at the window; by hand."""
 import math
 
-
 from simulator.cost_model import CostModel
 from simulator.hardware import load_profile
 from simulator.kv_cache import kv_budget, sliding_slot_tokens, sliding_slots
