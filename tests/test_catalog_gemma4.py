@@ -74,7 +74,8 @@ def test_assistant_keeps_no_kv_and_saves_its_layers_worth():
                 CostModel(target, hw, tp=1, dtype="bf16"))
     assert d.structure.kv_source == "target" and d.structure.physical_modules == 1
     assert d.kv_bytes_per_token_per_gpu() == 0.0
-    assert d.kv_bytes_saved_per_token_per_gpu() == 3 * 2 * 16 * 256 * 2 + 4 * 512 * 2   # 3 sliding, 1 full (K = V), bf16
+    # 3 sliding layers (K and V), 1 full (K = V), bf16
+    assert d.kv_bytes_saved_per_token_per_gpu() == 3 * 2 * 16 * 256 * 2 + 4 * 512 * 2
     assert d.weight_bytes_per_gpu() == assistant_spec(load_model("gemma-4-31b-assistant"),
                                                       raw_config("gemma-4-31b-assistant")).params_total * 2
 
