@@ -307,6 +307,8 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     hist = sum(r.acc_hist for r in engine.replicas)
     extra = {"scenario": sc.name, "seed": sc.seed, "replicas": sc.hardware.replicas,
              "hardware_profile": dep.hardware_profile, "kv_capacity_blocks": int(capacity),
-             "k_max": k_max, "policy": getattr(sc.policy, "kind", "?")}
+             "k_max": k_max, "policy": getattr(sc.policy, "kind", "?"),
+             # sliding-window models: the sequences the slots hold at once (kv_cache.kv_budget)
+             **({"kv_sliding_slots": int(dep.kv.sliding_slots)} if dep.kv is not None and dep.kv.sliding_slots else {})}
     summary = summarize(req_df, it_df if totals is None else totals, hist, sc.slo, extra)
     return SimResult(sc, req_df, it_df, summary, dep.kv, None, trace_list)

@@ -145,3 +145,13 @@ def test_closed_loop_never_saturates_and_a_trace_is_not_judged(tmp_path, capsys)
     trace = ["simulate", str(shipped), "--set", "workload.arrival.max_requests=12", "--json"]
     assert main(trace) == 0
     assert json.loads(capsys.readouterr().out)["saturated"] is None
+
+
+def test_kv_sequences_is_capped_by_the_sliding_window_slots():
+    """A sliding-window model's running batch is capped by its slots: the KV cache holds the
+    fewer of what the block pool and the slots hold."""
+    from specsight.studies.saturation import kv_sequences
+    base = {"num_requests": 10, "prompt_tokens": 9000, "output_tokens": 1000, "kv_capacity_blocks": 640}
+    assert kv_sequences(base, 16) == pytest.approx(640 * 16 / 1000)
+    assert kv_sequences({**base, "kv_sliding_slots": 7}, 16) == 7
+    assert kv_sequences({**base, "kv_sliding_slots": 70}, 16) == pytest.approx(10.24)

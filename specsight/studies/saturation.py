@@ -91,13 +91,16 @@ def achieved_mean_batch(summary: Mapping[str, Any] | None) -> float:
 
 def kv_sequences(summary: Mapping[str, Any] | None, block_size: int) -> float:
     """Requests of the run's mean length (prompt + output) that the replica's KV cache holds at
-    once: capacity blocks x block size / mean tokens per request (NaN without the figures)."""
+    once: capacity blocks x block size / mean tokens per request, and at most the sliding-window
+    slots where the model has them (`kv_sliding_slots`); NaN without the figures."""
     if not summary:
         return math.nan
     n = _num(summary, "num_requests")
     tokens = (_num(summary, "prompt_tokens") + _num(summary, "output_tokens")) / n if n > 0 else math.nan
     cap = _num(summary, "kv_capacity_blocks") * block_size
-    return cap / tokens if math.isfinite(tokens) and tokens > 0 else math.nan
+    held = cap / tokens if math.isfinite(tokens) and tokens > 0 else math.nan
+    slots = summary.get("kv_sliding_slots")
+    return min(held, float(slots)) if slots and math.isfinite(held) else held
 
 
 def run_flags(summary: Mapping[str, Any], requests: pd.DataFrame, process: str | None) -> dict[str, Any]:
