@@ -39,7 +39,7 @@ import pandas as pd
 from simulator.cost_model import CostModel, PassShape
 from simulator.drafters import Drafter, DrafterSpec
 from simulator.hardware import HardwareProfile, load_profile
-from simulator.model_spec import spec_from_config
+from simulator.model_config import spec_from_config
 
 STALL_FACTOR = 5.0
 CI_LEVEL = 0.95                 # the measured speedup's interval (speedup_interval)

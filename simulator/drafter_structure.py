@@ -60,9 +60,8 @@ from .cost_model import CostModel, PassCost, soft_roofline
 from .errors import SpecsightInputError, closest_names
 from .hardware import DTYPE_BYTES
 from .input_files import read_json, usable_file
-from .model_spec import ModelSpec, _is_dir, available_models
+from .model_spec import ModelSpec, available_models, config_path
 from .pass_shape import PassShape, causal_pairs
-from .paths import MODELS_DIR
 
 VERIFY_SHAPES = ("chain", "tree", "block")
 KV_SOURCES = ("own", "target", "none")
@@ -164,9 +163,8 @@ def raw_config(name_or_path: str | None, field: str = "drafter.model", required:
     or, required, an input error naming the catalog's closest names."""
     if not name_or_path or not isinstance(name_or_path, (str, Path)):
         return {}
-    p = Path(str(name_or_path))
-    if p.suffix != ".json":
-        p = p / "config.json" if _is_dir(p) else MODELS_DIR / f"{name_or_path}.json"
+    p, _, catalog = config_path(name_or_path)
+    if Path(str(name_or_path)).suffix != ".json":        # a catalog name or a folder: it may name no file
         if usable_file(p) is None:
             if required:
                 raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models()))

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config_keys import config_flag, config_int
 from .errors import SpecsightInputError, require_int
 
 LAYER_KINDS = ("full", "sliding", "linear")
@@ -168,14 +169,13 @@ def full_shape_from_config(cfg: Mapping[str, Any], where: str, kinds: tuple[str,
     keys = ("num_global_key_value_heads", "global_head_dim", "attention_k_eq_v")
     if "full" not in kinds or set(kinds) == {"full"} or all(cfg.get(k) is None for k in keys):
         return None
-    from .model_spec import _flag
 
     def count(key: str, default: int) -> int:       # the bounds of num_key_value_heads and head_dim
         v = cfg.get(key)
         return default if v is None else require_int(f"{where}: {key}", v, lo=1, hi=2 ** 16)
     return FullAttentionShape(num_kv_heads=count("num_global_key_value_heads", num_kv_heads),
                               head_dim=count("global_head_dim", head_dim),
-                              k_eq_v=_flag(cfg, where, "attention_k_eq_v", False))
+                              k_eq_v=config_flag(cfg, where, "attention_k_eq_v", False))
 
 
 def _window_in_use(cfg: Mapping[str, Any], window: int) -> bool:
@@ -186,8 +186,7 @@ def _window_in_use(cfg: Mapping[str, Any], window: int) -> bool:
 
 
 def _interval(cfg: Mapping[str, Any], where: str, key: str, num_layers: int, other: str) -> tuple[str, ...]:
-    from .model_spec import _int
-    n = _int(cfg, where, key)
+    n = config_int(cfg, where, key)
     if n < 1:
         raise SpecsightInputError(f"{where}: {key}", n, "a whole number >= 1")
     return tuple("full" if (i + 1) % n == 0 else other for i in range(num_layers))
@@ -214,8 +213,7 @@ def layer_kinds_from_config(cfg: Mapping[str, Any], where: str, num_layers: int,
     if cfg.get("model_type") == "gemma2":
         return tuple("full" if (i + 1) % 2 == 0 else "sliding" for i in range(num_layers))
     if cfg.get("max_window_layers") is not None:
-        from .model_spec import _int
-        m = _int(cfg, where, "max_window_layers")
+        m = config_int(cfg, where, "max_window_layers")
         return tuple("sliding" if i >= m else "full" for i in range(num_layers))
     return ("sliding",) * num_layers
 
@@ -226,8 +224,7 @@ def window_of(cfg: Mapping[str, Any], kinds: tuple[str, ...], window: int, where
     if "sliding" not in kinds:
         return 0
     if "chunked_attention" in (cfg.get("layer_types") or ()):
-        from .model_spec import _int
-        return _int(cfg, where, "attention_chunk_size")
+        return config_int(cfg, where, "attention_chunk_size")
     if window <= 0:
         raise SpecsightInputError(f"{where}: sliding_window", cfg.get("sliding_window"),
                                   "a window in tokens >= 1: layer_types name sliding layers")
@@ -238,16 +235,15 @@ def linear_dims_from_config(cfg: Mapping[str, Any], where: str, kinds: tuple[str
     """The Gated DeltaNet shape when some layer is linear (its linear_* keys are then required)."""
     if "linear" not in kinds:
         return None
-    from .model_spec import _int
     dtype = cfg.get("mamba_ssm_dtype")
     if dtype not in (None, "float32", "bfloat16", "float16", "auto"):
         raise SpecsightInputError(f"{where}: mamba_ssm_dtype", dtype, "float32, bfloat16, float16 or auto")
     return LinearAttentionDims(
-        num_k_heads=_int(cfg, where, "linear_num_key_heads", required=True),
-        num_v_heads=_int(cfg, where, "linear_num_value_heads", required=True),
-        head_k_dim=_int(cfg, where, "linear_key_head_dim", required=True),
-        head_v_dim=_int(cfg, where, "linear_value_head_dim", required=True),
-        conv_kernel=_int(cfg, where, "linear_conv_kernel_dim", default=4),
+        num_k_heads=config_int(cfg, where, "linear_num_key_heads", required=True),
+        num_v_heads=config_int(cfg, where, "linear_num_value_heads", required=True),
+        head_k_dim=config_int(cfg, where, "linear_key_head_dim", required=True),
+        head_v_dim=config_int(cfg, where, "linear_value_head_dim", required=True),
+        conv_kernel=config_int(cfg, where, "linear_conv_kernel_dim", default=4),
         state_fp32=dtype == "float32")
 
 

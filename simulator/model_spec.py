@@ -12,20 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecsightInputError, closest_names, require_int
+from .errors import SpecsightInputError, closest_names
 from .input_files import read_json, usable_file
-from .layer_types import (
-    FullAttentionShape,
-    LinearAttentionDims,
-    SparseAttentionDims,
-    full_shape_from_config,
-    layer_kinds_from_config,
-    linear_dims_from_config,
-    sparse_dims_from_config,
-    window_of,
-)
+from .layer_types import FullAttentionShape, LinearAttentionDims, SparseAttentionDims
 from .paths import MODELS_DIR
-from .weight_formats import formats_from_config
 
 HEAD_KINDS = ("eagle", "eagle3", "mtp", "medusa")
 
@@ -368,153 +358,6 @@ class ModelSpec:
 
 
 # ---- loading ---------------------------------------------------------------------------
-def _get(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> Any:
-    for k in keys:
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    if required:
-        raise SpecsightInputError(f"{where}: {keys[0]}", None, "required key is missing")
-    return default
-
-
-def _int(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> int:
-    """An integer key (under any of its names), range-checked by schema_table.MODEL_CONFIG: NaN,
-    infinities, strings, booleans and absurd sizes are refused by name."""
-    from .schema import check
-    from .schema_table import MODEL_CONFIG
-    key = next((k for k in keys if k in cfg and cfg[k] is not None), keys[0])
-    v = _get(cfg, where, *keys, default=default, required=required)
-    return int(check(MODEL_CONFIG[keys[0]], v, f"{where}: {key}"))
-
-
-def _flag(cfg: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
-    v = cfg.get(key, default)
-    if not isinstance(v, bool):
-        raise SpecsightInputError(f"{where}: {key}", v, "must be true or false")
-    return v
-
-
-def _token_ids(cfg: Mapping[str, Any], where: str, key: str) -> tuple[int, ...]:
-    """A special-token id (or a list of them: Llama 3.1's eos_token_id) as a tuple; absent or null: ()."""
-    v = cfg.get(key)
-    if v is None:
-        return ()
-    items = v if isinstance(v, list) else [v]
-    if not items or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in items):
-        raise SpecsightInputError(f"{where}: {key}", v, "a token id (an integer >= 0) or a list of them")
-    return tuple(items)
-
-
-def _text(cfg: Mapping[str, Any], where: str, key: str) -> str | None:
-    v = cfg.get(key)
-    if v is not None and not isinstance(v, str):
-        raise SpecsightInputError(f"{where}: {key}", v, "must be a string")
-    return v
-
-
-def _sliding_window(cfg: Mapping[str, Any], where: str) -> tuple[int, bool | None]:
-    """(sliding_window, use_sliding_window): the window in tokens (0 when absent or null) and the switch."""
-    use = cfg.get("use_sliding_window")
-    if use is not None and not isinstance(use, bool):
-        raise SpecsightInputError(f"{where}: use_sliding_window", use, "must be true or false")
-    window = cfg.get("sliding_window")
-    if window is None:
-        return 0, use
-    if isinstance(window, bool) or not isinstance(window, int):
-        raise SpecsightInputError(f"{where}: sliding_window", window, "a number of tokens >= 0 (or null: none)")
-    return require_int(f"{where}: sliding_window", window, lo=0, hi=10 ** 12), use
-
-
-def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: ModelSpec | None = None) -> ModelSpec:
-    """Parse HF config keys. A head's missing dimensions are taken from its target. A multimodal
-    wrapper (Gemma 3, Qwen3.5, Llama 4: the language model's keys under `text_config`) is read as
-    its language model: text_config's keys over the top level's (the vision tower is not counted)."""
-    if not isinstance(cfg, Mapping):
-        raise SpecsightInputError(where, type(cfg).__name__, "a config.json must hold a JSON object")
-    text = cfg.get("text_config")
-    if isinstance(text, Mapping) and "hidden_size" not in cfg:
-        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text}
-    meta = cfg.get("specsight") or {}
-    if not isinstance(meta, Mapping):
-        raise SpecsightInputError(f"{where}: specsight", meta, 'must be a mapping {"kind": ..., "target": ...}')
-    head_kind = meta.get("kind")
-    if head_kind is not None and head_kind not in HEAD_KINDS:
-        raise SpecsightInputError(f"{where}: specsight.kind", head_kind, f"one of {', '.join(HEAD_KINDS)}")
-    archs = cfg.get("architectures") or []
-    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
-        raise SpecsightInputError(f"{where}: architectures", archs, "must be a list of strings")
-    if "medusa_num_heads" in cfg and head_kind is None:
-        head_kind = "medusa"
-    base: dict[str, Any] = {}
-    if target is not None:
-        base = dict(hidden_size=target.hidden_size, num_attention_heads=target.num_heads,
-                    num_key_value_heads=target.num_kv_heads, head_dim=target.head_dim,
-                    intermediate_size=target.intermediate_size, vocab_size=target.vocab_size)
-    merged = {**base, **cfg}
-    d = _int(merged, where, "hidden_size", "d_model", required=True)
-    h = _int(merged, where, "num_attention_heads", "n_head", required=head_kind != "medusa", default=1)
-    kvh = _int(merged, where, "num_key_value_heads", default=h)
-    hd_default = d // h if h else d
-    hd = _int(merged, where, "head_dim", default=hd_default)
-    n_layers_default = 0 if head_kind == "medusa" else None
-    n_layers = _int(merged, where, "num_hidden_layers", "n_layer", default=n_layers_default,
-                    required=n_layers_default is None)
-    n_experts = _int(merged, where, "num_local_experts", "n_routed_experts", "num_experts", default=0)
-    moe_inter = _int(merged, where, "moe_intermediate_size", default=0)
-    inter = _int(merged, where, "intermediate_size", default=4 * d if head_kind != "medusa" else 0)
-    if n_experts and not moe_inter:
-        moe_inter = inter   # Mixtral: each expert is a full-size MLP
-    arch = " ".join(archs)
-    window, use_window = _sliding_window(cfg, where)
-    kinds = layer_kinds_from_config(cfg, where, n_layers, window)
-    shared_inter = _int(merged, where, "shared_expert_intermediate_size", default=0)   # Qwen2-MoE, Qwen3-Next
-    lin = linear_dims_from_config(cfg, where, kinds)
-    return ModelSpec(
-        name=name,
-        hidden_size=d, num_layers=n_layers, num_heads=h, num_kv_heads=kvh, head_dim=hd,
-        intermediate_size=inter,
-        vocab_size=_int(merged, where, "vocab_size", required=True),
-        tie_word_embeddings=_flag(merged, where, "tie_word_embeddings", False),
-        gated_mlp=not ("GPT2" in arch or merged.get("hidden_act") == "gelu_new"),
-        attention_bias=_flag(merged, where, "attention_bias", "Qwen2" in arch),
-        num_experts=n_experts,
-        experts_per_token=_int(merged, where, "num_experts_per_tok", default=0) if n_experts else 0,
-        moe_intermediate_size=moe_inter,
-        num_shared_experts=_int(merged, where, "n_shared_experts", "num_shared_experts",
-                                default=1 if shared_inter else 0),
-        shared_expert_intermediate_size=shared_inter,
-        first_k_dense=_int(merged, where, "first_k_dense_replace", default=0),
-        q_lora_rank=_int(merged, where, "q_lora_rank", default=0),
-        kv_lora_rank=_int(merged, where, "kv_lora_rank", default=0),
-        qk_rope_head_dim=_int(merged, where, "qk_rope_head_dim", default=0),
-        qk_nope_head_dim=_int(merged, where, "qk_nope_head_dim", default=0),
-        v_head_dim=_int(merged, where, "v_head_dim", default=0),
-        head_kind=head_kind,
-        target=None if meta.get("target") is None else str(meta.get("target")),
-        draft_vocab_size=_int(merged, where, "draft_vocab_size", default=0),
-        medusa_num_heads=_int(merged, where, "medusa_num_heads", default=0),
-        medusa_num_layers=_int(merged, where, "medusa_num_layers", default=0),
-        max_position_embeddings=_int(cfg, where, "max_position_embeddings", "n_positions", "seq_length",
-                                     "max_sequence_length", default=0),
-        model_type=_text(cfg, where, "model_type"),
-        tokenizer_class=_text(cfg, where, "tokenizer_class"),
-        bos_token_id=(_token_ids(cfg, where, "bos_token_id") or (None,))[0],
-        eos_token_ids=_token_ids(cfg, where, "eos_token_id"),
-        sliding_window=window,
-        use_sliding_window=use_window,
-        layer_kinds=() if set(kinds) <= {"full"} else kinds,
-        window=window_of(cfg, kinds, window, where),
-        linear=lin,
-        sparse=sparse_dims_from_config(cfg, where),
-        full_attention=full_shape_from_config(cfg, where, kinds, kvh, hd),
-        num_kv_shared_layers=require_int(f"{where}: num_kv_shared_layers", cfg.get("num_kv_shared_layers") or 0,
-                                         lo=0, hi=n_layers),
-        attn_output_gate=_flag(cfg, where, "attn_output_gate", cfg.get("model_type") == "qwen3_next"),
-        weight_formats=formats_from_config(cfg, where),
-        path=where,
-    )
-
-
 def available_models() -> list[str]:
     return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
 
@@ -526,22 +369,27 @@ def _is_dir(p: Path) -> bool:
         return False
 
 
+def config_path(name_or_path: str | Path) -> tuple[Path, str, bool]:
+    """(config JSON path, model name, from the catalog) for what load_model takes: a .json path or a
+    folder holding config.json as given, else the catalog's models/<name>.json (which may not exist)."""
+    p = Path(str(name_or_path))
+    if p.suffix == ".json" or _is_dir(p):
+        if _is_dir(p):
+            p = p / "config.json"
+        return p, (p.parent.name if p.name == "config.json" else p.stem), False
+    return MODELS_DIR / f"{name_or_path}.json", str(name_or_path), True
+
+
 def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> ModelSpec:
     """A model by catalog name (models/<name>.json) or by path to any HF config.json.
     (_head: loading a head's target, which may not be a head itself.)"""
     if not isinstance(name_or_path, (str, Path)) or not str(name_or_path):
         raise SpecsightInputError(field, name_or_path, "a catalog name (models/<name>.json) or a config.json path")
-    p = Path(str(name_or_path))
-    if p.suffix == ".json" or _is_dir(p):
-        if _is_dir(p):
-            p = p / "config.json"
-        name = p.parent.name if p.name == "config.json" else p.stem
-    else:
-        p = MODELS_DIR / f"{name_or_path}.json"
-        if usable_file(p) is None:
-            raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models())
-                                      + " (`specsight models` lists them)")
-        name = p.stem
+    from .model_config import spec_from_config
+    p, name, catalog = config_path(name_or_path)
+    if catalog and usable_file(p) is None:
+        raise SpecsightInputError(field, name_or_path, closest_names(str(name_or_path), available_models())
+                                  + " (`specsight models` lists them)")
     cfg = read_json(p, field, "config")
     meta = cfg.get("specsight") if isinstance(cfg, Mapping) else None
     target = None

@@ -132,7 +132,7 @@ def test_list_refuses_a_stray_name(cmd, capsys):
 
 
 def test_context_window_is_read_from_the_config_or_absent():
-    from simulator.model_spec import spec_from_config
+    from simulator.model_config import spec_from_config
     base = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100}
     assert spec_from_config(base, "m", "t").max_position_embeddings == 0
     assert spec_from_config({**base, "n_positions": 1024}, "m", "t").max_position_embeddings == 1024

@@ -13,7 +13,8 @@ from simulator.cost_model import CostModel
 from simulator.drafters import VOCAB_PAD_MULTIPLE, Drafter, DrafterSpec, vocab_mismatch
 from simulator.errors import SpecsightInputError, SpecsightWarning
 from simulator.hardware import load_profile, profile_from_dict
-from simulator.model_spec import load_model, spec_from_config
+from simulator.model_config import spec_from_config
+from simulator.model_spec import load_model
 from specsight.cli import main
 
 H100 = load_profile("h100-sxm")

@@ -6,7 +6,8 @@ import pytest
 from simulator.cost_model import CostModel
 from simulator.hardware import load_profile
 from simulator.layer_types import FullAttentionShape
-from simulator.model_spec import load_model, spec_from_config
+from simulator.model_config import spec_from_config
+from simulator.model_spec import load_model
 
 D, H = 5376, 32                       # Gemma-4-31B hidden size and query heads (models/gemma-4-31b.json)
 

@@ -11,7 +11,8 @@ from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile
 from simulator.kv_cache import estimate_activation_reserve_bytes, linear_state_reserve_bytes
 from simulator.layer_types import window_keys_read, window_pairs
-from simulator.model_spec import load_model, spec_from_config
+from simulator.model_config import spec_from_config
+from simulator.model_spec import load_model
 from simulator.pass_shape import PassShape, causal_pairs
 
 H100 = load_profile("h100-sxm")

@@ -8,7 +8,8 @@ from simulator.drafter_structure import raw_config
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile
 from simulator.layer_types import window_pairs
-from simulator.model_spec import load_model, spec_from_config
+from simulator.model_config import spec_from_config
+from simulator.model_spec import load_model
 from simulator.pass_shape import PassShape
 
 L, TOPK = 61, 2048                                  # DeepSeek-V3.2: layers, index_topk

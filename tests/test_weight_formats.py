@@ -7,7 +7,8 @@ import pytest
 from simulator.cost_model import CostModel
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile, profile_from_dict
-from simulator.model_spec import available_models, load_model, spec_from_config
+from simulator.model_config import spec_from_config
+from simulator.model_spec import available_models, load_model
 from simulator.pass_shape import PassShape
 from simulator.weight_formats import WEIGHT_BITS, bytes_per_weight, compute_dtype, formats_from_config
 

@@ -156,12 +156,8 @@ def hub_name(name_or_path: str, field_name: str) -> str:
     """The Hugging Face repo id (or local folder) an engine loads for a catalog name or a
     config.json path (the rule in the module docstring)."""
     from simulator.input_files import read_json
-    from simulator.model_spec import _is_dir  # load_model's own test (too-long names are no folder)
-    from simulator.paths import MODELS_DIR
-    p = Path(str(name_or_path))
-    folder = _is_dir(p)
-    catalog = not (p.suffix == ".json" or folder)
-    cfg_path = MODELS_DIR / f"{name_or_path}.json" if catalog else (p / "config.json" if folder else p)
+    from simulator.model_spec import config_path  # load_model's own rule
+    cfg_path, _, catalog = config_path(name_or_path)
     cfg = read_json(cfg_path, field_name)
     hub = cfg.get("_name_or_path") if isinstance(cfg, Mapping) else None
     if isinstance(hub, str) and HUB_ID.match(hub):
