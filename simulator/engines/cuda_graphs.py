@@ -12,6 +12,10 @@ vLLM V1 (token counts)  [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16), 
 SGLang (batch sizes)    1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, 272.. step 16 up to
                         cuda_graph_max_bs (v0.5.x on H100/H200: 256 at TP < 4, 512 at TP >= 4;
                         sglang server_args.py); a verify graph holds N tokens per sequence
+SGLang v0.4.5           with speculation 1..8, 10..32 step 2, 40..160 step 16; plain decoding 1, 2, 4, 8,
+                        16..160 step 8; up to cuda_graph_max_bs 160 (GPUs of 25 GB and more)
+                        (sglang 0.4.5 wheel, srt/model_executor/cuda_graph_runner.py
+                        get_batch_sizes_to_capture, srt/server_args.py)
 TRT-LLM (batch sizes)   CudaGraphConfig without padding (the default): 1..31, 32, 64, 128 and powers of
                         two up to max_batch_size; sizes not captured run eagerly (llm_args.py)
 vLLM V0 (batch sizes)   [1, 2, 4] + multiples of 8 up to 256 (V0 worker/model_runner.py
@@ -41,6 +45,16 @@ def sglang_sizes(cuda_graph_max_bs: int) -> tuple[int, ...]:
 def sglang_max_bs(tp: int) -> int:
     """SGLang v0.5.x's default cuda_graph_max_bs on H100/H200: 256 at TP < 4, 512 at TP >= 4."""
     return 512 if tp >= 4 else 256
+
+
+SGLANG_V04_MAX_BS = 160
+
+
+def sglang_v04_sizes(speculating: bool) -> tuple[int, ...]:
+    """SGLang v0.4.5's captured batch sizes (cuda_graph_max_bs 160), with and without speculation."""
+    if speculating:
+        return tuple(list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, SGLANG_V04_MAX_BS + 1, 16)))
+    return tuple([1, 2, 4, 8] + list(range(16, SGLANG_V04_MAX_BS + 1, 8)))
 
 
 def trtllm_sizes(max_batch_size: int) -> tuple[int, ...]:

@@ -27,7 +27,16 @@ V1 at v0.9.x (`engine.version: v1-0.9`, Apr-Jul 2025, the engine of vLLM's own p
   adjust_cudagraph_sizes_for_spec_decode, came later [I])
   drafter: the unpadded drafter batch (the padded one is PR #24539, Sep 2025): "Rejection sampling
   on GPU -> sync -> CPU computation -> sync -> GPU upload" (PR #20078, Jun 2025, describing the code
-  it changes) [D]: 2 syncs a round; draft_model (PR #24322, Sep 2025), suffix and trees came later
+  it changes) [D]. The v0.9.2 source (the vllm-0.9.2 sdist from PyPI, Jul 2025) syncs 3 times inside
+  an EAGLE / EAGLE-3 round before its end: RejectionSampler.parse_output's .cpu() of the sampled
+  tokens (v1/sample/rejection_sampler.py, called by v1/worker/gpu_model_runner.py execute_model),
+  then EagleProposer.propose's seq_lens.max().item() and the query lengths' .max().item() ("FIXME
+  (woosuk): The below two ops cause synchronization", v1/spec_decode/eagle.py); deepseek_mtp takes
+  one .item() there (query_lens.max()): 2 [C]. draft_model (PR #24322, Sep 2025), suffix and trees
+  came later. Both EAGLE drafters run compiled in PIECEWISE graphs at v0.9.2: @support_torch_compile
+  on llama_eagle.py's and llama_eagle3.py's LlamaModel (EAGLE-3's since PR #17504, May 2025), one
+  use_cuda_graph rule for every method in EagleProposer, and gpu_model_runner's _dummy_run captures
+  the drafter for every use_eagle() method [C]
 Draft steps 2..K (V1, both versions) launch eagerly, around the drafter's graph, the small torch ops
   of the propose loop (vllm/v1/spec_decode/eagle.py@008603a3; PR #33503, Feb 2026, fused them
   later; PR #20078: "the GPU was idling on kernel-launch latency more than it was computing") [C]:
@@ -61,6 +70,7 @@ V1_09_METHODS = (EAGLE, EAGLE3, MTP, NGRAM)
 STEP_LAUNCHES = 12 + 3 + 2            # input updates, buffer copies, LM head + argmax
 FIRST_LAUNCHES = 7
 EAGLE3_LOGITS_LAUNCHES = 4            # compute_logits widening draft logits to the target vocabulary
+V1_09_EAGLE_SYNCS = 3                 # v0.9.2: parse_output's .cpu(), propose's two .item() (module docstring)
 V0_METHODS = (DRAFT_MODEL, EAGLE, MTP, MEDUSA, MLP_SPECULATOR, NGRAM)
 # V0 plain decoding: async output processing hides process_model_outputs; schedule + prepare show
 V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
@@ -131,6 +141,8 @@ class VLLM(EngineDef):
 
     # ---- host ------------------------------------------------------------------------------
     def syncs(self, spec: DrafterSpec) -> int:
+        if self.early and spec.method in (EAGLE, EAGLE3):
+            return V1_09_EAGLE_SYNCS
         if self.version == "v0" or (self.early and not spec.is_lookup):
             return 2
         return 1 + (1 if spec.is_tree else 0)

@@ -43,10 +43,14 @@ REQUESTS_PER_USER = 64
 # the engine version each publication ran, where specsight models that version (engine.version; a
 # row not listed runs at its engine's default version): vLLM's own measurements of Apr-Jul 2025 and
 # the vLLM run in TensorRT-LLM PR #4802 (Jun 2025) ran V1 at v0.9.x (no async scheduling, PIECEWISE
-# graphs, the unpadded drafter batch: simulator/engines/vllm.py)
+# graphs, the unpadded drafter batch: simulator/engines/vllm.py); SGLang PR #4716 (Mar 2025) and the
+# SGLang docs' table, which SGLang issue #5502 quotes on 2025-04-17, ran SGLang before the draft
+# extend's CUDA graph (PR #6606, May 2025): v0.4 (simulator/engines/sglang.py)
 ENGINE_VERSIONS = {
     "vLLM V1 (Apr-Jul 2025)": "v1-0.9",
     "vLLM V1, Jun 2025 (as measured in TensorRT-LLM PR #4802)": "v1-0.9",
+    "SGLang docs (speculative decoding page)": "v0.4",
+    "SGLang, Mar 2025": "v0.4",
 }
 
 # the table's goals (absolute relative error; the side band of the speedup)
@@ -297,8 +301,11 @@ def lacks(row: PublishedRow) -> str:
     if row.basis == "throughput":
         return "lacks: the accept length of this run (assumed), and the loaded run's host work per iteration"
     if d.get("tree") and int(d["tree"]["branches"]) > 1:
-        return ("lacks: tree drafting's host and GPU work per draft step (top-k selection, tree construction) "
-                "and per round beyond the priced passes")
+        return ("lacks: the eager tree build and verify bookkeeping between the round's syncs, and tree drafting's "
+                "work per draft step beyond the priced passes (the draft extend's eager pass and 7 syncs are priced)")
+    if row.engine == "vllm" and d.get("method") == "eagle3":
+        return ("lacks: an EAGLE-3 draft step's time beyond EAGLE-1's, which vLLM v0.9.2's code does not show "
+                "(both drafters compiled in PIECEWISE graphs; EAGLE-3 adds 4 launches a step)")
     return ("lacks: the propose loop's host time per draft step beyond its kernel launches (attention-metadata "
             "builds, the compiled drafter's dispatch), which no source times outside a profiler")
 
