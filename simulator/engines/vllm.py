@@ -27,13 +27,13 @@ V1 at v0.9.x (`engine.version: v1-0.9`, Apr-Jul 2025, the engine of vLLM's own p
   adjust_cudagraph_sizes_for_spec_decode, came later [I])
   drafter: the unpadded drafter batch (the padded one is PR #24539, Sep 2025): "Rejection sampling
   on GPU -> sync -> CPU computation -> sync -> GPU upload" (PR #20078, Jun 2025, describing the code
-  it changes) [D]. The v0.9.2 source (the vllm-0.9.2 sdist from PyPI, Jul 2025) syncs 3 times inside
-  an EAGLE / EAGLE-3 round before its end: RejectionSampler.parse_output's .cpu() of the sampled
+  it changes) [D]. The v0.9.0 and v0.9.2 sources (the vllm sdists from PyPI, May and Jul 2025) sync
+  3 times inside an EAGLE / EAGLE-3 round before its end: RejectionSampler.parse_output's .cpu() of the sampled
   tokens (v1/sample/rejection_sampler.py, called by v1/worker/gpu_model_runner.py execute_model),
   then EagleProposer.propose's seq_lens.max().item() and the query lengths' .max().item() ("FIXME
   (woosuk): The below two ops cause synchronization", v1/spec_decode/eagle.py); deepseek_mtp takes
   one .item() there (query_lens.max()): 2 [C]. draft_model (PR #24322, Sep 2025), suffix and trees
-  came later. Both EAGLE drafters run compiled in PIECEWISE graphs at v0.9.2: @support_torch_compile
+  came later. Both EAGLE drafters run compiled in PIECEWISE graphs at v0.9.0 and v0.9.2: @support_torch_compile
   on llama_eagle.py's and llama_eagle3.py's LlamaModel (EAGLE-3's since PR #17504, May 2025), one
   use_cuda_graph rule for every method in EagleProposer, and gpu_model_runner's _dummy_run captures
   the drafter for every use_eagle() method [C]

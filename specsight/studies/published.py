@@ -44,8 +44,9 @@ REQUESTS_PER_USER = 64
 # row not listed runs at its engine's default version): vLLM's own measurements of Apr-Jul 2025 and
 # the vLLM run in TensorRT-LLM PR #4802 (Jun 2025) ran V1 at v0.9.x (no async scheduling, PIECEWISE
 # graphs, the unpadded drafter batch: simulator/engines/vllm.py); SGLang PR #4716 (Mar 2025) and the
-# SGLang docs' table, which SGLang issue #5502 quotes on 2025-04-17, ran SGLang before the draft
-# extend's CUDA graph (PR #6606, May 2025): v0.4 (simulator/engines/sglang.py)
+# SGLang docs' table, which SGLang issue #5502 cites on 2025-04-17 ('approximately 2.5x' for EAGLE-3:
+# the same table, inferred), ran SGLang before the draft extend's CUDA graph (PR #6606, May 2025):
+# v0.4 (simulator/engines/sglang.py)
 ENGINE_VERSIONS = {
     "vLLM V1 (Apr-Jul 2025)": "v1-0.9",
     "vLLM V1, Jun 2025 (as measured in TensorRT-LLM PR #4802)": "v1-0.9",
