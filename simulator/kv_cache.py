@@ -4,6 +4,9 @@
               free   = usable - target weights - drafter weights - activation reserve
               blocks = floor(free / (block_size x (target + drafter) KV bytes per token))
 
+The drafter is the one the deployment loads: none for a run that never speculates (policy off,
+the baseline), which also reserves for K = 0 (simulator/run.py, drafter_loaded and memory_k_max).
+
 KV is sharded over the tensor-parallel GPUs (KV heads split by tp), so the per-GPU block count
 is the replica's block count: the same as HBM x utilisation x tp - weights - ... over the whole
 group. Under data-parallel attention (hardware.dp_attention) each GPU keeps only its own requests'

@@ -64,7 +64,8 @@ class Policy:
     """Base policy: fixed K, ignores observations.
 
     A policy declares what it needs from the replica (the replica reads these, never the type):
-      speculates       False: K is 0 whatever the state (the replica never asks)
+      speculates       False: K is 0 whatever the state (the replica never asks; the deployment
+                       loads no drafter: simulator/run.py, drafter_loaded)
       k_by_batch       choose_k reads the batch size and nothing else, so the replica asks once per
                        batch size at start-up and may run decode rounds in compiled code
       observes_rounds  observe() wants every speculative round's accepted drafts
@@ -111,6 +112,7 @@ class StaticPolicy(Policy):
     def __init__(self, k_max: int, k: int | None = None):
         super().__init__(k_max)
         self.k = self.k_max if k is None else int(k)
+        self.speculates = self.k > 0       # k 0: plain decoding, no drafter loaded (run.drafter_loaded)
 
     def choose_k(self, batch_size: int, state: PolicyState) -> int:
         return self.k
@@ -134,6 +136,7 @@ class BatchSchedulePolicy(Policy):
         super().__init__(k_max)
         self.rows = tuple((int(b), int(k)) for b, k in rows)
         self._limits = np.array([b for b, _ in self.rows])
+        self.speculates = any(k > 0 for _, k in self.rows)
 
     def choose_k(self, batch_size: int, state: PolicyState) -> int:
         i = int(np.searchsorted(self._limits, batch_size, side="left"))   # first limit >= batch

@@ -124,20 +124,36 @@ def _drafter_layout(drafter: Drafter, cm: Any) -> None:
                                    ep=layout.ep if dc.model.is_moe else 1, dp_attention=layout.dp_attention)
 
 
+def drafter_loaded(scenario: Scenario) -> bool:
+    """Whether the deployment holds a drafter in memory: it names one and its policy may speculate.
+    A policy that never speculates (Policy.speculates False: `off`, the baseline's) is a plain
+    deployment: no drafter weights, drafter KV or K lookahead in its memory budget
+    (docs/simulator.md, KV capacity)."""
+    return scenario.drafter is not None and bool(scenario.policy.speculates)
+
+
+def memory_k_max(scenario: Scenario) -> int:
+    """The K the memory budget reserves for (sampler logits, lookahead slots): k_max with a drafter
+    loaded, else 0."""
+    return scenario.k_max if drafter_loaded(scenario) else 0
+
+
 def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None, mean_tokens: float | None = None) -> KVBudget:
-    """The replica's KV memory: what the weights (target and drafter) and the activation reserve
-    leave of each GPU's HBM (with sliding layers: the pool and the slots, kv_cache.kv_budget)."""
+    """The replica's KV memory: what the weights (target and, when loaded, drafter) and the
+    activation reserve leave of each GPU's HBM (with sliding layers: the pool and the slots,
+    kv_cache.kv_budget)."""
     eng = scenario.engine
+    k = memory_k_max(scenario)
+    loaded = drafter if drafter_loaded(scenario) else None
     if eng.activation_reserve_gb is not None:
         reserve = float(eng.activation_reserve_gb) * 1e9
     else:
-        reserve = estimate_activation_reserve_bytes(cm, int(eng.max_num_batched_tokens), int(eng.max_num_seqs),
-                                                    scenario.k_max)
-    return kv_budget(cm, drafter.weight_bytes_per_gpu() if drafter else 0.0,
-                     drafter.kv_bytes_per_token_per_gpu() if drafter else 0.0,
+        reserve = estimate_activation_reserve_bytes(cm, int(eng.max_num_batched_tokens), int(eng.max_num_seqs), k)
+    return kv_budget(cm, loaded.weight_bytes_per_gpu() if loaded else 0.0,
+                     loaded.kv_bytes_per_token_per_gpu() if loaded else 0.0,
                      block_size=int(eng.block_size), gpu_memory_utilization=float(eng.gpu_memory_utilization),
                      activation_reserve_bytes=reserve, num_gpu_blocks=eng.num_gpu_blocks,
-                     max_num_seqs=int(eng.max_num_seqs), k_max=scenario.k_max,
+                     max_num_seqs=int(eng.max_num_seqs), k_max=k,
                      max_num_batched_tokens=int(eng.max_num_batched_tokens), mean_tokens=mean_tokens)
 
 
@@ -238,10 +254,11 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     eng = sc.engine
     bs = int(eng.block_size)
     k_max = sc.k_max
+    k_held = memory_k_max(sc)                            # lookahead slots a sequence may hold (0: never speculates)
     lengths = reqs.prompt_len + reqs.output_len
-    dep = resolve_deployment(sc, mean_tokens=float(lengths.mean()) + k_max if n else None)
+    dep = resolve_deployment(sc, mean_tokens=float(lengths.mean()) + k_held if n else None)
     longest_request = int(lengths.max())
-    longest = longest_request + k_max                    # its KV slots, the K drafts included
+    longest = longest_request + k_held                   # its KV slots, the K drafts included
     window = dep.context_window_tokens
     if window and longest_request > window:     # an engine refuses such a request (vLLM: max_model_len)
         raise SpecsightInputError(
