@@ -206,7 +206,7 @@ def with_engine_defaults(sc: Scenario) -> Scenario:
     from .engines import engine_defaults, engine_for
     engine = engine_for(sc.engine.kind, sc.engine.version)
     src = sc.source.get("engine") if isinstance(sc.source, Mapping) else None
-    d = engine_defaults(engine, src, sc.k_max > 0, int(sc.hardware.tp))
+    d = engine_defaults(engine, src, memory_k_max(sc) > 0, int(sc.hardware.tp))
     if "max_num_seqs" in d:
         d["max_num_seqs"] = min(d["max_num_seqs"], int(sc.engine.max_num_batched_tokens))
     return dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, **d)) if d else sc

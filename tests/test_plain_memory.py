@@ -111,3 +111,23 @@ def test_shipped_draft_baseline_holds_more_and_ngram_only_its_k_reserve():
     fixed = ["workload.num_requests=8", "engine.activation_reserve_gb=2"]
     ngram_fixed = simulate(load_scenario(SCENARIOS / "llama70b-tp4-h100-chat-ngram.yaml", fixed), baseline=True)
     assert ngram_fixed.baseline.kv == ngram_fixed.kv
+
+
+def test_sglang_plain_baseline_runs_without_the_speculative_request_cap():
+    """SGLang caps running requests at 48 only with speculation (simulator/engines/sglang.py,
+    SPEC_MAX_RUNNING_REQUESTS): the baseline of an SGLang scenario that leaves max_num_seqs unset
+    keeps the scenario's own cap, the speculative run takes 48."""
+    from simulator.engines.sglang import SPEC_MAX_RUNNING_REQUESTS
+    from simulator.run import with_engine_defaults
+
+    sc = load_scenario({
+        "name": "sglang-cap", "seed": 1, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",
+        "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
+        "acceptance": {"model": "iid", "alpha": 0.7}, "policy": "static",
+        "workload": {"arrival": {"process": "poisson", "qps": 1}, "num_requests": 4, "prompt_len": 512,
+                     "output_len": 64},
+        "engine": {"kind": "sglang"}})
+    plain_cap = sc.engine.max_num_seqs
+    assert plain_cap != SPEC_MAX_RUNNING_REQUESTS
+    assert with_engine_defaults(sc).engine.max_num_seqs == SPEC_MAX_RUNNING_REQUESTS
+    assert with_engine_defaults(sc.baseline()).engine.max_num_seqs == plain_cap
