@@ -344,7 +344,7 @@ class CostModel:
     def terms_row(self, num_tokens: float, num_logits: float) -> np.ndarray:
         """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),
         as a float64 row: how simulator/decode_kernel.py takes them (`terms`)."""
-        return np.array([float(x) for x in self._pass_terms(num_tokens, num_logits)])
+        return np.array(self._pass_terms(num_tokens, num_logits), dtype=np.float64)
 
     def attention_rows(self, decode_seqs: int, prefill_tokens: int = 0) -> int:
         """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,
