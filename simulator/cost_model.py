@@ -348,8 +348,8 @@ class CostModel:
 
     def terms_row(self, num_tokens: float, num_logits: float) -> np.ndarray:
         """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),
-        as a float64 row: how simulator/decode_kernel.py takes them (`terms`)."""
-        return np.array(self._pass_terms(num_tokens, num_logits), dtype=np.float64)
+        as a float64 row (every term is a float): how simulator/decode_kernel.py takes them (`terms`)."""
+        return np.array(self._pass_terms(num_tokens, num_logits))
 
     def attention_rows(self, decode_seqs: int, prefill_tokens: int = 0) -> int:
         """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,
