@@ -105,8 +105,8 @@ def pass_time_s(c: tuple, terms: tuple, tokens: float | np.ndarray, sum_context:
     (p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp,
      sliding) = c
     weights, head, rest, allreduce = terms
-    t_c = flops_per_pair * pairs / flops_s
-    t_m = kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s
+    t_c = flops_per_pair * pairs / flops_s      # (before the branch: compiled, each divisor's zero check
+    t_m = kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s   # is then made once and LLVM inlines this)
     if sharp:
         t = weights + np.maximum(t_c, t_m)
     else:
