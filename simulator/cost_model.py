@@ -243,6 +243,11 @@ class CostModel:
         # (num_tokens, num_logits) -> the terms of time_s that depend on nothing else, for the
         # scalar calls the simulator makes (`_pass_terms`).
         self._terms: dict = {}
+        # and the parts of them that depend on one of the two (`_pass_terms`): T -> the weights'
+        # seconds, num_logits -> the LM head's (cleared with _terms; the other scalar callers of
+        # _pass_terms, the compiled rounds' terms_row, add only the shapes of passes they run)
+        self._weights_by_tokens: dict = {}
+        self._head_by_logits: dict = {}
         # the constants of pass_time.pass_time_s (the compiled decode rounds take them as a row)
         self.constants = PassConstants(self.p, self._inv_p, self.peak_flops_s, self.bw_kv_bytes_s,
                                        self.attn_flops_per_pair, self.full_kv_bytes_per_token, self.launch_overhead_s,
@@ -343,8 +348,8 @@ class CostModel:
 
     def terms_row(self, num_tokens: float, num_logits: float) -> np.ndarray:
         """time_s's terms that depend only on (tokens, logits), (weights, head, rest, all-reduce),
-        as a float64 row: how simulator/decode_kernel.py takes them (`terms`)."""
-        return np.array([float(x) for x in self._pass_terms(num_tokens, num_logits)])
+        as a float64 row (every term is a float): how simulator/decode_kernel.py takes them (`terms`)."""
+        return np.array(self._pass_terms(num_tokens, num_logits))
 
     def attention_rows(self, decode_seqs: int, prefill_tokens: int = 0) -> int:
         """The num_seqs a pass passes to time_s: its decode sequences, plus, for the prefill chunks,
@@ -374,7 +379,7 @@ class CostModel:
         if num_tokens.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS:
             terms = self._terms.get((num_tokens, num_logits))
             if terms is None:
-                terms = self._cache_terms(num_tokens, num_logits)
+                terms = self._terms[num_tokens, num_logits] = self._pass_terms(num_tokens, num_logits)
         else:
             terms = self._pass_terms(num_tokens, num_logits)
         return pass_time_s(self._pass_constants(num_seqs) if self._per_seq else self._constants, terms,
@@ -390,63 +395,77 @@ class CostModel:
         (pass_time.steps_time_s, which the compiled decode rounds run too). Floats or numpy
         arrays; k >= 1."""
         if first.__class__ in PY_NUMBERS and num_seqs.__class__ in PY_NUMBERS and n.__class__ in PY_NUMBERS:
-            get = self._terms.get
-            first_terms = get((first, num_seqs)) or self._cache_terms(first, num_seqs)
-            later_terms = get((n, n)) or self._cache_terms(n, n)
+            cache = self._terms
+            first_terms = cache.get((first, num_seqs))
+            if first_terms is None:
+                first_terms = cache[first, num_seqs] = self._pass_terms(first, num_seqs)
+            later_terms = cache.get((n, n))
+            if later_terms is None:
+                later_terms = cache[n, n] = self._pass_terms(n, n)
         else:
             first_terms, later_terms = self._pass_terms(first, num_seqs), self._pass_terms(n, n)
         return steps_time_s(self._pass_constants(num_seqs) if self._per_seq else self._constants, first_terms,
                             later_terms, first, sum_context, num_seqs, k, n)
 
-    def _cache_terms(self, T: float, num_logits: float) -> tuple:
-        terms = self._pass_terms(T, num_logits)
-        if len(self._terms) >= TERMS_CACHE_MAX:
-            self._terms.clear()
-        self._terms[(T, num_logits)] = terms
-        return terms
-
     def _pass_terms(self, T: float | np.ndarray, num_logits: float | np.ndarray, per_op: bool = False) -> tuple:
         """time_s's terms that depend only on (T, num_logits), in the order time_s adds them
         around attention: the weight-streaming ops before it (linear, then routed experts, summed),
         then the LM head, sampling + elementwise, and the all-reduce's per-token part. per_op: the
-        per-op pieces they are made of instead (`OpPieces`, which `breakdown` reports)."""
-        p, F, W = self.p, self.peak_flops_s, self.bw_bytes_s
-        lin, head, Wx = self._lin_term, self._head_term, W
-        if self._gemv:      # one token: matrix-vector kernels (see the module docstring)
-            if T.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS:   # the simulator's scalars
-                if T == 1.0:
-                    lin, Wx = self._lin_term_gemv, self.bw_gemv_bytes_s
-                if num_logits == 1.0:
-                    head = self._head_term_gemv
-            else:                                                         # arrays (and numpy scalars)
-                one = np.equal(T, 1)
-                lin, Wx = np.where(one, self._lin_term_gemv, lin), np.where(one, self.bw_gemv_bytes_s, W)
-                head = np.where(np.equal(num_logits, 1), self._head_term_gemv, head)
-        lin_flops, head_flops = self.linear_flops_per_token * T, self.lm_head_flops_per_logit * num_logits
-        moe_s = moe_flops = moe_bytes = None
-        if self.n_moe_layers:
-            moe_flops = self.moe_flops_per_token * T
-            moe_bytes = self._moe_bytes_per_expert * experts_touched(self.num_experts, self.expert_keep, T)
-        if self._sharp:     # lin, head: weight memory times
-            mx = np.maximum
-            t = mx(lin_flops / F, lin)
-            if moe_bytes is not None:
-                moe_s = mx(moe_flops / F, moe_bytes / Wx)
-            h = mx(head_flops / F, head)
-        else:               # lin, head: weight memory times to the power p
-            ip = self._inv_p
-            t = ((lin_flops / F) ** p + lin) ** ip
-            if moe_bytes is not None:
-                moe_s = ((moe_flops / F) ** p + (moe_bytes / Wx) ** p) ** ip
-            h = ((head_flops / F) ** p + head) ** ip
+        per-op pieces they are made of instead (`OpPieces`, which `breakdown` reports). For Python
+        numbers the weights' seconds are kept by T and the head's by num_logits (a pass shape new
+        to time_s's cache mostly repeats one of them)."""
+        p, F, W, ip = self.p, self.peak_flops_s, self.bw_bytes_s, self._inv_p
+        scalars = T.__class__ in PY_NUMBERS and num_logits.__class__ in PY_NUMBERS   # the simulator's
+        kept = scalars and not per_op
+        if kept and len(self._terms) >= TERMS_CACHE_MAX:      # (time_s's cache misses come here)
+            self._terms.clear()
+            self._weights_by_tokens.clear()
+            self._head_by_logits.clear()
+        t = self._weights_by_tokens.get(T) if kept else None
+        if t is None:
+            lin, Wx = self._lin_term, W
+            if self._gemv:      # one token: matrix-vector kernels (see the module docstring)
+                if scalars:
+                    if T == 1.0:
+                        lin, Wx = self._lin_term_gemv, self.bw_gemv_bytes_s
+                else:                                                     # arrays (and numpy scalars)
+                    one = np.equal(T, 1)
+                    lin, Wx = np.where(one, self._lin_term_gemv, lin), np.where(one, self.bw_gemv_bytes_s, W)
+            lin_flops = self.linear_flops_per_token * T
+            moe_s = moe_flops = moe_bytes = None
+            if self.n_moe_layers:
+                moe_flops = self.moe_flops_per_token * T
+                moe_bytes = self._moe_bytes_per_expert * experts_touched(self.num_experts, self.expert_keep, T)
+            if self._sharp:     # lin: the weight memory time
+                lin_s = np.maximum(lin_flops / F, lin)
+                if moe_bytes is not None:
+                    moe_s = np.maximum(moe_flops / F, moe_bytes / Wx)
+            else:               # lin: the weight memory time to the power p
+                lin_s = ((lin_flops / F) ** p + lin) ** ip
+                if moe_bytes is not None:
+                    moe_s = ((moe_flops / F) ** p + (moe_bytes / Wx) ** p) ** ip
+            t = lin_s if moe_s is None else lin_s + moe_s
+            if kept:
+                self._weights_by_tokens[T] = t
+        h = self._head_by_logits.get(num_logits) if kept else None
+        if h is None:
+            head = self._head_term
+            if self._gemv:      # one logit: a matrix-vector kernel
+                if scalars:
+                    if num_logits == 1.0:
+                        head = self._head_term_gemv
+                else:
+                    head = np.where(np.equal(num_logits, 1), self._head_term_gemv, head)
+            head_flops = self.lm_head_flops_per_logit * num_logits
+            h = np.maximum(head_flops / F, head) if self._sharp else ((head_flops / F) ** p + head) ** ip
+            if kept:
+                self._head_by_logits[num_logits] = h
         sampling_bytes = self.sampling_bytes_per_logit * num_logits
         elementwise_bytes = self.elementwise_bytes_per_token * T
         la = self._linear_attention(T, num_logits) if self.n_linear_layers else None
         if per_op:
-            return OpPieces(lin_flops, t, moe_flops, moe_bytes, moe_s, Wx, head_flops, h, sampling_bytes,
+            return OpPieces(lin_flops, lin_s, moe_flops, moe_bytes, moe_s, Wx, head_flops, h, sampling_bytes,
                             elementwise_bytes, *(la or (None, None, None)))
-        if moe_s is not None:
-            t = t + moe_s
         if la is not None:
             t = t + la[2]
         rest = (sampling_bytes + elementwise_bytes) / W

@@ -80,7 +80,7 @@ class PassTerms(NamedTuple):
 def constants_row(c: PassConstants) -> np.ndarray:
     """PassConstants as the compiled rounds take them: a float64 row, PassConstants' fields in order
     (a float64 array costs numba's dispatch a fraction of a NamedTuple's or a record's)."""
-    return np.array([float(x) for x in c])
+    return np.array(c, dtype=np.float64)
 
 
 def timing_constants(c: PassConstants) -> tuple:
@@ -105,12 +105,12 @@ def pass_time_s(c: tuple, terms: tuple, tokens: float | np.ndarray, sum_context:
     (p, inv_p, flops_s, kv_bytes_s, flops_per_pair, kv_per_token, launch_s, ar_count, ar_fixed_s, sharp,
      sliding) = c
     weights, head, rest, allreduce = terms
+    t_c = flops_per_pair * pairs / flops_s      # (before the branch: compiled, each divisor's zero check
+    t_m = kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s   # is then made once and LLVM inlines this)
     if sharp:
-        t = weights + np.maximum(flops_per_pair * pairs / flops_s,
-                                 kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s)
+        t = weights + np.maximum(t_c, t_m)
     else:
-        t = weights + ((flops_per_pair * pairs / flops_s) ** p
-                       + (kv_per_token * (sum_context + 2 * tokens) / kv_bytes_s) ** p) ** inv_p
+        t = weights + (t_c ** p + t_m ** p) ** inv_p
     if sliding:         # the sliding layers: pairs and cached keys capped by the window
         win_flops, win_kv, window, seqs = sliding
         if window:
