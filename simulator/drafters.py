@@ -216,6 +216,9 @@ class Drafter:
         self.structure = structure_of(m, spec.tree, cfg, vocab)
         self.config = cfg
         self.branches = spec.branches    # read at every proposal: an attribute, not the spec's property chain
+        self._first_one = spec.first_step_one_token
+        if self.chained_steps:           # the common drafter, priced every round: no method dispatch
+            self.propose_time_s = self._chained_propose_time_s
 
     # ---- shapes -------------------------------------------------------------------------
     def verify_tokens_per_seq(self, k: int) -> int:
@@ -273,10 +276,18 @@ class Drafter:
             return dc.time_s(B, ctx, causal_pairs(B, ctx, B), k * B, B)
         if self.structure.index_share:  # later steps read at most index_topk cached tokens per sequence
             return sum(dc.shape_time_s(p) for p in round_shapes(self.structure, B, k, ctx, first, self.branches))
-        # each new token attends to its sequence's cache: pairs = n * c / B + causal part;
-        # logits only where a token is proposed from: the last position of each sequence
-        # (step 0 ingests the catch-up tokens but proposes from one position), each branch after
-        return dc.steps_time_s(first, ctx, B, k, B * self.branches)
+        return self._chained_propose_time_s(B, k, ctx, catchup_tokens)
+
+    def _chained_propose_time_s(self, num_seqs: float | np.ndarray, k: int, sum_context: float | np.ndarray,
+                                catchup_tokens: float | np.ndarray | None = None) -> float | np.ndarray:
+        """propose_time_s of K chained draft passes (`chained_steps`, and self_spec over a bounded
+        window): each new token attends to its sequence's cache (pairs = n * c / B + causal part);
+        logits only where a token is proposed from: the last position of each sequence (step 0
+        ingests the catch-up tokens but proposes from one position), each branch after."""
+        if k <= 0:
+            return 0.0 * num_seqs
+        first = num_seqs if catchup_tokens is None or self._first_one else catchup_tokens
+        return self.draft_cost.steps_time_s(first, sum_context, num_seqs, k, num_seqs * self.branches)
 
     # ---- memory ---------------------------------------------------------------------------
     def weight_bytes_per_gpu(self) -> float:
