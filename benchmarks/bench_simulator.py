@@ -10,6 +10,9 @@ CodeLlama-34B: the benchmark writes a one-layer EAGLE-3 head config with CodeLla
     (a) 10,000 requests     (b) 100,000 requests     one replica at 2 requests/s
     (f) 100,000 requests over 64 replicas at 128 requests/s: (b) spread over a fleet, the same
         load on each replica (compare with (b) measured side by side: --parallel)
+    (s) one replica's share of (f): 1,562 requests (100,000 / 64; with --requests N, N / 64) on
+        one replica at 2 requests/s, so its start and end (smaller batches) weigh as much as on
+        each of f's replicas (f's requests are every 64th of the trace's, s's the first ones)
     (m) 1,000,000 requests over 64 replicas at 128 requests/s
     (c) a closed loop of 1,000,000 users over 64 replicas, one request each (all in flight at
         t = 0: memory proportional to the requests in flight)
@@ -59,9 +62,11 @@ TRACE = "data/traces/azure_llm_inference_2023_conv.csv"
 CASES = {"a-off": (10_000, False, 1, False), "a-on": (10_000, True, 1, False),
          "b-off": (100_000, False, 1, False), "b-on": (100_000, True, 1, False),
          "f-off": (100_000, False, 64, False), "f-on": (100_000, True, 64, False),
+         "s-off": (100_000 // 64, False, 1, False), "s-on": (100_000 // 64, True, 1, False),
          "m-off": (1_000_000, False, 64, False), "m-on": (1_000_000, True, 64, False),
          "c-off": (1_000_000, False, 64, True), "c-on": (1_000_000, True, 64, True)}
 DEFAULT_CASES = ["a-off", "a-on", "b-off", "b-on"]
+SHARE_OF = {"s-off": 64, "s-on": 64}   # cases that run 1/N of the requests --requests gives
 VIDUR_ITERS_PER_S = 5500.0
 
 
@@ -139,7 +144,7 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     engine_mod.Engine.run = timed_run
 
     n, spec, case_replicas, closed = CASES[name]
-    n = num_requests or n
+    n = num_requests // SHARE_OF.get(name, 1) if num_requests else n
     replicas = replicas or case_replicas
     with tempfile.TemporaryDirectory() as td:
         t1 = time.perf_counter()
@@ -203,7 +208,7 @@ def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
         r["loop_instructions"] = int(collected[-1].split()[-1])
         r["instructions_per_decode_iteration"] = round(r["loop_instructions"] / r["decode_iterations"])
         rows.append(r)
-        print(f"{name:6} {num_requests:>7} req  {r['replicas']:>2} replicas  "
+        print(f"{name:6} {r['requests']:>7} req  {r['replicas']:>2} replicas  "
               + f"spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
               f"loop instructions {r['loop_instructions']:>14,}  "
               f"= {r['instructions_per_decode_iteration']:,} per decode iteration",
