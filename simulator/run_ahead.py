@@ -5,9 +5,13 @@ schedules nothing), so a replica need not stop where another replica's iteration
 its iterations on its own clock up to the arrival of the next request that can reach it (the
 router's `next_request`: with round robin its own next request; with least outstanding, whose
 pick reads every replica, the next request of all), then waits in SimPy for the end of the
-iteration in flight: one timeout per stretch, landing exactly on that end (`_wait_until`). The
-replicas' states at an arrival are the ones a SimPy timeout per iteration gives, and so is every
-trajectory, bit for bit (tests/test_run_ahead.py).
+iteration in flight: one timeout per stretch, landing exactly on that end (`_wait_until`). Where
+the arrival reads no replica state (round robin, and no trace kept: run.py sets `crosses`), the
+compiled rounds run that iteration in flight too, the last of their stretch, and the replica
+waits for its end with it done (what the arrival does, a request joining the waiting queue, is
+nothing the iteration reads). The replicas' states at an arrival are the ones a SimPy timeout per
+iteration gives wherever the router reads them, and so is every trajectory, bit for bit
+(tests/test_run_ahead.py).
 
 The tie rule. SimPy processes the events of one instant in the order they were created. Where an
 iteration of this replica ends at t and requests arrive at t, the arrival process created its

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pandas as pd
 import pytest
 from golden_cases import fixed_ties_scenario
 from same_run import assert_same_run
@@ -208,3 +209,21 @@ def test_compiled_iterations_in_flight_at_exact_ties(monkeypatch):
         a, b, _ = _runs(spec, [], monkeypatch)
         assert_same_run(a, b)
     assert min(seen["after"], seen["arrivals first"], seen["replica first"]) > 0, seen
+
+
+def test_a_round_robin_replica_runs_what_its_requests_alone_give(tmp_path):
+    """Round robin: nothing but its own requests reaches a replica, so replica 0 of a fleet (whose
+    acceptance stream is a single replica's) runs the trajectory that its requests replayed alone
+    on one replica give, bit for bit, though it ran ahead past the other replicas' iterations and
+    completed the iterations in flight at its arrivals before them."""
+    fleet = simulate(load_scenario(EAGLE, ["workload.num_requests=240", OPEN, "hardware.replicas=4"]))
+    mine = fleet.requests[fleet.requests["replica"] == 0].reset_index(drop=True)
+    path = tmp_path / "share.csv"
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + "".join(
+        f"{a!r},{p},{o}\n" for a, p, o in zip(mine["arrival_s"].tolist(), mine["prompt_tokens"].tolist(),
+                                             mine["output_tokens"].tolist())))
+    alone = simulate(load_scenario(EAGLE, [f"workload={{arrival: {{process: trace, path: {path}}}}}"]))
+    it = fleet.iterations
+    pd.testing.assert_frame_equal(it[it["replica"] == 0].reset_index(drop=True), alone.iterations)
+    cols = ["arrival_s", "first_token_s", "finish_s", "rounds", "accepted_drafts", "drafted_tokens"]
+    pd.testing.assert_frame_equal(mine[cols], alone.requests[cols])
