@@ -25,11 +25,15 @@ class CompiledRounds:
     def _kernel_plan(self):
         """What decode_kernel needs that holds for the whole run, or None where it does not apply.
         Its RoundCosts (by decode batch size) are shared by the replicas of a run, which share the
-        step costs and the K of each batch size: a dict kept on the step-cost object."""
+        step costs and the K of each batch size: a dict kept on the step-cost object; so is the
+        buffer the rounds write their log rows to (copied to the log before any other replica
+        runs: one buffer in the caches for all replicas)."""
         kp = self._own_kernel_plan()
         if kp is None:
             return None
-        return dataclasses.replace(kp, costs=self.cost.__dict__.setdefault("_kernel_round_costs", {}))
+        shared = self.cost.__dict__
+        return dataclasses.replace(kp, costs=shared.setdefault("_kernel_round_costs", {}),
+                                   out=shared.setdefault("_kernel_out", kp.out))
 
     def _own_kernel_plan(self):
         """This replica's KernelPlan, or None where the kernel does not apply: no n-gram matching,
