@@ -10,6 +10,12 @@ CodeLlama-34B: the benchmark writes a one-layer EAGLE-3 head config with CodeLla
     (a) 10,000 requests     (b) 100,000 requests     one replica at 2 requests/s
     (f) 100,000 requests over 64 replicas at 128 requests/s: (b) spread over a fleet, the same
         load on each replica (compare with (b) measured side by side: --parallel)
+    (r) one of f's replicas alone: the requests round robin sends f's replica 0 (every 64th, at
+        f's arrival times: 1,563 of 100,000, or of --requests) replayed as a trace on one replica;
+        its trajectory is f's replica 0's exactly, run on the one-replica path (Replica.run), so r
+        against f is that path against the fleet's on the same work (each of f's replicas sees
+        arrivals far more regular than (b)'s Poisson stream, and its start and end weigh more),
+        r paying alone for the per-batch-size cost tables that f's replicas share
     (m) 1,000,000 requests over 64 replicas at 128 requests/s
     (c) a closed loop of 1,000,000 users over 64 replicas, one request each (all in flight at
         t = 0: memory proportional to the requests in flight)
@@ -25,6 +31,8 @@ starts) and the imports before it, wall time to the DataFrames and summary, and 
 
     .venv/bin/python benchmarks/bench_simulator.py            # the single-replica cases a and b
     .venv/bin/python benchmarks/bench_simulator.py --cases b-on f-on b-off f-off --parallel  # fleet vs one replica
+    PYTHONHASHSEED=0 .venv/bin/python benchmarks/bench_simulator.py --instructions --requests 12800 --cases f-on r-on
+                                                      # the fleet vs its replica 0 alone, by instructions
     .venv/bin/python benchmarks/bench_simulator.py --cases m-off m-on --parallel            # a million requests
     .venv/bin/python benchmarks/bench_simulator.py --cases m-off m-on --parallel --iterations none  # without the log
     .venv/bin/python benchmarks/bench_simulator.py --repeat 3 # each case 3 times, the fastest kept
@@ -59,9 +67,11 @@ TRACE = "data/traces/azure_llm_inference_2023_conv.csv"
 CASES = {"a-off": (10_000, False, 1, False), "a-on": (10_000, True, 1, False),
          "b-off": (100_000, False, 1, False), "b-on": (100_000, True, 1, False),
          "f-off": (100_000, False, 64, False), "f-on": (100_000, True, 64, False),
+         "r-off": (100_000, False, 1, False), "r-on": (100_000, True, 1, False),
          "m-off": (1_000_000, False, 64, False), "m-on": (1_000_000, True, 64, False),
          "c-off": (1_000_000, False, 64, True), "c-on": (1_000_000, True, 64, True)}
 DEFAULT_CASES = ["a-off", "a-on", "b-off", "b-on"]
+SHARE_OF = {"r-off": 64, "r-on": 64}   # one replica of a fleet of this many, serving its share alone
 VIDUR_ITERS_PER_S = 5500.0
 
 
@@ -96,6 +106,28 @@ def scenario(num_requests: int, speculate: bool, tmpdir: Path, replicas: int = 1
         sc["acceptance"] = {"model": "iid", "alpha": 0.7}
         sc["policy"] = {"kind": "static"}
     return sc
+
+
+def replica_share(sc: dict, fleet: int, tmpdir: Path) -> dict:
+    """The scenario sc (one replica) with the requests that replica 0 of `fleet` replicas at `fleet`
+    times the rate gets by round robin (every fleet-th, in arrival order), replayed as a trace."""
+    import numpy as np
+
+    from simulator.run import SEED_WORKLOAD
+    from simulator.scenario import load_scenario
+    from simulator.workload import generate_requests
+    whole = json.loads(json.dumps(sc))
+    whole["hardware"]["replicas"] = fleet
+    whole["workload"]["arrival"]["qps"] *= fleet
+    wl = load_scenario(whole).workload
+    reqs = generate_requests(wl, np.random.default_rng(np.random.SeedSequence(sc["seed"]).spawn(4)[SEED_WORKLOAD]))
+    path = tmpdir / "replica-share.csv"
+    rows = zip(reqs.arrival_s[::fleet].tolist(), reqs.prompt_len[::fleet].tolist(), reqs.output_len[::fleet].tolist())
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                    + "".join(f"{a!r},{p},{o}\n" for a, p, o in rows))     # (repr: the exact float)
+    share = json.loads(json.dumps(sc))
+    share["workload"] = {"arrival": {"process": "trace", "path": str(path)}}
+    return share
 
 
 def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | None = None,
@@ -143,7 +175,10 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     replicas = replicas or case_replicas
     with tempfile.TemporaryDirectory() as td:
         t1 = time.perf_counter()
-        sc = load_scenario(scenario(n, spec, Path(td), replicas, closed))
+        spec_dict = scenario(n, spec, Path(td), replicas, closed)
+        if name in SHARE_OF:
+            spec_dict = replica_share(spec_dict, SHARE_OF[name], Path(td))
+        sc = load_scenario(spec_dict)
         if profile:
             import cProfile
             import pstats
@@ -158,7 +193,8 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     loop_s = loop["end"] - loop["start"]
     cpu_s = loop["cpu_end"] - loop["cpu_start"]
     row = {
-        "case": name, "requests": n, "replicas": replicas, "closed_loop": closed, "iterations_log": iterations,
+        "case": name, "requests": s["num_requests"], "replicas": replicas, "closed_loop": closed,
+        "iterations_log": iterations,
         "speculation": "eagle3 K=3" if spec else "off",
         "iterations": s["num_iterations"], "decode_iterations": s["num_decode_rounds"],
         "simulated_s": round(s["duration_s"], 1), "import_s": round(t_import, 3),
@@ -203,7 +239,7 @@ def count_instructions(args: argparse.Namespace, num_requests: int) -> int:
         r["loop_instructions"] = int(collected[-1].split()[-1])
         r["instructions_per_decode_iteration"] = round(r["loop_instructions"] / r["decode_iterations"])
         rows.append(r)
-        print(f"{name:6} {num_requests:>7} req  {r['replicas']:>2} replicas  "
+        print(f"{name:6} {r['requests']:>7} req  {r['replicas']:>2} replicas  "
               + f"spec {r['speculation']:<10}  decode iters {r['decode_iterations']:>8}  "
               f"loop instructions {r['loop_instructions']:>14,}  "
               f"= {r['instructions_per_decode_iteration']:,} per decode iteration",

@@ -20,15 +20,20 @@ from .step_cost import FixedStepCost, RooflineStepCost
 
 class CompiledRounds:
     """Runs stretches of uneventful decode rounds in decode_kernel (a `Replica` mixin)."""
+    crosses = False      # the rounds may run past peek_s, the last of them crossing it (RunAhead.crosses)
 
     def _kernel_plan(self):
         """What decode_kernel needs that holds for the whole run, or None where it does not apply.
         Its RoundCosts (by decode batch size) are shared by the replicas of a run, which share the
-        step costs and the K of each batch size: a dict kept on the step-cost object."""
+        step costs and the K of each batch size: a dict kept on the step-cost object; so is the
+        buffer the rounds write their log rows to (copied to the log before any other replica
+        runs: one buffer in the caches for all replicas)."""
         kp = self._own_kernel_plan()
         if kp is None:
             return None
-        return dataclasses.replace(kp, costs=self.cost.__dict__.setdefault("_kernel_round_costs", {}))
+        shared = self.cost.__dict__
+        return dataclasses.replace(kp, costs=shared.setdefault("_kernel_round_costs", {}),
+                                   out=shared.setdefault("_kernel_out", kp.out))
 
     def _own_kernel_plan(self):
         """This replica's KernelPlan, or None where the kernel does not apply: no n-gram matching,
@@ -60,7 +65,8 @@ class CompiledRounds:
     def _kernel_rounds(self, start: float, peek_s: float) -> int:
         """Run the uneventful decode rounds that follow in decode_kernel (none where the next
         round is not one), retiring the sequences a round finishes and going on after them;
-        returns how many rounds ran. start: the clock the inline chain started at.
+        returns how many rounds ran. start: the clock the inline chain started at. With
+        `crosses`, the round that starts before peek_s and ends at or after it runs too, the last.
 
         A round's first draft step reads the row 1 + f - n of its RoundCosts' draft terms (f the
         tokens it ingests: n for a first step of one token per sequence, else pend_sum); a row
@@ -69,6 +75,7 @@ class CompiledRounds:
         kp, blk = self._kern, self._block
         roofline, costs, fn, out, first_is_b = kp.roofline, kp.costs, kp.fn, kp.out, kp.first_is_b
         start, peek_s = float(start), float(peek_s)
+        cross = self.crosses
         total = 0
         while self.n:
             n = self.n
@@ -101,7 +108,7 @@ class CompiledRounds:
                 self.d_kvc, self.d_lim, blk.em if k else kp.no_em, out, self._scratch, kp.run, rc.round,
                 rc.constants, rc.target_terms, dterms, xterms, first_x, self._ctx_shift, self.sum_ctx, self.pend_sum,
                 self.rem_lb, blocks, blk.pos if k else 0, blk.rows if k else 0, float(self.now), start,
-                peek_s, self.silent_finish, self.track_catchup)
+                peek_s, self.silent_finish, self.track_catchup, cross)
             if not m:
                 break
             total += m
@@ -119,6 +126,10 @@ class CompiledRounds:
                     self._sync_pend()             # whatever _phase says)
                 self.d_pend[:n] += m
                 self.pend_sum += n * m
+            if cross and now >= peek_s:       # the round crossing peek_s ran: the stretch's last
+                if finished:
+                    self._retire(n, now)
+                break
             if not finished:
                 if k and roofline:       # stopped for a first-step row not built yet: build it, go on
                     r = 1 + (n if first_is_b else self.pend_sum) - n

@@ -2,7 +2,8 @@
 
 Most of a long simulation's iterations are decode rounds in which nothing but token counters
 changes: no prefill chunk, no waiting request that fits, the KV blocks within capacity, and the
-round ending strictly before the next SimPy event (so it runs inline, `Replica.run`).
+round ending strictly before the next SimPy event (so it runs inline, `Replica.run`), or, for a
+replica running ahead whose next arrival reads no replica state, starting before it (run_ahead.py).
 `decode_rounds` runs a stretch of such rounds: per round it prices the target pass and the
 drafter's K steps, takes the accept lengths from the block sampler's draws (K = 0: one token
 each), advances the counters and writes the iteration-log row, with the same operations in the
@@ -162,7 +163,8 @@ def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndar
                   run: tuple, rnd: tuple, consts: np.ndarray, tterms: np.ndarray, dterms: np.ndarray,
                   xterms: np.ndarray, first_x: int, shift: int, sum_ctx: int, pend_sum: int, rem_lb: int,
                   blocks: int, pos: int, rows: int, now: float, start: float, peek_s: float,
-                  any_iteration: bool, track_pend: bool) -> tuple[int, float, int, int, int, int, int, int, bool]:
+                  any_iteration: bool, track_pend: bool,
+                  cross: bool) -> tuple[int, float, int, int, int, int, int, int, bool]:
     """Run uneventful rounds of n decode sequences at K = k (verify width w) from clock `now`.
 
     kvc, lim: the replica's d_kvc and d_lim (kvc[:n] advanced in place); em: the block sampler's
@@ -177,7 +179,9 @@ def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndar
     end at or after peek_s (or on a clock that start + (t - start) does not reproduce), or need an
     exact check of who finishes where closed loop does not inline one; and after a round in which
     a sequence reaches its output length (its tokens emitted capped at what was left, in pend):
-    the replica then retires it. Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks,
+    the replica then retires it. cross: a round that ends at or after peek_s runs too, as the
+    last, and none starts at or after it (a replica running ahead whose next arrival reads no
+    replica state: run_ahead.py). Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks,
     pos, row of the last em, whether the last round finished a sequence)."""
     rp, rd = RunInputs(*run), RoundInputs(*rnd)
     draft_kind, first_is_b, branches = rp.draft_kind, rp.first_is_b, rp.branches
@@ -188,7 +192,7 @@ def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndar
     last = -1
     T = n * w
     nb_rows = dterms.shape[0]
-    while m < out.shape[0] and (k == 0 or pos + n <= rows) and blocks <= cap:
+    while m < out.shape[0] and (k == 0 or pos + n <= rows) and blocks <= cap and not (cross and now >= peek_s):
         exact = rem_lb <= k + 1
         if exact and not any_iteration:
             break
@@ -210,7 +214,7 @@ def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndar
                 draft = steps_time_s(dc, row(dterms, r1), row(dterms, 0), first, sum_c, n, k, n * branches)
         dt = draft + target + overhead_s
         t = now + dt
-        if t >= peek_s or start + (t - start) != t:
+        if (t >= peek_s and not cross) or start + (t - start) != t:
             break
         es = nblk = 0
         low = BIG                       # the fewest tokens any sequence has left after this round
@@ -243,8 +247,8 @@ def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndar
             pos += n
         now = t
         m += 1
-        if finished:
-            return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, True
+        if finished or t >= peek_s:     # (t >= peek_s: cross, the stretch's last round)
+            return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, finished
     return m, now, sum_ctx, pend_sum, rem_lb, blocks, pos, last, False
 
 
@@ -287,12 +291,12 @@ def _keyed(source_key: str) -> Callable:
                             run: tuple, rnd: tuple, consts: np.ndarray, tterms: np.ndarray, dterms: np.ndarray,
                             xterms: np.ndarray, first_x: int, shift: int, sum_ctx: int, pend_sum: int, rem_lb: int,
                             blocks: int, pos: int, rows: int, now: float, start: float, peek_s: float,
-                            any_iteration: bool,
-                            track_pend: bool) -> tuple[int, float, int, int, int, int, int, int, bool]:
+                            any_iteration: bool, track_pend: bool,
+                            cross: bool) -> tuple[int, float, int, int, int, int, int, int, bool]:
         source_key                # noqa: B018 (the closure variable)
         return decode_rounds(kvc, lim, em, out, pend, run, rnd, consts, tterms, dterms, xterms, first_x,
                              shift, sum_ctx, pend_sum, rem_lb, blocks, pos, rows, now, start, peek_s,
-                             any_iteration, track_pend)
+                             any_iteration, track_pend, cross)
     return decode_rounds_keyed
 
 
@@ -304,5 +308,5 @@ def _jit(numba: ModuleType) -> Callable:
     i64, f64 = np.zeros(1, dtype=np.int64), np.zeros((1, ROW_COLUMNS))
     run, rnd = tuple(RunInputs(0, False, 1, 0.0, 0.0, 16, 16, 0)), tuple(RoundInputs(1, 1, 2, 0.0))
     fn(i64, i64, i64, f64, i64, run, rnd, NO_CONSTANTS, NO_TERMS, NO_TERMS, NO_TERMS, -1, 16, 1, 1,  # load it now:
-       1, 1, 0, 0, 0.0, 0.0, 0.0, True, True)                                                   # runs no round
+       1, 1, 0, 0, 0.0, 0.0, 0.0, True, True, False)                                            # runs no round
     return fn

@@ -62,6 +62,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
     INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
+    CROSS = True           # ... and the one in flight at a replica's next arrival, where it reads no replica state
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
 
     def __init__(self, env: simpy.Environment, index: int, table: RequestTable, log: IterationLog, *,

@@ -5,9 +5,13 @@ schedules nothing), so a replica need not stop where another replica's iteration
 its iterations on its own clock up to the arrival of the next request that can reach it (the
 router's `next_request`: with round robin its own next request; with least outstanding, whose
 pick reads every replica, the next request of all), then waits in SimPy for the end of the
-iteration in flight: one timeout per stretch, landing exactly on that end (`_wait_until`). The
-replicas' states at an arrival are the ones a SimPy timeout per iteration gives, and so is every
-trajectory, bit for bit (tests/test_run_ahead.py).
+iteration in flight: one timeout per stretch, landing exactly on that end (`_wait_until`). Where
+the arrival reads no replica state (round robin, and no trace kept: run.py sets `crosses`), the
+compiled rounds run that iteration in flight too, the last of their stretch, and the replica
+waits for its end with it done (what the arrival does, a request joining the waiting queue, is
+nothing the iteration reads). The replicas' states at an arrival are the ones a SimPy timeout per
+iteration gives wherever the router reads them, and so is every trajectory, bit for bit
+(tests/test_run_ahead.py).
 
 The tie rule. SimPy processes the events of one instant in the order they were created. Where an
 iteration of this replica ends at t and requests arrive at t, the arrival process created its
@@ -56,24 +60,30 @@ class RunAhead:
         p = arr[i - 1] if i else -math.inf
         return p < self.now or (p == self.now and self._tie)
 
-    def _kernel_rounds_tied(self, start: float, peek_s: float) -> int:
-        """The compiled rounds (CompiledRounds._kernel_rounds), then `_tie` after them."""
+    def _kernel_rounds_tied(self, start: float, peek_s: float) -> bool:
+        """The compiled rounds (CompiledRounds._kernel_rounds), then `_tie` after them. Returns
+        whether they crossed peek_s (`crosses`): the last of them, the log's last row, ended at
+        or after it and is the iteration in flight, so self.now and `_tie` are left at its start."""
         m = self._kernel_rounds(start, peek_s)
-        if m:
-            self._tie = self._rounds_tie(m)
-        return m
+        if not m:
+            return False
+        crossed = self.now >= peek_s
+        if crossed:
+            self.now = self._logbuf[len(self._logbuf) - N_ITER_COLS + START]
+        self._tie = self._rounds_tie(m, int(crossed))
+        return crossed
 
-    def _rounds_tie(self, m: int) -> bool:
-        """`_tie` after m compiled rounds (the iteration log's last m rows; they end before
-        arrivals[_qh]): a round ending at an arrival time takes the flag of the round before it
-        when that one ended at the previous arrival time, so the rounds are walked back while
-        that holds (only at exact ties)."""
+    def _rounds_tie(self, m: int, skip: int = 0) -> bool:
+        """`_tie` after the first m - skip of the last m compiled rounds (the iteration log's rows;
+        they end before arrivals[_qh]): a round ending at an arrival time takes the flag of the
+        round before it when that one ended at the previous arrival time, so the rounds are walked
+        back while that holds (only at exact ties)."""
         arr, lo, hi, log = self.arrivals, self._qa, self._qh, self._logbuf
-        for i in range(1, m + 1):
+        for i in range(1 + skip, m + 1):
             row = len(log) - i * N_ITER_COLS
             t, s = log[row + END], log[row + START]
             j = bisect_left(arr, t, lo, hi)
-            if i == 1:
+            if i == 1 + skip:
                 self._qa = j
             if j == len(arr) or arr[j] != t:
                 return False
@@ -107,13 +117,24 @@ class RunAhead:
             h = arrivals[j] if j < len(arrivals) else inf
             self._qh = hi = min(j + 1, len(arrivals))
             start = env.now
+            ran = False               # the iteration in flight ran in the compiled rounds (it crossed h)
             while True:               # plan at self.now; go on while the iteration ends before h's arrivals
-                if kernel is not None and not self.prefills:
-                    kernel(start, h)
+                if kernel is not None and not self.prefills and kernel(start, h):
+                    t = logbuf[len(logbuf) - N_ITER_COLS + END]
+                    first = self._arrivals_first(t, len(arrivals))
+                    if t > h or first:
+                        ran = True
+                        break
+                    self.now, self._tie = t, first     # it ended at h before h's arrivals: plan on
+                    if not (self.n or self.prefills or self.waiting):
+                        t = None
+                        break
+                    continue
                 dt = schedule()
                 if dt is None:        # everything preempted itself: plan again at once
                     if self.n or self.prefills or self.waiting:
                         continue
+                    t = None
                     break
                 t = self.now + dt
                 if t > h:
@@ -125,15 +146,19 @@ class RunAhead:
                 self.now, self._tie = t, first
                 complete()
                 if not (self.n or self.prefills or self.waiting):
-                    dt = None
+                    t = None
                     break
-            if dt is None:
+            if t is None:
                 continue
-            yield from self._wait_until(t, dt)
+            if ran:                   # the compiled rounds checked that start + (t - start) is t
+                yield timeout(t - start)
+            else:
+                yield from self._wait_until(t, dt)
             if t == h and first:      # the arrivals at h first: behind the arrival process's event
                 yield timeout(0)      # at h (created earlier); else this one, created before it, leads
             self.now, self._tie = t, first
-            complete()
+            if not ran:
+                complete()
 
     def _wait_until(self, t: float, dt: float) -> Generator[simpy.Event, object, None]:
         """SimPy's clock to t, the end of the iteration of dt seconds started at self.now. One timeout

@@ -1,17 +1,22 @@
 """Replicas of an open loop run on to their next arrival (simulator/run_ahead.py): every trajectory
 must be the one a SimPy timeout per iteration gives (`Replica.INLINE = False`), bit for bit, for
-each router, open and closed loop, speculation on and off, compiled rounds on and off, and at
-exact ties between iteration ends and arrivals."""
+each router, open and closed loop, speculation on and off, compiled rounds on and off (and running
+the iteration in flight at the next arrival or not), and at exact ties between iteration ends and
+arrivals."""
 from __future__ import annotations
 
+from collections import Counter
+
+import pandas as pd
 import pytest
 from golden_cases import fixed_ties_scenario
 from same_run import assert_same_run
 
 from simulator.engine import Engine
+from simulator.metrics import N_ITER_COLS
 from simulator.replica import Replica
 from simulator.run import simulate
-from simulator.run_ahead import RunAhead
+from simulator.run_ahead import END, RunAhead
 from simulator.scenario import load_scenario
 
 EAGLE = "scenarios/llama8b-h100-eagle3-chat.yaml"
@@ -145,3 +150,80 @@ def test_a_closed_loop_of_one_request_per_user_is_the_open_loop_it_is(router, mo
         monkeypatch.setattr(Engine, "ONE_REQUEST_USERS_AS_OPEN", as_open)
         runs.append(simulate(sc1, baseline=True, trace=True))
     assert_same_run(*runs)
+
+
+def _crossings(monkeypatch) -> Counter:
+    """Counts the compiled stretches that ran the iteration in flight at a replica's next arrival h
+    (run_ahead.py), by where it ends: after h, at h behind h's arrivals, at h before them."""
+    seen: Counter = Counter()
+    plain = RunAhead._kernel_rounds_tied
+
+    def counted(self, start, peek_s):
+        crossed = plain(self, start, peek_s)
+        if crossed:
+            t = self._logbuf[len(self._logbuf) - N_ITER_COLS + END]
+            seen["after" if t > peek_s else "arrivals first" if self._arrivals_first(t, len(self.arrivals))
+                 else "replica first"] += 1
+        return crossed
+    monkeypatch.setattr(RunAhead, "_kernel_rounds_tied", counted)
+    return seen
+
+
+@pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
+def test_compiled_rounds_run_the_iteration_in_flight_at_the_next_arrival(router, monkeypatch):
+    """Round robin reads no replica state at an arrival, so the compiled rounds run the iteration
+    that is in flight when a replica's next request arrives (least outstanding, and a trace, wait for
+    the arrival); the trajectory is the one-timeout-per-iteration path's either way, and the same as
+    with no crossing."""
+    seen = _crossings(monkeypatch)
+    over = ["workload.num_requests=240", OPEN, "hardware.replicas=4", f"engine.router={router}"]
+    a, b, _ = _runs(EAGLE, over, monkeypatch)
+    assert_same_run(a, b)
+    assert (seen["after"] > 20) == (router == "round_robin"), seen
+    crossed = sum(seen.values())
+    monkeypatch.setattr(Replica, "CROSS", False)
+    monkeypatch.setattr(Replica, "INLINE", True)
+    c = simulate(load_scenario(EAGLE, over), baseline=True)
+    assert sum(seen.values()) == crossed
+    assert_same_run(c, b)
+
+
+def test_a_trace_keeps_the_iteration_in_flight_for_after_the_arrival(monkeypatch):
+    """A trace records the arrival before what the iteration in flight does after it: no crossing."""
+    seen = _crossings(monkeypatch)
+    a, b, started = _runs(EAGLE, ["workload.num_requests=120", OPEN], monkeypatch, trace=True)
+    assert started == 2 and not seen
+    assert_same_run(a, b)
+
+
+def test_compiled_iterations_in_flight_at_exact_ties(monkeypatch):
+    """Iterations that end exactly at a replica's next arrival, run in the compiled rounds: at h
+    behind h's arrivals (the replica then waits for them), at h before them (it plans its next
+    iteration at once, without the arrivals) and after h, on the tie trace's bursts."""
+    seen = _crossings(monkeypatch)
+    for reps in (2, 3):
+        spec = _ties(reps, "round_robin", {"process": "trace", "path": "tests/data/ties_trace.csv"},
+                     {"dist": "uniform", "low": 1, "high": 9}, False)
+        spec["workload"].pop("num_requests")
+        spec["workload"].update(prompt_len=4)
+        a, b, _ = _runs(spec, [], monkeypatch)
+        assert_same_run(a, b)
+    assert min(seen["after"], seen["arrivals first"], seen["replica first"]) > 0, seen
+
+
+def test_a_round_robin_replica_runs_what_its_requests_alone_give(tmp_path):
+    """Round robin: nothing but its own requests reaches a replica, so replica 0 of a fleet (whose
+    acceptance stream is a single replica's) runs the trajectory that its requests replayed alone
+    on one replica give, bit for bit, though it ran ahead past the other replicas' iterations and
+    completed the iterations in flight at its arrivals before them."""
+    fleet = simulate(load_scenario(EAGLE, ["workload.num_requests=240", OPEN, "hardware.replicas=4"]))
+    mine = fleet.requests[fleet.requests["replica"] == 0].reset_index(drop=True)
+    path = tmp_path / "share.csv"
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + "".join(
+        f"{a!r},{p},{o}\n" for a, p, o in zip(mine["arrival_s"].tolist(), mine["prompt_tokens"].tolist(),
+                                             mine["output_tokens"].tolist())))
+    alone = simulate(load_scenario(EAGLE, [f"workload={{arrival: {{process: trace, path: {path}}}}}"]))
+    it = fleet.iterations
+    pd.testing.assert_frame_equal(it[it["replica"] == 0].reset_index(drop=True), alone.iterations)
+    cols = ["arrival_s", "first_token_s", "finish_s", "rounds", "accepted_drafts", "drafted_tokens"]
+    pd.testing.assert_frame_equal(mine[cols], alone.requests[cols])
