@@ -32,7 +32,7 @@ from .router import make_router
 class Engine:
     """Wires requests, a router and replicas into one SimPy environment and runs it."""
     RUN_AHEAD = True     # open loop: replicas run on to their next arrival (off: Replica.run's rule)
-    RUN_AHEAD_MIN_REPLICAS = 2   # (one replica: Replica.run's next event is the next arrival already)
+    RUN_AHEAD_MIN_REPLICAS = 1   # one replica too: its compiled rounds then run the iteration in flight at an arrival
     ONE_REQUEST_USERS_AS_OPEN = True   # a closed loop with concurrency >= num_requests runs as an open loop
 
     def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_replicas: int,

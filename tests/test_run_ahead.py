@@ -45,7 +45,7 @@ def _runs(spec, overrides, monkeypatch, kernel=True, trace=False):
 
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
 @pytest.mark.parametrize("policy", ["static", "off", "adaptive"])
-@pytest.mark.parametrize("replicas", [2, 3])
+@pytest.mark.parametrize("replicas", [1, 2, 3])
 def test_open_loop_replicas_running_ahead_keep_the_trajectory(router, policy, replicas, monkeypatch):
     a, b, started = _runs(EAGLE, ["workload.num_requests=240", OPEN, f"hardware.replicas={replicas}",
                                   f"engine.router={router}", f"policy={{kind: {policy}}}"], monkeypatch)
