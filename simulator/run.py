@@ -269,7 +269,7 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     capacity = dep.capacity_blocks
     if sc.hardware.is_fixed and eng.num_gpu_blocks is None:
         # unbounded KV: report the capacity that holds every request at once
-        capacity = int(((reqs.prompt_len + reqs.output_len + k_max + bs - 1) // bs).sum())
+        capacity = int(((reqs.prompt_len + reqs.output_len + k_held + bs - 1) // bs).sum())
     if blocks_for(longest, bs) > capacity:
         if eng.num_gpu_blocks is not None:
             field, value = "engine.num_gpu_blocks", capacity

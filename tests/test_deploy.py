@@ -326,3 +326,14 @@ def test_no_parallel_flags_without_ep_or_dp_attention(tmp_path):
         _, words = parse_script(Path(files[f"serve_{engine}.sh"]), engine)
         assert not {"--ep-size", "--dp-size", "--enable-dp-attention", "--data-parallel-size",
                     "--enable-expert-parallel"} & set(words)
+
+
+def test_a_policy_that_never_speculates_deploys_no_drafter():
+    """The simulator budgets a never-speculating run as a plain deployment (simulator/run.py,
+    drafter_loaded); its serving command names no speculative method either, while a schedule with a
+    K > 0 row keeps the drafter."""
+    from specsight.studies.deploy import serving_config
+    eagle = "scenarios/llama8b-h100-eagle3-chat.yaml"
+    assert serving_config(eagle, ["policy={kind: batch_schedule, schedule: [[1, 0], [64, 0]]}"]).method is None
+    assert serving_config(eagle, ["policy={kind: static, k: 0}"]).method is None
+    assert serving_config(eagle, ["policy={kind: batch_schedule, schedule: [[1, 2], [64, 0]]}"]).method == "eagle3"

@@ -48,12 +48,15 @@ def test_v04_round_pass_by_pass():
 
 
 def test_v04_graph_sizes_are_the_wheels():
-    spec_sizes, plain_sizes = sglang_v04_sizes(True), sglang_v04_sizes(False)
+    spec_sizes, plain_sizes = sglang_v04_sizes(True, 1024), sglang_v04_sizes(False, 1024)
     assert spec_sizes[:8] == tuple(range(1, 9)) and spec_sizes[8:20] == tuple(range(10, 33, 2))
     assert spec_sizes[20:] == (40, 56, 72, 88, 104, 120, 136, 152)
     assert plain_sizes[:5] == (1, 2, 4, 8, 16) and plain_sizes[-1] == 160 and len(plain_sizes) == 4 + 19
     # above the largest size a pass runs eagerly
     assert padded_size(153, spec_sizes) is None and padded_size(161, plain_sizes) is None
+    # SGLang's speculative cap of 48 running requests: a pool of 49 slots adds 48 and 49, cuts 56 and up
+    capped = sglang_v04_sizes(True, 48)
+    assert capped[20:] == (40, 48, 49) and padded_size(41, capped) == 48
     assert engine_for("sglang", "v0.4").plain_pass(9, LIM).padded_tokens == 16
 
 

@@ -266,3 +266,13 @@ def test_cli_reports_bad_executor_flags_in_one_line(tmp_path, capsys, command, f
     assert main([command, str(scen), *flags, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("specsight: error: --")
+
+
+def test_stored_points_key_on_every_simulator_source_subpackages_included():
+    """A change confined to a sub-package (simulator/engines/) must not reuse stored points: every
+    .py under simulator/ is hashed into the points' key (points.code_files)."""
+    from specsight.studies.points import REPO_ROOT, code_files
+    hashed = set(code_files())
+    sources = set((REPO_ROOT / "simulator").rglob("*.py"))
+    assert any(p.parent.name == "engines" for p in sources)
+    assert sources <= hashed

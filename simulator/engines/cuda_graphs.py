@@ -50,11 +50,19 @@ def sglang_max_bs(tp: int) -> int:
 SGLANG_V04_MAX_BS = 160
 
 
-def sglang_v04_sizes(speculating: bool) -> tuple[int, ...]:
-    """SGLang v0.4.5's captured batch sizes (cuda_graph_max_bs 160), with and without speculation."""
+def sglang_v04_sizes(speculating: bool, max_running_requests: int) -> tuple[int, ...]:
+    """SGLang v0.4.5's captured batch sizes (cuda_graph_max_bs 160), with and without speculation:
+    its request pool holds max_running_requests + 1 slots (model_runner.py, ReqToTokenPool size), a
+    list reaching past the pool gains the pool's size and one less, and no size exceeds the pool
+    (cuda_graph_runner.py, get_batch_sizes_to_capture)."""
     if speculating:
-        return tuple(list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, SGLANG_V04_MAX_BS + 1, 16)))
-    return tuple([1, 2, 4, 8] + list(range(16, SGLANG_V04_MAX_BS + 1, 8)))
+        sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, SGLANG_V04_MAX_BS + 1, 16))
+    else:
+        sizes = [1, 2, 4, 8] + list(range(16, SGLANG_V04_MAX_BS + 1, 8))
+    pool = max_running_requests + 1
+    if max(sizes) > pool:
+        sizes += [pool - 1, pool]
+    return tuple(sorted(x for x in set(sizes) if x <= min(pool, SGLANG_V04_MAX_BS)))
 
 
 def trtllm_sizes(max_batch_size: int) -> tuple[int, ...]:

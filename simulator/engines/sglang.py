@@ -79,7 +79,7 @@ class SGLang(EngineDef):
 
     def _pad(self, B: int, lim: EngineLimits, speculating: bool = True) -> int | None:
         if self.v04:
-            return padded_size(B, sglang_v04_sizes(speculating))
+            return padded_size(B, sglang_v04_sizes(speculating, lim.max_num_seqs))
         return padded_size(B, sglang_sizes(sglang_max_bs(lim.tp)))
 
     def plain_pass(self, B: int, lim: EngineLimits) -> Pass:

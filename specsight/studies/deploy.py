@@ -221,7 +221,7 @@ def serving_config(scenario: Any, overrides: Iterable[str] = (), *, model_path: 
                                                             "(hardware: {gpu: ..., tp: ...})")
     d = sc.drafter
     static_k = getattr(sc.policy, "k", sc.k_max) if sc.policy.kind == "static" else sc.k_max
-    method = d.method if d is not None and static_k > 0 and sc.policy.kind != "off" else None
+    method = d.method if d is not None and static_k > 0 and sc.policy.speculates else None
     draft = None
     if method is not None and d.model and method not in IN_TARGET + NO_MODEL:
         draft = draft_path or hub_name(d.model, "drafter.model")

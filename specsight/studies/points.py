@@ -51,13 +51,18 @@ def code_version() -> str:
     global _CODE_VERSION
     if _CODE_VERSION is None:
         h = hashlib.sha256()
-        files = sorted((REPO_ROOT / "simulator").glob("*.py")) + sorted(HARDWARE_DIR.glob("*.yaml")) \
-            + sorted(MODELS_DIR.glob("*.json"))
-        for f in files:
-            h.update(f.name.encode())
+        for f in code_files():
+            h.update(f.relative_to(REPO_ROOT).as_posix().encode())
             h.update(f.read_bytes())
         _CODE_VERSION = h.hexdigest()[:16]
     return _CODE_VERSION
+
+
+def code_files() -> list[Path]:
+    """The files code_version hashes: every simulator source (its sub-packages, the engines, too),
+    the hardware profiles and the model configs."""
+    return (sorted((REPO_ROOT / "simulator").rglob("*.py")) + sorted(HARDWARE_DIR.glob("*.yaml"))
+            + sorted(MODELS_DIR.glob("*.json")))
 
 
 def point_key(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline: bool = False) -> str:
