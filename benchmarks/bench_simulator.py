@@ -12,10 +12,10 @@ CodeLlama-34B: the benchmark writes a one-layer EAGLE-3 head config with CodeLla
         load on each replica (compare with (b) measured side by side: --parallel)
     (r) one of f's replicas alone: the requests round robin sends f's replica 0 (every 64th, at
         f's arrival times: 1,563 of 100,000, or of --requests) replayed as a trace on one replica;
-        its trajectory is f's replica 0's exactly, run on the one-replica path (Replica.run), so r
-        against f is that path against the fleet's on the same work (each of f's replicas sees
-        arrivals far more regular than (b)'s Poisson stream, and its start and end weigh more),
-        r paying alone for the per-batch-size cost tables that f's replicas share
+        its trajectory is f's replica 0's exactly, so r against f is one replica against the
+        fleet on the same work (each of f's replicas sees arrivals far more regular than (b)'s
+        Poisson stream, and its start and end weigh more), r paying alone for the
+        per-batch-size cost tables that f's replicas share
     (m) 1,000,000 requests over 64 replicas at 128 requests/s
     (c) a closed loop of 1,000,000 users over 64 replicas, one request each (all in flight at
         t = 0: memory proportional to the requests in flight)
