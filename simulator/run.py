@@ -102,7 +102,7 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
     cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype, ep=int(hw.ep),
                    dp_attention=bool(hw.dp_attention))
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
-    if drafter is not None and (hw.ep > 1 or hw.dp_attention):
+    if drafter is not None and drafter_loaded(scenario) and (hw.ep > 1 or hw.dp_attention):
         _drafter_layout(drafter, cm)
     kv = _kv_budget(scenario, cm, drafter, mean_tokens)
     return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
@@ -178,7 +178,9 @@ def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> 
     if hw.ep > 1 or hw.dp_attention:
         raise SpecsightInputError("hardware.ep", hw.ep, "1 (and dp_attention false) with a real engine: expert "
                                                         "parallelism is priced by engine.kind ideal")
-    engine.check(scenario.drafter, tp)
+    loaded = drafter_loaded(scenario)        # a plain deployment runs no drafter: nothing to refuse
+    if loaded:
+        engine.check(scenario.drafter, tp)
     base = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
     profile = engine_profile(base)
     model = load_model(scenario.model)          # type: ignore[arg-type]
@@ -186,7 +188,7 @@ def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> 
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
     if drafter is not None and drafter.draft_cost is not None:
         dc = drafter.draft_cost
-        if dc.tp != tp:
+        if dc.tp != tp and loaded:
             raise SpecsightInputError("drafter.model", scenario.drafter.model,   # type: ignore[union-attr]
                                       f"{engine.label} runs the drafter at the target's TP ({tp}); its heads "
                                       f"({dc.model.num_heads}) do not divide by it")

@@ -131,3 +131,17 @@ def test_sglang_plain_baseline_runs_without_the_speculative_request_cap():
     assert plain_cap != SPEC_MAX_RUNNING_REQUESTS
     assert with_engine_defaults(sc).engine.max_num_seqs == SPEC_MAX_RUNNING_REQUESTS
     assert with_engine_defaults(sc.baseline()).engine.max_num_seqs == plain_cap
+
+
+def test_a_plain_deployment_is_not_refused_for_a_drafter_it_does_not_load():
+    """SGLang v0.4 runs no draft model: with speculation it refuses one by name; with policy off
+    the drafter is not loaded, so the plain run goes ahead, as the same run without a drafter."""
+    from simulator.errors import SpecsightInputError
+    sglang04 = ["engine.kind=sglang", "engine.version=v0.4", "workload.num_requests=8"]
+    draft = "scenarios/llama8b-h100-draft1b-chat.yaml"
+    with pytest.raises(SpecsightInputError) as e:
+        simulate(load_scenario(draft, sglang04))
+    assert e.value.field == "drafter.method"
+    plain = simulate(load_scenario(draft, sglang04 + ["policy={kind: off}"]))
+    bare = simulate(load_scenario(draft, sglang04 + ["policy={kind: off}", "drafter=null"]))
+    assert plain.summary["output_tokens_per_s"] == bare.summary["output_tokens_per_s"]
