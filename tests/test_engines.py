@@ -80,6 +80,8 @@ def test_sglang_round_pass_by_pass():
     t = engine_for("sglang", None).passes(spec(tree=True, tree_branches=4, tree_nodes=15), 2, 3, 16, LIM)
     assert _shape(t) == [("draft", "draft", 2, 4, 2, "full", 8), ("verify", "target", 2, 16, 1, "full", 32),
                          ("draft_extend", "draft", 2, 4, 1, "full", 8)]
+    # each draft step scores topk rows a request; the extend one (its last token's, top-k taken from it)
+    assert [x.logits_per_seq for x in t] == [4, 16, 1]
     # spec v2: the extend at the fixed width N
     v2 = engine_for("sglang", "v0.5-spec-v2").passes(spec(k=3), 5, 3, 4, LIM)
     assert v2[-1].tokens_per_seq == 4

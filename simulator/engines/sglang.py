@@ -10,7 +10,9 @@ topk = speculative_eagle_topk (the drafter's tree_branches; 1 for a chain), N = 
   accept       on the GPU; accept_length_per_req_cpu is a host sync, and the draft step calls
                seq_lens.sum().item(): 2 syncs a round [C]
   draft extend forward_draft_extend_after_decode over B (S + 1) tokens padded to a fixed width,
-               its own EAGLEDraftExtendCudaGraphRunner [C]; spec v2: fixed width N (DRAFT_EXTEND_V2) [C]
+               its own EAGLEDraftExtendCudaGraphRunner [C]; spec v2: fixed width N (DRAFT_EXTEND_V2) [C];
+               logits of each request's last token only (LogitsProcessor prunes an extend to its last
+               positions; capture_for_decode takes the top-k from that row) [C, sglang 0.5.2 wheel]
   spec v2      the same passes with the overlap scheduler on, topk = 1 only; one
                verify_done.synchronize() left (issue #11762) [C/D]
   overlap      the overlap scheduler is disabled for EAGLE/EAGLE3/STANDALONE unless spec v2, always
@@ -100,7 +102,7 @@ class SGLang(EngineDef):
             out.append(Pass("draft_extend", "draft", B, k + 1, 1, "eager"))
             return out
         ext = width if self.v2 else k + 1
-        out.append(graphed("draft_extend", "draft", B, ext, topk, "full", None if pb is None else pb * ext))
+        out.append(graphed("draft_extend", "draft", B, ext, 1, "full", None if pb is None else pb * ext))
         return out
 
     def syncs(self, spec: DrafterSpec) -> int:
