@@ -69,6 +69,9 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 # an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
+# The ShardCosts fields a CostModel keeps as private attributes (only it and its per-op report read them).
+PRIVATE_FIELDS = {"attention_waves": "_waves", "linear_flops_shown": "_linear_flops_shown",
+                  "moe_flops_shown": "_moe_flops_shown", "head_flops_shown": "_head_flops_shown"}
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "all_to_all",
               "overhead")
 
@@ -92,9 +95,10 @@ class CostModel:
             raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads "
                                                 f"({model.num_kv_heads})")
         self.model, self.hw, self.tp, self.dtype = model, hw, tp, dtype
+        # the per-GPU coefficients (simulator/shard_costs.py), as attributes
         for name, value in vars(shard_costs(model, hw, tp, dtype, kv_dtype, efficiency or hw.efficiency,
                                             self.layout)).items():
-            setattr(self, name, value)      # the per-GPU coefficients (simulator/shard_costs.py)
+            setattr(self, PRIVATE_FIELDS.get(name, name), value)
         # Constants of the hot path.
         self._sharp = math.isinf(self.p)
         self._inv_p = 0.0 if self._sharp else 1.0 / self.p
@@ -135,7 +139,7 @@ class CostModel:
                                        self.win_flops_per_pair,
                                        self.win_kv_bytes_per_token, float(self.window), 0.0)
         # the constants depend on the pass's sequences: attention in waves, or sliding layers (seqs)
-        self._per_seq = self.attention_waves or self.window > 0
+        self._per_seq = self._waves or self.window > 0
         # the hot path's copies, plain tuples (CPython unpacks an exact tuple several times faster
         # than a NamedTuple); num_seqs -> those of pass_constants(num_seqs), for Python numbers
         self._constants = timing_constants(self.constants)
@@ -149,7 +153,7 @@ class CostModel:
         (S / (B H_kv) when the blocks fit in one wave; 1 when they fill whole waves). The wave
         time is set by the batch's mean context (ragged contexts: the longest sets it, which
         this does not model). Floats or numpy arrays."""
-        if not self.attention_waves:
+        if not self._waves:
             return 1.0
         if num_seqs is None:
             raise ValueError("num_seqs is needed: this profile's attention runs one block per (sequence, KV head)")
@@ -167,7 +171,7 @@ class CostModel:
         if not self._per_seq:
             return self.constants
         c = self.constants
-        if self.attention_waves:
+        if self._waves:
             c = c._replace(kv_bytes_s=c.kv_bytes_s / self.kv_wave_factor(num_seqs))
         if self.window:
             if num_seqs is None:

@@ -93,10 +93,10 @@ def pass_breakdown(cm: CostModel, shape: PassShape) -> PassCost:
         return OpCost(flops * shown, nbytes, float(seconds),
                       "compute" if flops / F > nbytes / bw_bytes_s else "memory")
 
-    ops = {"linear": op(o.linear_flops, cm.linear_bytes, o.linear_s, o.weights_bytes_s, cm.linear_flops_shown)}
+    ops = {"linear": op(o.linear_flops, cm.linear_bytes, o.linear_s, o.weights_bytes_s, cm._linear_flops_shown)}
     if o.experts_s is not None:
         ops["moe_experts"] = op(o.experts_flops, o.experts_bytes, o.experts_s, o.weights_bytes_s,
-                                cm.moe_flops_shown)
+                                cm._moe_flops_shown)
     if o.linear_attn_s is not None:
         ops["linear_attention"] = op(o.linear_attn_flops, o.linear_attn_bytes, o.linear_attn_s, cm.bw_kv_bytes_s)
     attn_flops = cm.attn_flops_per_pair * shape.sum_attn_pairs
@@ -107,7 +107,7 @@ def pass_breakdown(cm: CostModel, shape: PassShape) -> PassCost:
     ops["attention"] = op(attn_flops, attn_bytes,
                           attention_time_s(c, T, shape.sum_context, shape.sum_attn_pairs), c.kv_bytes_s)
     ops["lm_head"] = op(o.head_flops, cm.lm_head_bytes, o.head_s,
-                        cm.bw_gemv_bytes_s if n_logits == 1 else W, cm.head_flops_shown)
+                        cm.bw_gemv_bytes_s if n_logits == 1 else W, cm._head_flops_shown)
     sb, eb = o.sampling_bytes, o.elementwise_bytes
     ops["sampling"] = OpCost(0.0, sb, sb / W + cm.sampling_host_s_per_logit * n_logits, "memory")
     ops["elementwise"] = OpCost(0.0, eb, eb / W, "memory")

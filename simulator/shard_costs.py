@@ -37,7 +37,7 @@ KERNELS_FIXED = 4               # embedding, final norm, LM head, sampling
 @dataclass(frozen=True)
 class ShardCosts:
     """The per-GPU coefficients of a forward pass. CostModel sets each field as its attribute of
-    the same name."""
+    the same name (a few with a leading underscore: cost_model.PRIVATE_FIELDS)."""
     kv_dtype: str
     activation_bytes: int
     p: float                            # roofline_sharpness
