@@ -10,8 +10,10 @@ class has FLOPs and bytes; its time is the soft roofline
                                            t_memory  = bytes / (bandwidth * eff_memory)
 
 (p = roofline_sharpness; p -> inf is max()), plus the all-reduce (alpha-beta ring model)
-and per-kernel launch overheads. docs/cost_model.md states every term; simulator/op_cost.py holds
-the per-op report (`PassCost`) and the soft roofline.
+and per-kernel launch overheads. docs/cost_model.md states every term. simulator/shard_costs.py
+computes the per-GPU coefficients (bytes, FLOPs, collectives, overheads: `ShardCosts`, set as this
+model's attributes); simulator/op_cost.py holds the per-op report (`PassCost`, `pass_breakdown`)
+and the soft roofline.
 
 Two kernel regimes stream the weights. A pass that holds exactly one token multiplies every
 weight matrix by a vector: BLAS libraries dispatch a matrix-vector kernel (cuBLAS/MKL GEMV) that
@@ -33,8 +35,8 @@ Attention by layer type (simulator/layer_types.py): the full layers read the who
 sliding layers at most their window per sequence (a second roof in pass_time.pass_time_s, from
 the constants of a pass over num_seqs sequences), the linear layers a constant state per position
 that needs logits (an op class of the terms, `_linear_attention`); DeepSeek Sparse Attention as its
-indexer on the full group and its top-k MLA on the windowed one (`_price_sparse_attention`, no new
-constant). Weights in per-part formats
+indexer on the full group and its top-k MLA on the windowed one (shard_costs.sparse_attention, no
+new constant). Weights in per-part formats
 (simulator/weight_formats.py: MXFP4 experts, NVFP4, INT4) stream at their bytes per weight and
 multiply at the rate of the dtype their products run in.
 
@@ -51,40 +53,25 @@ import math
 import numpy as np
 
 from .errors import SpecsightInputError, require_int
-from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile, require_sm_count
+from .hardware import DTYPE_BYTES, Efficiency, HardwareProfile
 from .model_spec import ModelSpec
-from .moe_parallel import (
-    FP8_DISPATCH_BYTES,
-    all_to_all_bytes,
-    all_to_all_s_per_byte,
-    check_layout,
-    collective_latency_s,
-    experts_touched,
-    ring_link,
-)
-from .op_cost import OpCost, OpPieces, PassCost, soft_roofline
+from .moe_parallel import all_to_all_s_per_byte, check_layout, collective_latency_s, experts_touched
+from .op_cost import OpCost, OpPieces, PassCost, pass_breakdown, soft_roofline
 from .pass_shape import PassShape
-from .pass_time import PassConstants, attention_time_s, constants_row, pass_time_s, steps_time_s, timing_constants
-from .weight_formats import weight_costs
+from .pass_time import PassConstants, constants_row, pass_time_s, steps_time_s, timing_constants
+from .shard_costs import KERNELS_FIXED, KERNELS_PER_LAYER, KERNELS_PER_LAYER_TP, LOGIT_BYTES, shard_costs
 
-__all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline"]
+__all__ = ["CostModel", "PassShape", "PassCost", "OpCost", "soft_roofline",
+           "KERNELS_FIXED", "KERNELS_PER_LAYER", "KERNELS_PER_LAYER_TP", "LOGIT_BYTES"]   # (simulator/shard_costs.py's)
 
-# Named constants of the physics (each is a count, not a tuned fudge factor).
-ACTIVATION_BYTES = 2            # bf16/fp16 activations (fp8 weights compute in bf16 too)
-FP32_ACTIVATION_BYTES = 4       # an fp32 model's activations (the CPU calibration runs in fp32)
-LOGIT_BYTES = 4                 # float32 logits / probabilities
-SAMPLING_PASSES = 3             # logits written by the LM head, read+written by softmax, read by the sampler
-ELEMENTWISE_D_PASSES = 10       # per layer per token, in units of hidden_size: 2 RMSNorms (r+w), 2 residual adds
-                                # (2r+w), rotary
-ELEMENTWISE_I_PASSES = 3        # SwiGLU activation: read gate and up, write the product (intermediate width)
-KERNELS_PER_LAYER = 9           # norm, qkv, rope, attention, o_proj, add+norm, gate_up, act, down
-KERNELS_PER_LAYER_TP = 2        # the two all-reduces
-KERNELS_FIXED = 4               # embedding, final norm, LM head, sampling
 PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.attention_rows)
 # time_s's cache of the terms that depend only on (tokens, logits): Python numbers only (bool is
 # an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
+# The ShardCosts fields a CostModel keeps as private attributes (only it and its per-op report read them).
+PRIVATE_FIELDS = {"attention_waves": "_waves", "linear_flops_shown": "_linear_flops_shown",
+                  "moe_flops_shown": "_moe_flops_shown", "head_flops_shown": "_head_flops_shown"}
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "all_to_all",
               "overhead")
 
@@ -99,7 +86,7 @@ class CostModel:
                  dp_attention: bool = False):
         tp = require_int("tp", tp, lo=1)
         self.layout = check_layout(model, tp, ep, dp_attention, hw.interconnect.gpus_per_node)
-        atp, adp = self.layout.attention_tp, self.layout.attention_dp   # tp, 1 without dp_attention
+        atp = self.layout.attention_tp       # tp without dp_attention
         if dtype not in DTYPE_BYTES:
             raise SpecsightInputError("dtype", dtype, f"one of {', '.join(DTYPE_BYTES)}")
         if model.num_heads % atp:
@@ -108,113 +95,10 @@ class CostModel:
             raise SpecsightInputError("tp", tp, f"must divide, or be a multiple of, the {model.name} KV heads "
                                                 f"({model.num_kv_heads})")
         self.model, self.hw, self.tp, self.dtype = model, hw, tp, dtype
-        self.kv_dtype = kv_dtype or ("bf16" if dtype == "fp8" else dtype)
-        self.activation_bytes = FP32_ACTIVATION_BYTES if dtype == "fp32" else ACTIVATION_BYTES
-        eff = efficiency or hw.efficiency
-        self.p = eff.roofline_sharpness
-        self.peak_flops_s = hw.peak_flops(dtype) * eff.compute
-        self.bw_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory
-        self.bw_gemv_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory_one_token   # one-token (GEMV) weight streaming
-        self.bw_kv_bytes_s = hw.memory_bandwidth_bytes_s * eff.memory_kv              # attention's KV-cache reads
-        bpw = DTYPE_BYTES[dtype]
-        m = model
-        L = m.num_layers
-        # Linear layers every token multiplies (attention projections, dense MLP, shared experts, router,
-        # head projections).
-        lin_params = m.layer_params_dense_part + m.extra_linear_params
-        self.linear_bytes = lin_params * bpw / atp        # dp_attention: replicated on every GPU
-        self.linear_flops_per_token = 2.0 * lin_params / tp
-        # Routed experts: distinct experts touched per layer E (1 - (1 - k/E)^T) under uniform routing.
-        self.n_moe_layers = m.num_moe_layers
-        self.num_experts = m.num_experts
-        # (with ep: E / ep experts per rank, each over tp / ep GPUs: the same 1 / tp of the touched bytes)
-        self.expert_keep = (1.0 - m.experts_per_token / m.num_experts) if m.is_moe else 1.0
-        self.expert_bytes = m.expert_params * bpw / tp
-        self.moe_flops_per_token = 2.0 * m.num_moe_layers * m.experts_per_token * m.expert_params / tp
-        self.weight_bytes_per_gpu = (m.params_total * bpw) / tp
-        if adp > 1:     # dp_attention: the non-expert weights replicated, the routed experts split tp ways
-            routed = m.num_moe_layers * m.num_experts * m.expert_params
-            self.weight_bytes_per_gpu = (m.params_total - routed) * bpw + routed * bpw / tp
-        self.lm_head_bytes = m.lm_head_params * bpw / atp
-        self.lm_head_flops_per_logit = 2.0 * m.lm_head_params / tp
-        # FLOPs at the dtype's rate x these = the FLOPs an op class reports (1.0 unless parts run at other rates)
-        self._linear_flops_shown = self._moe_flops_shown = self._head_flops_shown = 1.0
-        if m.weight_formats:        # per-part formats (simulator/weight_formats.py): their bytes and rates
-            w = weight_costs(m, hw, tp, dtype)
-            self.linear_bytes, self.linear_flops_per_token = w.linear_bytes, w.linear_flops_per_token
-            self.expert_bytes, self.moe_flops_per_token = w.expert_bytes, self.moe_flops_per_token * w.experts_slow
-            self.lm_head_bytes = w.lm_head_bytes
-            self.lm_head_flops_per_logit = self.lm_head_flops_per_logit * w.head_slow
-            self.weight_bytes_per_gpu = w.weight_bytes
-            self._linear_flops_shown = w.linear_flops_shown
-            self._moe_flops_shown, self._head_flops_shown = 1.0 / w.experts_slow, 1.0 / w.head_slow
-        if m.sparse is not None:    # DSA's indexer is replicated on every GPU (_add_replicated_indexer)
-            self._add_replicated_indexer(bpw, atp, adp)
-        # Attention: KV sharded over heads (replicated when tp exceeds the KV heads; MLA's latent is replicated);
-        # dp_attention: each GPU holds its own requests' whole KV, 1 / tp of the replica's tokens.
-        kv_shards = adp if adp > 1 else 1 if m.is_mla else min(tp, m.num_kv_heads)
-        kv_b = DTYPE_BYTES[self.kv_dtype]
-        # KV bytes per cached token of the softmax layers (full and sliding), of the full layers (read
-        # over the whole context; the block pool's, simulator/kv_cache.py) and of the sliding layers
-        # (read and held up to the window); full layers with their own shape (ModelSpec.full_attention)
-        # split their own KV heads
-        fs = m.full_attention
-        full_shards = kv_shards if fs is None or adp > 1 else min(tp, fs.num_kv_heads)
-        self.kv_bytes_per_token = m.num_softmax_layers * m.kv_elems_per_token() * kv_b / kv_shards
-        self.full_kv_bytes_per_token = m.num_full_layers * m.full_kv_elems_per_token() * kv_b / full_shards
-        self.window = m.window
-        self.win_kv_bytes_per_token = m.num_sliding_layers * m.kv_elems_per_token() * kv_b / kv_shards
-        if fs is not None:
-            self.kv_bytes_per_token = self.full_kv_bytes_per_token + self.win_kv_bytes_per_token
-        # Linear-attention layers: one state per sequence per layer (recurrent + convolution), sharded
-        # over heads; the recurrence's FLOPs per token (simulator/layer_types.py)
-        self.n_linear_layers = m.num_linear_layers
-        lin = m.linear
-        self.linear_state_bytes = m.num_linear_layers * lin.state_bytes(kv_b) / tp if lin else 0.0
-        self.linear_attn_flops_per_token = m.num_linear_layers * lin.flops_per_token / tp if lin else 0.0
-        # Attention kernels with one thread block per (sequence, KV head) run in waves over the
-        # multiprocessors (Efficiency.attention_blocks; kv_wave_factor). MLA: eager attention
-        # expands the latent into per-head keys and values, one block per query head.
-        self._waves = eff.attention_blocks == "per_sequence_head"
-        self.kv_heads_per_gpu = (max(1, m.num_heads // atp) if m.is_mla
-                                 else max(1, m.num_kv_heads // min(atp, m.num_kv_heads)))
-        self.query_group = 1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads)   # query heads per KV head
-        require_sm_count(hw.name, eff, hw.sm_count)        # (an efficiency override may ask for waves)
-        self.sm_count = hw.sm_count
-        self.attn_flops_per_pair = m.num_full_layers * m.full_attn_flops_per_pair() / tp
-        self.win_flops_per_pair = m.num_sliding_layers * m.attn_flops_per_pair() / tp
-        self.window_caps_memory = self.window > 0      # sliding layers hold at most their window
-        if m.sparse is not None:    # DSA: the indexer as the full group, the MLA over the top-k as the windowed one
-            self._price_sparse_attention(kv_shards, adp)
-        # Sampling (on the gathered logits; the LM head is vocabulary-parallel).
-        self.sampling_bytes_per_logit = m.num_lm_heads * m.lm_head_vocab * LOGIT_BYTES * SAMPLING_PASSES / adp
-        # Measured host sampling time per logit row (overheads.sampling_row_us; absent: none).
-        self.sampling_host_s_per_logit = (hw.overheads.sampling_row_us or 0.0) * 1e-6
-        # Elementwise (norms, residuals, rotary, activation): memory-bound.
-        act_width = (m.num_dense_layers * m.intermediate_size
-                     + m.num_moe_layers * (m.experts_per_token + m.num_shared_experts) * m.moe_intermediate_size)
-        self.elementwise_bytes_per_token = self.activation_bytes * (L * ELEMENTWISE_D_PASSES * m.hidden_size / adp
-                                                               + ELEMENTWISE_I_PASSES * act_width / tp)
-        # Tensor-parallel all-reduce: two per layer of T * d activations, ring alpha-beta model.
-        # Past one NVLink domain (gpus_per_node) the ring runs at the inter-node link's rate and latency.
-        self.allreduce_count = 2 * L if atp > 1 else 0
-        self.allreduce_bytes_per_token = m.hidden_size * self.activation_bytes
-        self.ring_factor = 2.0 * (atp - 1) / atp
-        self.link_bytes_s, self.ring_latency_s = ring_link(atp, hw.interconnect)   # small-message time, per collective
-        # Expert parallelism under dp_attention: each MoE layer's all-to-all dispatch (FP8 with FP8
-        # weights, as DeepEP) and combine of each GPU's T / tp tokens (moe_parallel.all_to_all_bytes).
-        self.all_to_all_count = 2 * m.num_moe_layers if adp > 1 and self.layout.ep > 1 else 0
-        self.all_to_all_bytes_per_token = 0.0
-        if self.all_to_all_count:
-            dispatch = FP8_DISPATCH_BYTES if dtype == "fp8" else self.activation_bytes
-            self.all_to_all_bytes_per_token = m.num_moe_layers * all_to_all_bytes(
-                1.0 / adp, m.experts_per_token, m.hidden_size, dispatch + self.activation_bytes, self.layout.ep)
-        n_kernels = (L * (KERNELS_PER_LAYER + (KERNELS_PER_LAYER_TP if atp > 1 else 0)) + KERNELS_FIXED
-                     + self.all_to_all_count)
-        self.launch_overhead_s = n_kernels * hw.overheads.kernel_launch_us * 1e-6
-        self.iteration_overhead_s = hw.overheads.iteration_us * 1e-6
-        # a speculative round's verification step, once per round with K > 0 (absent: 0)
-        self.verify_overhead_s = (hw.overheads.verify_round_us or 0.0) * 1e-6
+        # the per-GPU coefficients (simulator/shard_costs.py), as attributes
+        for name, value in vars(shard_costs(model, hw, tp, dtype, kv_dtype, efficiency or hw.efficiency,
+                                            self.layout)).items():
+            setattr(self, PRIVATE_FIELDS.get(name, name), value)
         # Constants of the hot path.
         self._sharp = math.isinf(self.p)
         self._inv_p = 0.0 if self._sharp else 1.0 / self.p
@@ -260,37 +144,6 @@ class CostModel:
         # than a NamedTuple); num_seqs -> those of pass_constants(num_seqs), for Python numbers
         self._constants = timing_constants(self.constants)
         self._wave_constants: dict = {}
-
-    def _add_replicated_indexer(self, bpw: float, atp: int, adp: int) -> None:
-        """DSA's lightning-indexer weights (counted in the model's attention weights, which TP
-        shards) are replicated on every GPU (vLLM's and SGLang's DeepSeek-V3.2 Indexer: wq_b, wk and
-        weights_proj are ReplicatedLinear): each GPU reads all of them and multiplies its tokens
-        (T / adp) by them. Adds the part the sharded count leaves out."""
-        m = self.model
-        idx = m.num_layers * m.indexer_params
-        self.linear_bytes += idx * bpw * (1.0 - 1.0 / atp)
-        self.linear_flops_per_token += 2.0 * idx * (1.0 / adp - 1.0 / self.tp)
-        if adp == 1:        # (dp_attention already replicates every non-expert weight)
-            self.weight_bytes_per_gpu += idx * bpw * (1.0 - 1.0 / self.tp)
-
-    def _price_sparse_attention(self, kv_shards: int, adp: int) -> None:
-        """DeepSeek Sparse Attention on the two attention groups of pass_time.pass_time_s, with no
-        new constant: the lightning indexer reads every cached token's index key and scores every
-        (query, key) pair, as a full layer does (attn_flops_per_pair, full_kv_bytes_per_token); the
-        MLA attends to each query's top index_topk keys, as a window of W = index_topk does (pairs
-        min(P, T W); cached keys min(sum c, B (W - 1)) + 2 T). Memory holds every token of both
-        (window_caps_memory false). The index keys are one per token, kept like MLA's latent (over
-        kv_shards: 1, or the attention data-parallel groups); the indexer's heads are not
-        split over TP (each GPU scores its own sequences' pairs with all of them)."""
-        m, sp = self.model, self.model.sparse
-        L = m.num_full_layers
-        index_kv = L * sp.key_bytes / kv_shards
-        self.window = sp.index_topk
-        self.win_flops_per_pair, self.win_kv_bytes_per_token = self.attn_flops_per_pair, self.full_kv_bytes_per_token
-        self.attn_flops_per_pair = L * sp.flops_per_pair / adp
-        self.full_kv_bytes_per_token = index_kv
-        self.kv_bytes_per_token = self.kv_bytes_per_token + index_kv
-        self.window_caps_memory = False
 
     def kv_wave_factor(self, num_seqs: float | np.ndarray | None) -> float | np.ndarray:
         """How much longer the KV reads take than bytes / bandwidth: 1 for split-KV attention;
@@ -500,41 +353,5 @@ class CostModel:
 
     # ---- the explained path --------------------------------------------------------------
     def breakdown(self, shape: PassShape) -> PassCost:
-        """Per op class FLOPs, bytes, seconds and what bounds it (scalars only): the pieces of
-        time_s's terms (`_pass_terms`), the attention roof (pass_time.attention_time_s), the
-        all-reduce and the launches as time_s adds them."""
-        T, n_logits, F, W = float(shape.num_tokens), float(shape.num_logits), self.peak_flops_s, self.bw_bytes_s
-        o = self._pass_terms(T, n_logits, per_op=True)
-        c = self.pass_constants(float(shape.num_seqs))
-
-        def op(flops: float, nbytes: float, seconds: float, bw_bytes_s: float, shown: float = 1.0) -> OpCost:
-            """flops: at the dtype's rate (what bounds the op); shown: the FLOPs reported per such FLOP."""
-            return OpCost(flops * shown, nbytes, float(seconds),
-                          "compute" if flops / F > nbytes / bw_bytes_s else "memory")
-
-        ops = {"linear": op(o.linear_flops, self.linear_bytes, o.linear_s, o.weights_bytes_s, self._linear_flops_shown)}
-        if o.experts_s is not None:
-            ops["moe_experts"] = op(o.experts_flops, o.experts_bytes, o.experts_s, o.weights_bytes_s,
-                                    self._moe_flops_shown)
-        if o.linear_attn_s is not None:
-            ops["linear_attention"] = op(o.linear_attn_flops, o.linear_attn_bytes, o.linear_attn_s, self.bw_kv_bytes_s)
-        attn_flops = self.attn_flops_per_pair * shape.sum_attn_pairs
-        attn_bytes = self.full_kv_bytes_per_token * (shape.sum_context + 2 * T)
-        if self.window:
-            attn_flops += self.win_flops_per_pair * min(shape.sum_attn_pairs, T * self.window)
-            attn_bytes += self.win_kv_bytes_per_token * (min(shape.sum_context, c.seqs * (self.window - 1.0)) + 2 * T)
-        ops["attention"] = op(attn_flops, attn_bytes,
-                              attention_time_s(c, T, shape.sum_context, shape.sum_attn_pairs), c.kv_bytes_s)
-        ops["lm_head"] = op(o.head_flops, self.lm_head_bytes, o.head_s,
-                            self.bw_gemv_bytes_s if n_logits == 1 else W, self._head_flops_shown)
-        sb, eb = o.sampling_bytes, o.elementwise_bytes
-        ops["sampling"] = OpCost(0.0, sb, sb / W + self.sampling_host_s_per_logit * n_logits, "memory")
-        ops["elementwise"] = OpCost(0.0, eb, eb / W, "memory")
-        if self.allreduce_count:
-            ops["allreduce"] = OpCost(0.0, self.allreduce_count * (self.allreduce_bytes_per_token * T),
-                                      self._ar_per_token_s * T + self._ar_fixed_s, "network")
-        if self.all_to_all_count:   # (dp_attention: no all-reduce, so _ar_* hold the all-to-all alone)
-            ops["all_to_all"] = OpCost(0.0, self.all_to_all_bytes_per_token * T,
-                                       self._a2a_per_token_s * T + self._a2a_fixed_s, "network")
-        ops["overhead"] = OpCost(0.0, 0.0, self.launch_overhead_s, "overhead")
-        return PassCost(ops)
+        """Per op class FLOPs, bytes, seconds and what bounds it (scalars only): op_cost.pass_breakdown."""
+        return pass_breakdown(self, shape)
