@@ -69,9 +69,6 @@ PREFILL_QUERY_TILE = 64         # query rows per attention block (CostModel.atte
 # an int subclass the simulator's logit counts can be); cleared when it reaches TERMS_CACHE_MAX.
 PY_NUMBERS = frozenset((int, float, bool))
 TERMS_CACHE_MAX = 1 << 16
-# The ShardCosts fields a CostModel keeps as private attributes (only it and its per-op report read them).
-PRIVATE_FIELDS = {"attention_waves": "_waves", "linear_flops_shown": "_linear_flops_shown",
-                  "moe_flops_shown": "_moe_flops_shown", "head_flops_shown": "_head_flops_shown"}
 OP_CLASSES = ("linear", "moe_experts", "attention", "lm_head", "sampling", "elementwise", "allreduce", "all_to_all",
               "overhead")
 
@@ -98,7 +95,7 @@ class CostModel:
         # the per-GPU coefficients (simulator/shard_costs.py), as attributes
         for name, value in vars(shard_costs(model, hw, tp, dtype, kv_dtype, efficiency or hw.efficiency,
                                             self.layout)).items():
-            setattr(self, PRIVATE_FIELDS.get(name, name), value)
+            setattr(self, name, value)
         # Constants of the hot path.
         self._sharp = math.isinf(self.p)
         self._inv_p = 0.0 if self._sharp else 1.0 / self.p

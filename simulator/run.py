@@ -315,9 +315,6 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     wl = sc.workload
     closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
     engine = Engine(table, make_replica, sc.hardware.replicas, eng.router, closed_loop=closed, trace=trace_list)
-    if engine.run_ahead and not engine.router.reads_state and trace_list is None:
-        for r in engine.replicas:   # an arrival reads no replica state: the compiled rounds may run the
-            r.crosses = r.CROSS     # iteration in flight at a replica's next arrival before it (run_ahead.py)
     caps = [capacity] * sc.hardware.replicas
     totals = engine.log.drop(caps) if iterations == "none" else None
     engine.run()

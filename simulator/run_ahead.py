@@ -6,7 +6,7 @@ its iterations on its own clock up to the arrival of the next request that can r
 router's `next_request`: with round robin its own next request; with least outstanding, whose
 pick reads every replica, the next request of all), then waits in SimPy for the end of the
 iteration in flight: one timeout per stretch, landing exactly on that end (`_wait_until`). Where
-the arrival reads no replica state (round robin, and no trace kept: run.py sets `crosses`), the
+the arrival reads no replica state (round robin, and no trace kept: the engine sets `crosses`), the
 compiled rounds run that iteration in flight too, the last of their stretch, and the replica
 waits for its end with it done (what the arrival does, a request joining the waiting queue, is
 nothing the iteration reads). The replicas' states at an arrival are the ones a SimPy timeout per
@@ -24,7 +24,7 @@ Otherwise the replica yields one timeout to it, which SimPy orders as the rule d
 timeout is older than the arrival process's for any arrival after h), and at h itself, where the
 arrivals come first, a zero timeout behind them.
 
-A mixin of `Replica` (simulator/replica.py); the engine sets `arrivals` and `next_request`.
+A mixin of `Replica` (simulator/replica.py); the engine sets `arrivals`, `next_request` and `crosses`.
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ KERNELS_FIXED = 4               # embedding, final norm, LM head, sampling
 @dataclass(frozen=True)
 class ShardCosts:
     """The per-GPU coefficients of a forward pass. CostModel sets each field as its attribute of
-    the same name (a few with a leading underscore: cost_model.PRIVATE_FIELDS)."""
+    the same name (the few with a leading underscore only it and its per-op report read)."""
     kv_dtype: str
     activation_bytes: int
     p: float                            # roofline_sharpness
@@ -60,9 +60,9 @@ class ShardCosts:
     lm_head_flops_per_logit: float
     # FLOPs at the dtype's rate x these = the FLOPs an op class reports (1.0 unless parts run at
     # other rates: weight_formats.py)
-    linear_flops_shown: float
-    moe_flops_shown: float
-    head_flops_shown: float
+    _linear_flops_shown: float
+    _moe_flops_shown: float
+    _head_flops_shown: float
     # KV bytes per cached token of the softmax layers (full and sliding), of the full layers (read
     # over the whole context; the block pool's, simulator/kv_cache.py) and of the sliding layers
     # (read and held up to the window)
@@ -77,7 +77,7 @@ class ShardCosts:
     linear_attn_flops_per_token: float
     # Attention kernels with one thread block per (sequence, KV head) run in waves over the
     # multiprocessors (Efficiency.attention_blocks; CostModel.kv_wave_factor)
-    attention_waves: bool
+    _waves: bool
     kv_heads_per_gpu: int
     query_group: int                    # query heads per KV head
     sm_count: int | None
@@ -185,11 +185,11 @@ def shard_costs(m: ModelSpec, hw: HardwareProfile, tp: int, dtype: str, kv_dtype
         n_moe_layers=m.num_moe_layers, num_experts=m.num_experts, expert_keep=expert_keep, expert_bytes=expert_bytes,
         moe_flops_per_token=moe_flops_per_token, weight_bytes_per_gpu=weight_bytes_per_gpu,
         lm_head_bytes=lm_head_bytes, lm_head_flops_per_logit=lm_head_flops_per_logit,
-        linear_flops_shown=linear_flops_shown, moe_flops_shown=moe_flops_shown, head_flops_shown=head_flops_shown,
+        _linear_flops_shown=linear_flops_shown, _moe_flops_shown=moe_flops_shown, _head_flops_shown=head_flops_shown,
         kv_bytes_per_token=kv_bytes_per_token, full_kv_bytes_per_token=full_kv_bytes_per_token, window=m.window,
         win_kv_bytes_per_token=win_kv_bytes_per_token, n_linear_layers=m.num_linear_layers,
         linear_state_bytes=linear_state_bytes, linear_attn_flops_per_token=linear_attn_flops_per_token,
-        attention_waves=eff.attention_blocks == "per_sequence_head", kv_heads_per_gpu=kv_heads_per_gpu,
+        _waves=eff.attention_blocks == "per_sequence_head", kv_heads_per_gpu=kv_heads_per_gpu,
         query_group=1 if m.is_mla else max(1, m.num_heads // m.num_kv_heads), sm_count=hw.sm_count,
         attn_flops_per_pair=m.num_full_layers * m.full_attn_flops_per_pair() / tp,
         win_flops_per_pair=m.num_sliding_layers * m.attn_flops_per_pair() / tp, window_caps_memory=m.window > 0,
