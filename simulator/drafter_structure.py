@@ -173,7 +173,6 @@ def raw_config(name_or_path: str | None, field: str = "drafter.model", required:
     return dict(cfg) if isinstance(cfg, Mapping) else {}     # (load_model refuses anything else by name)
 
 
-
 def structure_of(method: str, tree: bool, cfg: Mapping[str, Any], draft_vocab: int = 0) -> DrafterStructure:
     """The structure of a drafter of `method` whose draft config is `cfg` ({} for none)."""
     if method in ("ngram", "suffix"):

@@ -108,10 +108,7 @@ def estimate_activation_reserve_bytes(cm: CostModel, max_num_batched_tokens: int
     per_token = ACT_D_TENSORS * m.hidden_size + ACT_I_TENSORS * inter / tp
     acts = max_num_batched_tokens * per_token * cm.activation_bytes
     logits = max_num_seqs * (k_max + 1) * m.vocab_size * LOGIT_BYTES * LOGIT_TENSORS / tp
-    reserve = acts + logits + NON_TORCH_RESERVE_BYTES
-    if cm.linear_state_bytes:
-        reserve = reserve + linear_state_reserve_bytes(cm, max_num_seqs, k_max)
-    return reserve
+    return acts + logits + NON_TORCH_RESERVE_BYTES + linear_state_reserve_bytes(cm, max_num_seqs, k_max)
 
 
 def linear_state_reserve_bytes(cm: CostModel, max_num_seqs: int, k_max: int) -> float:

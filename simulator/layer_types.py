@@ -178,17 +178,20 @@ def full_shape_from_config(cfg: Mapping[str, Any], where: str, kinds: tuple[str,
                               k_eq_v=config_flag(cfg, where, "attention_k_eq_v", False))
 
 
+def window_binds(window: int, use_sliding_window: bool | None, context: int) -> bool:
+    """A declared window binds: set, not switched off (`use_sliding_window: false`), and narrower
+    than the context window (0: not given; a window as wide as it changes nothing)."""
+    return window > 0 and use_sliding_window is not False and not (context and window >= context)
+
+
 def _window_in_use(cfg: Mapping[str, Any], window: int) -> bool:
-    if window <= 0 or cfg.get("use_sliding_window") is False:
-        return False
     ctx = cfg.get("max_position_embeddings")
-    return not (isinstance(ctx, int) and not isinstance(ctx, bool) and ctx and window >= ctx)
+    return window_binds(window, cfg.get("use_sliding_window"),
+                        ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else 0)
 
 
 def _interval(cfg: Mapping[str, Any], where: str, key: str, num_layers: int, other: str) -> tuple[str, ...]:
-    n = config_int(cfg, where, key)
-    if n < 1:
-        raise SpecsightInputError(f"{where}: {key}", n, "a whole number >= 1")
+    n = config_int(cfg, where, key)     # MODEL_CONFIG[key]: >= 1
     return tuple("full" if (i + 1) % n == 0 else other for i in range(num_layers))
 
 

@@ -52,7 +52,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
     hd = config_int(merged, where, "head_dim", default=hd_default)
     n_layers_default = 0 if head_kind == "medusa" else None
     n_layers = config_int(merged, where, "num_hidden_layers", "n_layer", default=n_layers_default,
-                    required=n_layers_default is None)
+                          required=n_layers_default is None)
     n_experts = config_int(merged, where, "num_local_experts", "n_routed_experts", "num_experts", default=0)
     moe_inter = config_int(merged, where, "moe_intermediate_size", default=0)
     inter = config_int(merged, where, "intermediate_size", default=4 * d if head_kind != "medusa" else 0)
@@ -75,7 +75,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         experts_per_token=config_int(merged, where, "num_experts_per_tok", default=0) if n_experts else 0,
         moe_intermediate_size=moe_inter,
         num_shared_experts=config_int(merged, where, "n_shared_experts", "num_shared_experts",
-                                default=1 if shared_inter else 0),
+                                      default=1 if shared_inter else 0),
         shared_expert_intermediate_size=shared_inter,
         first_k_dense=config_int(merged, where, "first_k_dense_replace", default=0),
         q_lora_rank=config_int(merged, where, "q_lora_rank", default=0),
@@ -89,7 +89,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
         medusa_num_heads=config_int(merged, where, "medusa_num_heads", default=0),
         medusa_num_layers=config_int(merged, where, "medusa_num_layers", default=0),
         max_position_embeddings=config_int(cfg, where, "max_position_embeddings", "n_positions", "seq_length",
-                                     "max_sequence_length", default=0),
+                                           "max_sequence_length", default=0),
         model_type=config_text(cfg, where, "model_type"),
         tokenizer_class=config_text(cfg, where, "tokenizer_class"),
         bos_token_id=(config_token_ids(cfg, where, "bos_token_id") or (None,))[0],

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import SpecsightInputError, closest_names
 from .input_files import read_json, usable_file
-from .layer_types import FullAttentionShape, LinearAttentionDims, SparseAttentionDims
+from .layer_types import FullAttentionShape, LinearAttentionDims, SparseAttentionDims, window_binds
 from .paths import MODELS_DIR
 
 HEAD_KINDS = ("eagle", "eagle3", "mtp", "medusa")
@@ -109,8 +109,7 @@ class ModelSpec:
     def sliding_window_in_use(self) -> bool:
         """The config declares a window that binds: set, not switched off (`use_sliding_window:
         false`), and narrower than the context window (a window as wide as it changes nothing)."""
-        return (self.sliding_window > 0 and self.use_sliding_window is not False
-                and not (self.max_position_embeddings and self.sliding_window >= self.max_position_embeddings))
+        return window_binds(self.sliding_window, self.use_sliding_window, self.max_position_embeddings)
 
     def _count(self, kind: str) -> int:
         return self.layer_kinds.count(kind) if self.layer_kinds else (self.num_layers if kind == "full" else 0)
@@ -208,10 +207,8 @@ class ModelSpec:
     @property
     def mixer_params_total(self) -> int:
         """The token mixers' weights over all layers: softmax attention and linear attention."""
-        if self.full_attention is not None or self.num_kv_shared_layers:
-            return (self.num_sliding_layers * self.attn_params + self.num_full_layers * self.full_attn_params
-                    + self.num_linear_layers * self.linear_attn_params - self.kv_shared_proj_params)
-        return self.num_softmax_layers * self.attn_params + self.num_linear_layers * self.linear_attn_params
+        return (self.num_sliding_layers * self.attn_params + self.num_full_layers * self.full_attn_params
+                + self.num_linear_layers * self.linear_attn_params - self.kv_shared_proj_params)
 
     def _mlp_params(self, inter: int) -> int:
         return (3 if self.gated_mlp else 2) * self.hidden_size * inter
@@ -283,11 +280,6 @@ class ModelSpec:
     def layer_params_dense_part(self) -> int:
         """Per-layer weights every token multiplies: attention, norms, and the dense MLP or the
         shared experts and router of a MoE layer (summed over all layers)."""
-        if not self.num_linear_layers and self.full_attention is None and not self.num_kv_shared_layers:
-            dense = self.num_dense_layers * (self.attn_params + self.norm_params + self.dense_mlp_params)
-            moe = self.num_moe_layers * (self.attn_params + self.norm_params + self.shared_expert_params
-                                         + self.router_params)
-            return dense + moe
         return (self.mixer_params_total + self.num_layers * self.norm_params
                 + self.num_dense_layers * self.dense_mlp_params
                 + self.num_moe_layers * (self.shared_expert_params + self.router_params))

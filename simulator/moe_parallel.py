@@ -158,10 +158,8 @@ def all_to_all_s_per_byte(ep: int, ic: Interconnect) -> float:
 
 def collective_latency_s(gpus: int, ic: Interconnect) -> float:
     """The fixed seconds of one collective over `gpus` ranks: the inter-node latency once it
-    crosses a node, else the NVLink one."""
-    if ic.gpus_per_node is not None and gpus > ic.gpus_per_node:
-        return _internode(ic)[1]
-    return ic.latency_us * 1e-6
+    crosses a node, else the NVLink one (ring_link's)."""
+    return ring_link(gpus, ic)[1]
 
 
 def ring_link(gpus: int, ic: Interconnect) -> tuple[float, float]:
