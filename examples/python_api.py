@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import specsight
-from specsight.studies.plan_search import plan_search
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SINGLE_USER = SCENARIOS / "llama8b-rtx4090-single-user.yaml"      # Llama 3.1 8B on an RTX 4090, 1 user
@@ -50,19 +49,18 @@ def run() -> dict[str, Any]:
 
     # %% 6. The plan's cheapest configuration as each engine launches it (docs/deploy.md): the
     # `vllm serve` argv with its --speculative-config, the SGLang flags, the TensorRT-LLM YAML.
-    from specsight.studies.deploy import plan_deployment, search_deployment
-    chosen = plan_deployment(plan, CAPACITY, ["workload.num_requests=40"], ["off", "static"])
+    chosen = specsight.plan_deployment(plan, CAPACITY, ["workload.num_requests=40"], ["off", "static"])
     # chosen.deployment["vllm"].argv, .files (name, text), .notes; .unsupported says why not
 
     # %% 7. A configuration search: the cheapest GPU, TP and K for 10 requests/s within the SLO,
     # each GPU at its profile's price per GPU-hour (hardware_profiles/*.yaml cite theirs).
-    search = plan_search(CAPACITY, target_qps=10, grid={"hardware.gpu": ["h100-sxm", "h200-sxm"],
-                                                          "drafter.num_speculative_tokens": [2, 3]},
-                         policies=["static"], tolerance=0.25, overrides=["workload.num_requests=40"], workers=1,
-                         progress=False)
+    search = specsight.plan_search(CAPACITY, target_qps=10, grid={"hardware.gpu": ["h100-sxm", "h200-sxm"],
+                                                                    "drafter.num_speculative_tokens": [2, 3]},
+                                   policies=["static"], tolerance=0.25, overrides=["workload.num_requests=40"],
+                                   workers=1, progress=False)
     # search.rows: ranked, each with its grid point, status, fleet and $/M output tokens;
     # search.chosen: the cheapest that meets the SLO (None when none does)
-    search_chosen = search_deployment(search)
+    search_chosen = specsight.search_deployment(search)
 
     # %% 8. Saturation and capacity as data. Along the load, which points saturate (the queue
     # grows: no steady state), from which rate with and without speculation, and the highest

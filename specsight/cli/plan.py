@@ -96,10 +96,9 @@ def run(args: argparse.Namespace) -> int:
         choose = lambda: search_deployment(res)                            # noqa: E731
     else:
         from ..studies import capacity_plan_outputs as outputs  # type: ignore[no-redef]
-        from ..studies.capacity_plan import MIN_QPS, capacity_plan
+        from ..studies.capacity_plan import capacity_plan
         res = capacity_plan(args.scenario, args.target_qps, **common)   # type: ignore[assignment]
-        notes = [f"  {r['config']}: no rate >= {MIN_QPS} requests/s meets the SLO ({r['limited_by']})"
-                 for r in res.rows if r["max_qps_per_replica"] is None]
+        notes = ["  " + line for line in outputs.unserved_lines(res.rows)]
         choose = lambda: plan_deployment(res, args.scenario, overrides, args.policies, args.k or ())  # noqa: E731
     serving_text, serving, deploy_files = serving_commands(choose, out)
     files = {**res.write(out, serving_text), "store": str(common["store"]), **deploy_files}

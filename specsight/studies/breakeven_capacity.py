@@ -26,7 +26,7 @@ from simulator.errors import SpecsightInputError
 
 from .breakeven_axes import AXES, REQUESTS_PER_USER, axis_overrides
 from .breakeven_drafters import DRAFTER, DrafterValue, drafter_verdict
-from .capacity_plan import MIN_QPS, SLO, TOLERANCE, plan
+from .capacity_plan import SLO, TOLERANCE, no_rate_meets, plan, replica_tp
 from .crossings import CAPACITY, as_number, verdict
 from .point_store import PointStore
 
@@ -78,10 +78,6 @@ def search(source: Mapping[str, Any], configs: Sequence[tuple[str, Mapping[str, 
     return {r["config"]: r for r in rows}, ran, probes
 
 
-def _tp(source: Mapping[str, Any]) -> int:
-    return int((source.get("hardware") or {}).get("tp", 1))
-
-
 def capacity_of(row: Mapping[str, Any], tp: int) -> dict[str, Any]:
     """One searched configuration's capacity per replica and per GPU, and what limits it."""
     q = row["max_qps_per_replica"]
@@ -99,7 +95,7 @@ def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: floa
     slo = scenario_slo(source, "capacity", True)
     found, ran, probes = search(source, [PLAIN_CONFIG, *((c.label, c.overrides) for c in curves)], slo, tol,
                                 store_path, executor, progress)
-    tp = _tp(source)
+    tp = replica_tp(source)
     per = {lab: capacity_of(r, tp) for lab, r in found.items()}
     base = per["plain"]["capacity_qps_per_replica"]
     for p in per.values():
@@ -124,7 +120,7 @@ def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float |
         for p in [baseline_overrides(ov)] + [curve_point(axis, ov, c) for c in curves]:
             configs.setdefault(_freeze(p), p)
     found, ran, probes = search(source, list(configs.items()), slo, tol, store_path, executor, progress)
-    tp = _tp(source)
+    tp = replica_tp(source)
     rows = []
     for v, ov in cells:
         base = capacity_of(found[_freeze(baseline_overrides(ov))], tp)
@@ -132,7 +128,7 @@ def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float |
             spec = capacity_of(found[_freeze(curve_point(axis, ov, c))], tp)
             k = c.k if c.k is not None else (int(ov["drafter.num_speculative_tokens"]) if axis == "k" else None)
             qs, qb = spec["capacity_qps_per_gpu"], base["capacity_qps_per_gpu"]
-            missing = [f"{who}: no rate >= {MIN_QPS} requests/s meets the SLO ({r['limited_by']})"
+            missing = [no_rate_meets(who, r["limited_by"])
                        for who, r, q in (("speculative", spec, qs), ("plain", base, qb)) if not q]
             rows.append({axis: as_number(v), "curve": c.label, "k": k, "policy": c.policy, "metric": CAPACITY,
                          "speedup": qs / qb if qs and qb else math.nan, "analytic_speedup": math.nan,

@@ -119,6 +119,16 @@ def configurations(source: Mapping[str, Any], policies: list[str], ks: list[int]
     return out
 
 
+def probe_point(overrides: Mapping[str, Any], qps: float) -> dict[str, Any]:
+    """One probe: `overrides` on one replica under Poisson arrivals at `qps` (rounded to 6 places)."""
+    return {**overrides, "workload.arrival": {"process": "poisson", "qps": round(qps, 6)}, "hardware.replicas": 1}
+
+
+def no_rate_meets(who: str, limited_by: str) -> str:
+    """Why a search found no capacity: no probed rate down to MIN_QPS meets the SLO."""
+    return f"{who}: no rate >= {MIN_QPS} requests/s meets the SLO ({limited_by})"
+
+
 def run_searches(source: Mapping[str, Any], searches: Sequence[Search], *, store_path: str | Path | None = None,
                  executor: Any = None, progress: bool = True, expected: Sequence[type[BaseException]] = ()) -> None:
     """Feed every search its probes, one round of all unfinished searches at a time (so a round
@@ -129,12 +139,7 @@ def run_searches(source: Mapping[str, Any], searches: Sequence[Search], *, store
     while any(not s.done for s in searches):
         rnd += 1
         active = [s for s in searches if not s.done]
-        pts = []
-        for s in active:
-            p = dict(s.overrides)
-            p["workload.arrival"] = {"process": "poisson", "qps": round(s.q, 6)}
-            p["hardware.replicas"] = 1
-            pts.append(p)
+        pts = [probe_point(s.overrides, s.q) for s in active]
         recs = run_points(probe_source, pts, store_path, executor, progress=progress, desc=f"plan round {rnd}",
                           expected=expected)
         for s, p, r in zip(active, pts, recs):
@@ -164,6 +169,11 @@ def fleet_row(s: Search, target_qps: float, tp: int, price: float) -> dict[str, 
                         "ttft_ms_p99": (p["summary"] or {}).get("ttft_ms_p99")} for p in s.probes]}
 
 
+def replica_tp(source: Mapping[str, Any]) -> int:
+    """GPUs per replica: the scenario's hardware.tp (1 when unset)."""
+    return int((source.get("hardware") or {}).get("tp", 1))
+
+
 def start_rate(source: Mapping[str, Any]) -> float:
     """Where a search starts: the scenario's Poisson rate, or 1 request/s."""
     arr = (source.get("workload") or {}).get("arrival") or {}
@@ -174,7 +184,7 @@ def plan(source: Mapping[str, Any], target_qps: float, slo: SLO, price: float, c
          *, tol: float = TOLERANCE, store_path: str | Path | None = None, executor: Any = None,
          progress: bool = True) -> list[dict[str, Any]]:
     """One row per configuration: max rate per replica, replicas, GPUs, costs, and the probes."""
-    tp = int((source.get("hardware") or {}).get("tp", 1))
+    tp = replica_tp(source)
     searches = [Search(label, dict(ov), start_rate(source), tol, slo) for label, ov in configs]
     run_searches(source, searches, store_path=store_path, executor=executor, progress=progress)
     rows = [fleet_row(s, target_qps, tp, price) for s in searches]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .atomic_files import out_folder, write_csv, write_text
+from .capacity_plan import no_rate_meets
 
 if TYPE_CHECKING:
     from .capacity_plan import CapacityPlan
@@ -28,6 +29,11 @@ def format_table(rows: list[dict[str, Any]], table: tuple = TABLE) -> str:
     for r in rows:
         lines.append("".join(format(str(r[k]) if not f else _f(r[k], f), a) for _, k, f, a in table))
     return "\n".join(lines)
+
+
+def unserved_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per configuration with no rate that meets the SLO, with the reason."""
+    return [no_rate_meets(r["config"], r["limited_by"]) for r in rows if r["max_qps_per_replica"] is None]
 
 
 def format_markdown(rows: list[dict[str, Any]], head: str, table: tuple = TABLE) -> str:

@@ -29,6 +29,8 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$") 
 # drafter methods whose engines load the drafter from the target's own checkpoint (no draft path)
 IN_TARGET = ("mtp",)
 NO_MODEL = ("ngram", "suffix", "self_spec")
+# specsight dtype -> the engines' dtype name (fp8 weights: bfloat16 activations, the quantization set apart)
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from .deploy import EngineCommand, ServingConfig, policy_refusal, unsupported
+from .deploy import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
 
 ENGINE = "sglang"
 ADAPTIVE_FILE = "sglang_adaptive.json"
@@ -29,7 +29,6 @@ REFUSED = {
     "self_spec": "SGLang has no self-speculative (layer-skipping) algorithm",
 }
 POLICIES = ("static", "sglang_adaptive")
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}   # --dtype choices
 
 
 def spec_shape(cfg: ServingConfig) -> tuple[int, int, int]:

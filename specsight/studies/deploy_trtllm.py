@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import yaml
 
-from .deploy import EngineCommand, ServingConfig, policy_refusal, unsupported
+from .deploy import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
 
 ENGINE = "trtllm"
 YAML_FILE = "trtllm.yaml"
@@ -35,7 +35,6 @@ REFUSED = {
     "self_spec": "TensorRT-LLM has no self-speculative (layer-skipping) decoding config",
 }
 POLICIES = ("static", "batch_schedule", "trtllm_schedule")
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
 
 
 def schedule(cfg: ServingConfig) -> tuple[int, dict[int, int] | None, str | None]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from .deploy import EngineCommand, ServingConfig, policy_refusal, unsupported
+from .deploy import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
 
 ENGINE = "vllm"
 # specsight drafter method -> SpeculativeConfig.method (parallel: a draft model with parallel_drafting)
@@ -23,7 +23,6 @@ REFUSED = {"self_spec": "vLLM has no self-speculative (layer-skipping) method: S
                         "mlp_speculator, draft_model, suffix, custom_class, eagle, eagle3, the MTP family, ngram_gpu, "
                         "dflash, dspark"}
 POLICIES = ("static", "batch_schedule", "vllm_dynamic")
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}   # --dtype choices
 NO_TARGET_TP_DRAFT = "draft_tensor_parallel_size can only be 1 or the target's tensor_parallel_size"
 
 

@@ -41,6 +41,8 @@ from .capacity_plan import (
     configurations,
     fleet_row,
     policy_names,
+    probe_point,
+    replica_tp,
     run_searches,
     start_rate,
     verdict,
@@ -96,7 +98,7 @@ def candidates(source: Mapping[str, Any], points: Sequence[Mapping[str, Any]], p
         usd, where = gpu_hour_price(src, price)
         sim_point = {k: v for k, v in point.items() if k.split(".")[0] != "pricing"}
         for setting, ov in configurations(src, policies, ks):
-            out.append(Candidate(dict(point), setting, {**sim_point, **ov}, int(hw.get("tp", 1)), usd, where))
+            out.append(Candidate(dict(point), setting, {**sim_point, **ov}, replica_tp(src), usd, where))
     return out
 
 
@@ -114,9 +116,9 @@ def load_probes(source: Mapping[str, Any], rows: list[dict[str, Any]], cands: li
     todo = [(r, c) for r, c in zip(rows, cands) if r["status"] == MEETS]
     pts = []
     for r, c in todo:
-        q = round(target / r["replicas"], 6)
-        r["qps_per_replica_at_load"] = q
-        pts.append({**c.overrides, "workload.arrival": {"process": "poisson", "qps": q}, "hardware.replicas": 1})
+        p = probe_point(c.overrides, target / r["replicas"])
+        r["qps_per_replica_at_load"] = p["workload.arrival"]["qps"]
+        pts.append(p)
     recs = run_points(without_pricing(source), pts, store_path, executor, progress=progress, desc="fleet load")
     for (r, _), rec in zip(todo, recs):
         summ = rec["summary"] or {}
