@@ -157,10 +157,15 @@ def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None, mean_tokens
                      max_num_batched_tokens=int(eng.max_num_batched_tokens), mean_tokens=mean_tokens)
 
 
-def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> Deployment:
+def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None, measured: Any = None) -> Deployment:
     """resolve_deployment for a real engine (simulator/engines/): the profile's GPU side with the
-    engine's host model, linear layers with tile and wave quantization, the engine's round."""
+    engine's host model, linear layers with tile and wave quantization, the engine's round. On a
+    device class with measured host time (a CPU) `measured` (a MeasuredHost) stands in for the
+    engine version's file: the fit of those constants prices the passes without them."""
+    from .cost_model import CostModel
     from .engines import EngineLimits, engine_for
+    from .engines.device import device_class
+    from .engines.measured_host import load_measured_host
     from .engines.step_cost import EngineStepCost, engine_profile
     from .engines.tiles import TiledCostModel
     from .hardware import load_profile
@@ -182,9 +187,18 @@ def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> 
     if loaded:
         engine.check(scenario.drafter, tp)
     base = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
-    profile = engine_profile(base)
+    device = device_class(base)
+    host_name = engine.measured_host_name(device)
+    if host_name is None:
+        measured = None
+    elif measured is None:
+        measured = load_measured_host(host_name)
+    if measured is not None and loaded and scenario.drafter is not None:
+        measured.proposer(scenario.drafter.method)        # refuse a method whose proposer was not measured
+    profile = engine_profile(base, device)
     model = load_model(scenario.model)          # type: ignore[arg-type]
-    cm = TiledCostModel(model, profile, tp=tp, dtype=hw.dtype, kv_dtype=hw.kv_dtype)
+    costs = TiledCostModel if device.tiles else CostModel
+    cm = costs(model, profile, tp=tp, dtype=hw.dtype, kv_dtype=hw.kv_dtype)
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
     if drafter is not None and drafter.draft_cost is not None:
         dc = drafter.draft_cost
@@ -192,12 +206,19 @@ def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> 
             raise SpecsightInputError("drafter.model", scenario.drafter.model,   # type: ignore[union-attr]
                                       f"{engine.label} runs the drafter at the target's TP ({tp}); its heads "
                                       f"({dc.model.num_heads}) do not divide by it")
-        drafter.draft_cost = TiledCostModel(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype)
+        drafter.draft_cost = costs(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype)
     kv = _kv_budget(scenario, cm, drafter, mean_tokens)
     limits = EngineLimits(int(eng.max_num_seqs), int(eng.max_num_batched_tokens), tp)
-    cost = EngineStepCost(engine, limits, cm, drafter, scenario.k_max)
+    cost = EngineStepCost(engine, limits, cm, drafter, scenario.k_max, device, measured)
     return Deployment(cost, drafter, kv, kv.num_blocks, f"{base.describe()}; engine {engine.label}",
                       model.max_position_embeddings)
+
+
+def engine_deployment(scenario: Scenario | str | Path | Mapping[str, Any], measured: Any) -> Deployment:
+    """A real engine's deployment with `measured` host constants (a MeasuredHost) in place of its
+    version's file (calibrate/engine_host_fit.py prices the passes with zero host time)."""
+    sc = with_engine_defaults(_as_scenario(scenario))
+    return _engine_deployment(sc, None, measured)
 
 
 def with_engine_defaults(sc: Scenario) -> Scenario:

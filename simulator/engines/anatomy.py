@@ -29,6 +29,8 @@ def anatomy_rows(B: int = EXAMPLE_B, k: int = EXAMPLE_K) -> list[tuple]:
     for cls in ENGINES.values():
         for version in cls.versions:
             eng = cls(version)
+            if not eng.gpu_modelled():       # a CPU-only version: every pass eager (docs/engines.md)
+                continue
             lim = _limits(eng)
             for method in eng.supported_methods():
                 spec = DrafterSpec(method=method, num_speculative_tokens=k,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..drafter_structure import DrafterStructure
 from ..drafters import DrafterSpec
 from ..errors import SpecsightInputError
+from .device import DeviceClass
 from .host import HostModel, HostOverrides
 
 GRAPH_MODES = ("full", "piecewise", "round", "eager")
@@ -60,6 +61,8 @@ class EngineDef:
     methods: tuple[str, ...] = ()
     trees = True
     host_overrides: HostOverrides | None = None     # an engine profile's constants (engine.profile)
+    # device class -> {version: data/engine_host file stem} of host time measured on that device class
+    measured_hosts: dict[str, dict[str, str]] = {}
 
     def __init__(self, version: str | None):
         v = self.default_version if version is None else str(version)
@@ -105,6 +108,28 @@ class EngineDef:
         if structure.index_share:
             raise SpecsightInputError("drafter.model", model, f"index_share_for_mtp_iteration: true: {self.label} "
                                       "predates MTP index sharing (docs/engines.md)")
+
+    def gpu_modelled(self) -> bool:
+        """Whether this version's round is modelled on a GPU (a version measured on a CPU only is not)."""
+        on_other = any(self.version in vs for d, vs in self.measured_hosts.items() if d != "gpu")
+        return not on_other or self.version in self.measured_hosts.get("gpu", {})
+
+    def measured_host_name(self, device: DeviceClass) -> str | None:
+        """The data/engine_host file stem of this version's host time measured on `device`, or None.
+        A device class whose host the engine's built-in constants do not describe (a CPU: no
+        overlap, no graphs) needs one: an input error names the versions that have one."""
+        by_version = self.measured_hosts.get(device.name, {})
+        if device.name == "gpu":
+            if not self.gpu_modelled():
+                raise SpecsightInputError("engine.version", self.version,
+                                          f"{self.name} {self.version} is modelled on a CPU profile only "
+                                          f"(its host time was measured there; docs/engines.md)")
+            return None
+        if self.version not in by_version:
+            raise SpecsightInputError("engine.version", self.version,
+                                      f"on a {device.name} profile {self.name} runs at a version whose host time "
+                                      f"was measured there: {', '.join(by_version) or 'none'} (docs/engines.md)")
+        return by_version[self.version]
 
     def defaults(self, speculating: bool, tp: int) -> dict:
         """The engine's own values for `engine:` keys a scenario leaves unset."""

@@ -21,13 +21,22 @@ from ..drafter_structure import MLP_KERNELS_PER_STAGE
 from ..drafters import Drafter
 from ..hardware import HardwareProfile
 from ..pass_shape import causal_pairs
+from .device import GPU, DeviceClass
 from .host import eager_pass_s
+from .measured_host import MeasuredHost
 from .round import EngineDef, EngineLimits, Pass
 
 
-def engine_profile(profile: HardwareProfile) -> HardwareProfile:
-    """The profile with its host terms zeroed (the engine supplies them); the GPU side unchanged."""
-    ov = dataclasses.replace(profile.overheads, kernel_launch_us=0.0, iteration_us=0.0, verify_round_us=None)
+def engine_profile(profile: HardwareProfile, device: DeviceClass = GPU) -> HardwareProfile:
+    """The profile with its host terms zeroed (the engine supplies them); the GPU side unchanged.
+    On a device with serial launches (a CPU) the measured per-kernel dispatch time stays: each pass
+    pays it inside the cost model's pass time, as eager torch does; the profile's sampling time per
+    logit row (specsight's own sampler) goes, as the engine's sampler is in its measured host time."""
+    o = profile.overheads
+    if device.serial_launches:
+        ov = dataclasses.replace(o, iteration_us=0.0, verify_round_us=None, sampling_row_us=None)
+    else:
+        ov = dataclasses.replace(o, kernel_launch_us=0.0, iteration_us=0.0, verify_round_us=None)
     return dataclasses.replace(profile, overheads=ov)
 
 
@@ -58,8 +67,11 @@ class EngineStepCost:
     overhead_s = spec_overhead_s = 0.0        # the engine's host time comes from host_s
 
     def __init__(self, engine: EngineDef, limits: EngineLimits, cost_model: CostModel, drafter: Drafter | None,
-                 k_max: int):
+                 k_max: int, device: DeviceClass = GPU, measured: MeasuredHost | None = None):
         self.engine, self.lim, self.cm, self.drafter = engine, limits, cost_model, drafter
+        self.device, self.measured = device, measured
+        # a kernel dispatched eagerly around a pass, added serially on a one-processor device
+        self._dispatch_s = cost_model.hw.overheads.kernel_launch_us * 1e-6 if device.serial_launches else 0.0
         if drafter is not None:
             engine.check_structure(drafter.structure, drafter.spec.model)
         self.spec = drafter.spec if drafter is not None else None
@@ -79,6 +91,8 @@ class EngineStepCost:
         """Seconds for `p` (all `count` repeats; step j of a repeated draft pass reads B j more
         cached tokens); first_tokens: a first draft pass's tokens when catch-up exceeds its shape."""
         B = p.seqs
+        if not self.device.graphs:
+            return self._serial_pass_s(p, sum_context, first_tokens)
         if p.model == "draft" and self.drafter.mlp is not None:     # MLP stages: no attention, launched eagerly
             return float(sum(eager_pass_s(self.drafter.mlp.step_time_s(self.cm, j, B), MLP_KERNELS_PER_STAGE)
                              for j in range(p.count)))
@@ -96,6 +110,20 @@ class EngineStepCost:
             gpu = cm.time_s(p.padded_tokens if graphed else tokens, ctx, pairs, B * p.logits_per_seq, B)
             launched = self._graph_launches(p, cm) if graphed else self._kernels[p.model]
             t += eager_pass_s(gpu, launched + p.eager_launches)
+        return t
+
+    def _serial_pass_s(self, p: Pass, sum_context: float, first_tokens: float | None) -> float:
+        """A pass on a one-processor device: eager at its own size, the cost model's time (its
+        kernels' dispatch included) plus the dispatch of the ops launched around it, in series."""
+        B, cm, t = p.seqs, self._model(p.model), 0.0
+        for j in range(p.count):
+            tokens = p.tokens if first_tokens is None or j else max(p.tokens, first_tokens)
+            ctx = sum_context + B * j
+            if p.model == "target":
+                pairs = attention_pairs(self._attn, p.tokens_per_seq, B, ctx, cm.query_group)
+            else:
+                pairs = causal_pairs(tokens, ctx, B)
+            t += cm.time_s(tokens, ctx, pairs, B * p.logits_per_seq, B) + p.eager_launches * self._dispatch_s
         return t
 
     @staticmethod
@@ -123,6 +151,8 @@ class EngineStepCost:
             if k is not None:
                 verify = next(p for p in self.round_passes(B, k) if p.name == "verify")
                 return self.pass_s(verify, context)
+        if not self.device.graphs:
+            return self.cm.time_s(tokens, context, pairs, logits, num_seqs)
         padded = self.engine.mixed_graph(int(tokens), self.lim)
         gpu = self.cm.time_s(padded if padded is not None and padded >= tokens else tokens, context, pairs, logits,
                              num_seqs)
@@ -139,8 +169,8 @@ class EngineStepCost:
         a lookup drafter's host time."""
         if k <= 0:
             return 0.0
-        if self.spec.is_lookup:
-            return float(self.drafter.propose_time_s(num_seqs, k, context))
+        if self.spec.is_lookup:      # a measured proposer's host time is in host_s instead
+            return 0.0 if self.measured is not None else float(self.drafter.propose_time_s(num_seqs, k, context))
         drafts = [p for p in self.round_passes(int(num_seqs), k) if p.model == "draft"]
         # the pass that ingests the tokens the last round emitted takes any larger catch-up
         # (vLLM / TensorRT-LLM: draft 1 over the window; SGLang: the draft extend; V0: step 1)
@@ -153,6 +183,9 @@ class EngineStepCost:
         spec = self.spec if (k and num_seqs) else None
         eng = self.engine
         seqs = num_seqs + (1 if prefill_tokens else 0)
+        if self.measured is not None:      # measured on this device class: all of it shows, in series
+            h = self.measured.iteration_s(seqs)
+            return h if spec is None else h + self.measured.proposer(spec.method).time_s(num_seqs, k)
         syncs = eng.syncs(spec) if spec is not None else 0
         return eng.host_model(spec).exposed_s(seqs, gpu_s, eng.overlap(spec), syncs)
 

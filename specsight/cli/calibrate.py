@@ -75,7 +75,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="fit an engine's host constants from its serving benchmark's result files instead "
                         "(vllm bench serve --save-result JSON; sglang.bench_serving --output-file JSONL); "
                         "--out is the engine profile YAML (docs/engines.md)")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default=None, help="with --from-bench: whose benchmark")
+    p.add_argument("--from-groundtruth", metavar="FILE", default=None,
+                   help="fit vLLM's host time on a CPU from `specsight groundtruth --engine vllm`'s results file "
+                        "(the smallest model's runs); --out is data/engine_host/vllm-<version>-cpu.yaml "
+                        "(docs/engines.md)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default=None,
+                   help="with --from-bench: whose benchmark; with --from-groundtruth: vllm")
     p.add_argument("--scenario", metavar="YAML", default=None,
                    help="with --from-bench: the deployment the runs were made on (model, GPU, drafter, engine.version)")
     add_set(p)
@@ -101,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     check_out_file(args.out)                 # before any timing: a bad path costs one line, not the run
     if args.from_bench:
         return run_from_bench(args)
+    if args.from_groundtruth:
+        return run_from_groundtruth(args)
     if args.points:
         check_out_file(args.points, "--points")
     if args.from_vidur:
@@ -161,6 +168,39 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
 
 
 # ---- calibrate --from-bench ------------------------------------------------------------------
+def run_from_groundtruth(args: argparse.Namespace) -> int:
+    """Fit vLLM's host time per iteration and per draft step on a CPU from its own runs."""
+    from calibrate.engine_groundtruth import CPU_PROFILE, load_results
+    from calibrate.engine_host_fit import fit_host, smallest_model, write_host_file
+    if args.engine not in (None, "vllm"):
+        raise SpecsightInputError("--engine", args.engine, "vllm (the engine `specsight groundtruth` runs)")
+    header, runs = load_results(args.from_groundtruth)
+    profile = args.hardware or str(CPU_PROFILE.relative_to(CPU_PROFILE.parents[1]))
+    model = smallest_model(runs)
+    fit = fit_host(runs, model, profile)
+    command = (f"specsight calibrate --engine vllm --from-groundtruth {args.from_groundtruth} --hardware {profile} "
+               f"--out {args.out}")
+    out = write_host_file(fit, args.out, header=header, model=model, results=str(args.from_groundtruth),
+                          profile=profile, command=command)
+    if args.json:
+        emit_json({**fit, "file": str(out), "model": model}, indent=None)
+        return 0
+    it = fit["iteration"]
+    h = it["heldout"]
+    print(f"vLLM host time fitted on {model}'s runs ({len(it['points'])} plain):")
+    print(f"  H(B) = {1e3 * it['a_s']:.3f} ms (+- {1e3 * it['stderr']['a_s']:.3f}) + {1e3 * it['b_s']:.4f} ms "
+          f"(+- {1e3 * it['stderr']['b_s']:.4f}) x B; held out (leave one batch out): step error median "
+          f"{100 * h.get('median_error', float('nan')):.1f} %, max {100 * h.get('max_error', float('nan')):.1f} %")
+    for m, p in fit["proposer"].items():
+        hp = p["heldout"]
+        print(f"  {m}: {1e3 * p['round_s']:.3f} ms + {1e3 * p['round_per_seq_s']:.4f} ms x B + K x "
+              f"({1e3 * p['step_s']:.3f} ms + {1e3 * p['step_per_seq_s']:.4f} ms x B) a round over {p['runs']} runs; "
+              f"held out: round error median {100 * hp.get('median_error', float('nan')):.1f} %, "
+              f"max {100 * hp.get('max_error', float('nan')):.1f} %")
+    print(f"written: {out}")
+    return 0
+
+
 def run_from_bench(args: argparse.Namespace) -> int:
     """Fit an engine's host constants from its serving benchmark's files; write the engine profile."""
     import yaml

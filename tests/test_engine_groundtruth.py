@@ -1,0 +1,114 @@
+"""A real engine's runs predicted (calibrate/engine_groundtruth.py) and its host time fitted from them
+(calibrate/engine_host_fit.py): vLLM's counters as conditional rates, the fit recovering known
+constants from runs made by the closed form, crossovers, and docs/validation.md's real-engine table."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibrate.engine_groundtruth import (RESULTS_FILE, conditional_rates, crossovers, load_results,
+                                          match_probability, request_rounds)
+from calibrate.engine_host_fit import fit_host, passes_s, tokens_per_round
+from simulator.errors import SpecsightInputError
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_YAML = "tests/data/calibration_cpu/cpuAR.yaml"
+
+
+def test_vllm_counters_become_conditional_rates():
+    """c_i (drafts accepting >= i + 1 tokens) -> alpha_i = c_i / c_{i-1}; their running products give
+    back c_j / drafts, so the expected tokens a round is 1 + accepted / drafts exactly."""
+    acc = {"num_drafts": 100, "num_draft_tokens": 300, "num_accepted_tokens": 170, "accepted_per_pos": [80, 60, 30]}
+    rates = conditional_rates(acc, 3)
+    assert rates == pytest.approx([0.8, 0.75, 0.5])
+    tokens = 1 + sum(np.prod(rates[:j + 1]) for j in range(3))
+    assert tokens == pytest.approx(1 + 170 / 100)
+    assert conditional_rates(acc, 5)[3:] == [0.0, 0.0]                  # positions no draft had
+    assert conditional_rates({**acc, "accepted_per_pos": [0, 0, 0]}, 3) == [0.0, 0.0, 0.0]
+    with pytest.raises(SpecsightInputError, match="accepted_per_pos"):
+        conditional_rates({**acc, "accepted_per_pos": [50, 60, 30]}, 3)
+
+
+def test_request_rounds_and_match_probability_from_the_counters():
+    run = {"batch": 4, "output_len": 33, "repeats": [{}, {}],
+           "acceptance": {"num_drafts": 100, "num_accepted_tokens": 56, "accepted_per_pos": [40, 16]}}
+    # 2 repeats x 4 requests x 32 decode tokens = 256 tokens; 56 came as accepted drafts: 200 rounds
+    assert request_rounds(run) == 200.0
+    assert match_probability(run) == pytest.approx(0.5)
+    assert tokens_per_round(run) == pytest.approx(256 / 200)
+
+
+def _run(name, method, B, k, tpot_ms, acc=None, model="tiny-s"):
+    d = {"name": name, "model": model, "method": method, "k": k, "batch": B, "prompt_len": 32, "output_len": 33,
+         "target_config": f"models/groundtruth/{model}/config.json",
+         "draft_config": f"models/groundtruth/{model}-eagle/config.json" if method == "eagle" else None,
+         "repeats": [{}], "tpot_ms": tpot_ms, "acceptance": acc, "env": {"vllm": "0.32.0", "dtype": "fp32"}}
+    return d
+
+
+def test_the_host_fit_recovers_constants_from_runs_made_by_the_closed_form():
+    """Runs whose step is exactly the predicted passes + a + b B (plain) and whose round adds
+    P(B, K) = r + s K B (EAGLE, one token accepted a round): the fit returns a, b, r, s and held-out
+    errors of zero."""
+    a, b, r, s = 1.5e-3, 0.08e-3, 0.6e-3, 0.03e-3
+    runs = []
+    for B in (1, 2, 4, 8, 16):
+        run = _run(f"p{B}", "plain", B, 0, 0.0)
+        run["tpot_ms"] = 1e3 * (passes_s(run, CPU_YAML) + a + b * B)
+        runs.append(run)
+    for B in (1, 4, 16):
+        for k in (1, 2, 4):
+            rounds = B * 32 / 2                      # each round emits 2 tokens: one accepted
+            acc = {"num_drafts": rounds, "num_draft_tokens": rounds * k, "num_accepted_tokens": rounds,
+                   "accepted_per_pos": [rounds] + [0] * (k - 1)}
+            run = _run(f"e{B}-{k}", "eagle", B, k, 0.0, acc)
+            run["tpot_ms"] = 1e3 * (passes_s(run, CPU_YAML) + a + b * B + r + s * k * B) / 2
+            runs.append(run)
+    runs.append({**_run("m1", "plain", 1, 0, 99.0, model="tiny-m")})      # another model's: not fitted
+    fit = fit_host(runs, "tiny-s", CPU_YAML)
+    it, p = fit["iteration"], fit["proposer"]["eagle"]
+    assert (it["a_s"], it["b_s"]) == (pytest.approx(a, rel=1e-6), pytest.approx(b, rel=1e-6))
+    assert p["round_s"] == pytest.approx(r, rel=1e-5) and p["step_per_seq_s"] == pytest.approx(s, rel=1e-5)
+    assert p["round_per_seq_s"] == pytest.approx(0, abs=1e-9) and p["step_s"] == pytest.approx(0, abs=1e-9)
+    assert it["heldout"]["max_error"] < 1e-6 and p["heldout"]["max_error"] < 1e-6
+    assert len(it["points"]) == 5 and p["runs"] == 9
+
+
+def test_crossovers_are_found_and_judged_within_one_grid_step():
+    rows = [{"model": "m", "method": "eagle", "acceptance_design": "agree", "k": 4, "batch": B,
+             "measured_speedup": ms, "predicted_speedup": ps}
+            for B, ms, ps in ((1, 1.7, 1.8), (4, 1.3, 1.2), (8, 1.05, 0.98), (16, 0.97, 0.9))]
+    (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
+    assert (c["measured"], c["predicted"], c["reproduced"]) == (16, 8, True)
+    rows[2]["predicted_speedup"] = rows[3]["predicted_speedup"] = 1.2       # never crosses: past the grid's end
+    (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
+    assert (c["predicted"], c["reproduced"]) == (None, True)
+    rows[3]["measured_speedup"] = 1.2
+    rows[1]["measured_speedup"] = 0.9
+    (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
+    assert (c["measured"], c["reproduced"]) == (4, False)
+
+
+def test_a_bad_results_file_is_one_line():
+    with pytest.raises(SpecsightInputError, match="FILE"):
+        load_results(ROOT / "no-such-file.jsonl")
+
+
+@pytest.mark.skipif(not RESULTS_FILE.exists(), reason="the committed grid's results file is not in this checkout")
+def test_docs_real_engine_table_is_what_validate_prints():
+    """docs/validation.md's real-engine table is `specsight validate --engine-groundtruth`'s output
+    on the committed results file, character for character."""
+    out = subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    doc = (ROOT / "docs" / "validation.md").read_text()
+    m = re.search(r"<!-- engine-groundtruth:begin -->\n(.*?)<!-- engine-groundtruth:end -->", doc, re.S)
+    assert m is not None, "docs/validation.md has no real-engine table markers"
+    assert m.group(1) == out
+    assert json.loads(subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth",
+                                      "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)["rows"]
