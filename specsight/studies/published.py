@@ -17,7 +17,7 @@ the same side of 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,10 +207,13 @@ def _tpot_ms(summary: Mapping[str, Any]) -> float:
     return float(summary["tpot_ms_mean"])
 
 
-def predict(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]], engine_kind: str) -> dict[str, float]:
-    """Simulate one row: the predicted checked figure and what explains it (TPOTs, tokens/s, AL)."""
+def predict(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]], engine_kind: str,
+            adjust: Callable[[dict], dict] | None = None) -> dict[str, float]:
+    """Simulate one row: the predicted checked figure and what explains it (TPOTs, tokens/s, AL);
+    adjust: a change to the row's scenario first (published_host.py sets an engine profile)."""
     from simulator.run import simulate
-    res = simulate(scenario_for(row, datasets, engine_kind), baseline=row.checks == "speedup")
+    sc = scenario_for(row, datasets, engine_kind)
+    res = simulate(adjust(sc) if adjust is not None else sc, baseline=row.checks == "speedup")
     s = res.summary
     if row.checks == "tokens_per_s":
         return {"predicted": 1000.0 / _tpot_ms(s), "plain_tpot_ms": _tpot_ms(s),
