@@ -8,8 +8,12 @@ holds beyond the predicted pass (the CPU profile's cost model, every pass eager,
     H_meas(B) = TPOT_meas - pass(B)          (one token a step: TPOT is the step)
 and H(B) = a_s + b_s B is its least-squares line. Per speculative run of method m, the round's host
 time beyond H(B) is
-    P_meas = round_meas - passes(B, K) - H(B),    round_meas = TPOT_meas x tokens a round
-(tokens a round: the run's emitted tokens over its request-rounds, engine_groundtruth.request_rounds)
+    P_meas = round_meas - passes(B, K) - H(B),    round_meas = tokens a round x step(B) / speedup_meas
+(tokens a round: the run's emitted tokens over its request-rounds, engine_groundtruth.request_rounds;
+step(B) = pass(B) + H(B), the fitted plain step). The round is taken from the speedup, the ratio
+measured inside one engine process, rather than from its absolute TPOT: separate engine processes
+of one configuration ran up to 1.7x apart on this machine (../shared/reference/vllm-cpu.md), and
+the speedup is what the validation predicts.
 and P_m(B, K) = round_s + round_per_seq_s B + K (step_s + step_per_seq_s B) its non-negative least
 squares fit (scipy.optimize.nnls). The passes are priced at the mean context over the decode
 (prompt + output / 2: attention is linear in the context). Held-out error: leave one batch size out,
@@ -124,8 +128,9 @@ def fit_host(runs: Sequence[Mapping[str, Any]], model: str, profile: str | Path 
         rs = [r for r in mine if r["method"] == m and int(r["k"]) > 0]
         Bs = np.array([float(r["batch"]) for r in rs])
         Ks = np.array([float(r["k"]) for r in rs])
-        rnd = np.array([float(r["tpot_ms"]) * 1e-3 * tokens_per_round(r) for r in rs])
         pas = np.array([passes_s(r, profile, root) for r in rs])
+        plain_pred = np.array([passes_s({**r, "method": "plain", "k": 0}, profile, root) for r in rs]) + h_of(Bs)
+        rnd = np.array([tokens_per_round(r) / float(r["speedup"]) for r in rs]) * plain_pred
         y = rnd - pas - h_of(Bs)
         coef = proposer_fit(Bs, Ks, y)
         held = []

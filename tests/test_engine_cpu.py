@@ -8,8 +8,7 @@ import pytest
 from calibrate.engine_groundtruth import draft_config_path
 from simulator.engines import engine_for
 from simulator.engines.device import CPU, GPU, device_class
-from simulator.engines.measured_host import (MeasuredHost, ProposerHost, load_measured_host,
-                                             measured_host_from_mapping)
+from simulator.engines.measured_host import MeasuredHost, ProposerHost, load_measured_host, measured_host_from_mapping
 from simulator.engines.step_cost import attention_pairs, engine_profile
 from simulator.errors import SpecsightInputError
 from simulator.hardware import load_profile

@@ -12,8 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibrate.engine_groundtruth import (RESULTS_FILE, conditional_rates, crossovers, load_results,
-                                          match_probability, request_rounds)
+from calibrate.engine_groundtruth import (
+    RESULTS_FILE,
+    conditional_rates,
+    crossovers,
+    load_results,
+    match_probability,
+    request_rounds,
+)
 from calibrate.engine_host_fit import fit_host, passes_s, tokens_per_round
 from simulator.errors import SpecsightInputError
 
@@ -54,8 +60,8 @@ def _run(name, method, B, k, tpot_ms, acc=None, model="tiny-s"):
 
 def test_the_host_fit_recovers_constants_from_runs_made_by_the_closed_form():
     """Runs whose step is exactly the predicted passes + a + b B (plain) and whose round adds
-    P(B, K) = r + s K B (EAGLE, one token accepted a round): the fit returns a, b, r, s and held-out
-    errors of zero."""
+    P(B, K) = r + s K B (EAGLE, one token accepted a round; its speedup against that plain step):
+    the fit returns a, b, r, s and held-out errors of zero."""
     a, b, r, s = 1.5e-3, 0.08e-3, 0.6e-3, 0.03e-3
     runs = []
     for B in (1, 2, 4, 8, 16):
@@ -69,6 +75,8 @@ def test_the_host_fit_recovers_constants_from_runs_made_by_the_closed_form():
                    "accepted_per_pos": [rounds] + [0] * (k - 1)}
             run = _run(f"e{B}-{k}", "eagle", B, k, 0.0, acc)
             run["tpot_ms"] = 1e3 * (passes_s(run, CPU_YAML) + a + b * B + r + s * k * B) / 2
+            plain_ms = 1e3 * (passes_s({**run, "method": "plain", "k": 0}, CPU_YAML) + a + b * B)
+            run["speedup"] = plain_ms / run["tpot_ms"]
             runs.append(run)
     runs.append({**_run("m1", "plain", 1, 0, 99.0, model="tiny-m")})      # another model's: not fitted
     fit = fit_host(runs, "tiny-s", CPU_YAML)

