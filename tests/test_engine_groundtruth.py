@@ -120,3 +120,23 @@ def test_docs_real_engine_table_is_what_validate_prints():
     assert m.group(1) == out
     assert json.loads(subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth",
                                       "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)["rows"]
+
+
+def test_the_calibration_bf16_cpu_linear_is_onednn_prepacked_and_computes_x_w():
+    """bf16 on a CPU the calibration's linear layer runs oneDNN's GEMM on a prepacked weight (the
+    kernel vLLM's CPU build uses), with the same result as x @ W up to bf16 rounding."""
+    import torch
+
+    from calibrate.layers import Linear
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("torch without oneDNN")
+    torch.manual_seed(0)
+    lin = Linear(64, 96, False, torch.bfloat16, torch.device("cpu"))
+    with torch.no_grad():
+        lin.weight.normal_(0.0, 0.02)
+    x = torch.randn(2, 3, 64, dtype=torch.bfloat16)
+    plain = lin(x)
+    lin.prepack()
+    assert getattr(lin, "packed", None) is not None
+    assert torch.allclose(lin(x).float(), plain.float(), atol=2e-2, rtol=2e-2)
+    assert torch.allclose(lin(x).float(), x.float() @ lin.weight.float(), atol=2e-2, rtol=2e-2)
