@@ -189,15 +189,24 @@ def side_ok(predicted: float, measured: float) -> bool | None:
     return (predicted > 1.0) == (measured > 1.0)
 
 
+NOISY_SPREAD = 1.5      # max / min of a run's repeated speedups beyond which the table says so
+
+
 def _why(row: Mapping[str, Any]) -> str:
-    """What a missing run shows: which side the error comes from."""
+    """What a missing run shows: which side the error comes from, and a measured spread wide
+    enough to hold the prediction."""
     if row["error"] <= SPEEDUP_MAX_GOAL and row["side_ok"] is not False:
         return ""
     spec_err = row["predicted_tpot_ms"] / row["measured_tpot_ms"] - 1
     plain_err = row["predicted_plain_tpot_ms"] / row["measured_plain_tpot_ms"] - 1
     worse = "speculative" if abs(spec_err) >= abs(plain_err) else "plain"
-    return (f"{worse} TPOT off most (spec {100 * spec_err:+.0f} %, plain {100 * plain_err:+.0f} %)"
-            + ("; side of 1 wrong" if row["side_ok"] is False else ""))
+    out = (f"{worse} TPOT off most (spec {100 * spec_err:+.0f} %, plain {100 * plain_err:+.0f} %)"
+           + ("; side of 1 wrong" if row["side_ok"] is False else ""))
+    lo, hi = row.get("speedup_spread") or (None, None)
+    if lo and hi and hi / lo > NOISY_SPREAD:
+        holds = " (holds the prediction)" if lo <= row["predicted_speedup"] <= hi else ""
+        out += f"; repeats spread {lo:.2f}-{hi:.2f}x{holds}"
+    return out
 
 
 def baseline_tpot_ms(run: Mapping[str, Any], by_name: Mapping[str, Mapping[str, Any]]) -> float:
@@ -226,7 +235,8 @@ def compare(runs: Sequence[Mapping[str, Any]], profile: str | Path = CPU_PROFILE
                "mean_accept_len": r.get("mean_accept_len"),
                "measured_tpot_ms": float(r["tpot_ms"]),
                "measured_plain_tpot_ms": baseline_tpot_ms(r, by_name),
-               **pred, "measured_speedup": measured}
+               **pred, "measured_speedup": measured, "speedup_spread": r.get("speedup_spread"),
+               "load_1m": [x.get("load_1m") for x in r.get("repeats") or []]}
         row["error"] = abs(row["predicted_speedup"] - measured) / measured
         row["side_ok"] = side_ok(row["predicted_speedup"], measured)
         row["why"] = _why(row)
@@ -239,19 +249,17 @@ def compare(runs: Sequence[Mapping[str, Any]], profile: str | Path = CPU_PROFILE
     return out
 
 
-def _crossing(points: Sequence[tuple[int, float]]) -> int | None:
-    """The grid index of the first point at which speculation stops paying (speedup < 1) after a
-    point where it paid; None when it never crosses."""
-    for i in range(1, len(points)):
-        if points[i - 1][1] >= 1.0 > points[i][1]:
-            return i
-    return None
+def _position(speedups: Sequence[float]) -> int:
+    """The grid index of the first point at which speculation does not pay (speedup < 1); the
+    grid's length when it pays everywhere."""
+    return next((i for i, v in enumerate(speedups) if v < 1.0), len(speedups))
 
 
 def crossovers(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each measured crossover along batch (fixed model, method, design, K) and along K (fixed
-    batch), and where the prediction puts it: reproduced when within one grid step (a prediction
-    that never crosses on the grid counts as past its end)."""
+    batch): speculation pays at the grid's first point and stops paying at a later one. The
+    prediction's crossover is where its speedup first drops below 1 (before the grid's first point
+    when it never pays; past its end when it always does); reproduced when within one grid step."""
     out = []
     for axis, fixed in (("batch", "k"), ("k", "batch")):
         groups: dict[tuple, list[Mapping[str, Any]]] = {}
@@ -259,19 +267,14 @@ def crossovers(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             groups.setdefault((r["model"], r["method"], r["acceptance_design"], r[fixed]), []).append(r)
         for key, rs in sorted(groups.items(), key=lambda kv: str(kv[0])):
             rs = sorted(rs, key=lambda r: r[axis])
-            if len(rs) < 2:
-                continue
             grid = [r[axis] for r in rs]
-            m = _crossing([(r[axis], r["measured_speedup"]) for r in rs])
-            p = _crossing([(r[axis], r["predicted_speedup"]) for r in rs])
-            if m is None and p is None:
+            m = _position([r["measured_speedup"] for r in rs])
+            if len(rs) < 2 or not 0 < m < len(rs):
                 continue
-            pi = len(grid) if p is None else p
-            mi = len(grid) if m is None else m
+            p = _position([r["predicted_speedup"] for r in rs])
             out.append({"model": key[0], "method": key[1], "acceptance_design": key[2], fixed: key[3], "axis": axis,
-                        "grid": grid, "measured": grid[m] if m is not None else None,
-                        "predicted": grid[p] if p is not None else None,
-                        "reproduced": abs(pi - mi) <= 1})
+                        "grid": grid, "measured": grid[m],
+                        "predicted": grid[p] if p < len(grid) else None, "reproduced": abs(p - m) <= 1})
     return out
 
 

@@ -68,9 +68,11 @@ def tokens_per_round(run: Mapping[str, Any]) -> float:
 
 
 def line_fit(B: np.ndarray, y: np.ndarray) -> tuple[float, float, tuple[float, float]]:
-    """Least squares y = a + b B: (a, b, (stderr a, stderr b))."""
-    X = np.column_stack([np.ones_like(B), B])
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    """Non-negative least squares y = a + b B: (a, b, (stderr a, stderr b)); a host time does not
+    fall with the batch, so a negative slope is noise (the fit then keeps b = 0)."""
+    from scipy.optimize import nnls
+    X = np.column_stack([np.ones_like(B), B]).astype(float)
+    coef, _ = nnls(X, np.asarray(y, float))
     dof = max(len(y) - 2, 1)
     s2 = float(np.sum((y - X @ coef) ** 2)) / dof
     cov = s2 * np.linalg.pinv(X.T @ X)
@@ -113,7 +115,7 @@ def fit_host(runs: Sequence[Mapping[str, Any]], model: str, profile: str | Path 
                          "predicted_step_ms": 1e3 * (pas[i] + a_ + b_ * Bp[i]),
                          "error": abs(pas[i] + a_ + b_ * Bp[i] - step[i]) / step[i]})
     out: dict[str, Any] = {
-        "iteration": {"a_s": max(a, 0.0), "b_s": max(b, 0.0), "stderr": {"a_s": se[0], "b_s": se[1]},
+        "iteration": {"a_s": a, "b_s": b, "stderr": {"a_s": se[0], "b_s": se[1]},
                       "points": [{"name": r["name"], "batch": int(B_), "measured_step_ms": round(1e3 * s_, 4),
                                   "predicted_pass_ms": round(1e3 * p_, 4), "host_ms": round(1e3 * h_, 4)}
                                  for r, B_, s_, p_, h_ in zip(plain, Bp, step, pas, Hm)],
@@ -170,7 +172,7 @@ def smallest_model(runs: Sequence[Mapping[str, Any]], root: Path = ROOT) -> str:
     for r in runs:
         if r["model"] not in sizes:
             cfg = json.loads((root / r["target_config"]).read_text())
-            sizes[r["model"]] = spec_from_config(cfg, r["model"], r["target_config"]).total_params
+            sizes[r["model"]] = spec_from_config(cfg, r["model"], r["target_config"]).params_total
     return min(sizes, key=sizes.get)
 
 
@@ -195,6 +197,7 @@ def write_host_file(fit: Mapping[str, Any], out: str | Path, *, header: Mapping[
                        "fit_machine": platform.node(), "load_1m_at_fit": round(os.getloadavg()[0], 2),
                        "load_1m_of_runs": env.get("load_1m")},
     }
+    doc = json.loads(json.dumps(doc, default=lambda o: o.item()))      # numpy scalars as plain numbers
     p = Path(out)
     p.parent.mkdir(parents=True, exist_ok=True)
     text = ("# vLLM's host time on a CPU, measured from its own runs (calibrate/engine_host_fit.py).\n"
