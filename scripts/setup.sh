@@ -3,6 +3,13 @@
 # available), so pip never pulls a multi-GB CUDA build; then the package and its test extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `--engine vllm [--vllm-version V]`: vLLM's CPU build in its own environment instead (.venv-vllm).
+if [ "${1:-}" = "--engine" ]; then
+  [ "${2:-}" = "vllm" ] || { echo "setup: --engine ${2:-<none>} is unknown; allowed: vllm" >&2; exit 2; }
+  VERSION=0.32.0
+  if [ "${3:-}" = "--vllm-version" ]; then VERSION=${4:?"setup: --vllm-version needs a version"}; fi
+  exec bash scripts/setup_engine_vllm.sh "$VERSION"
+fi
 PY=${PYTHON:-python3}
 say() { echo "setup: $*" >&2; }
 if [ ! -x .venv/bin/python ]; then

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, GPU_LAYERS
+from simulator.errors import SpecsightInputError
 
 from .args import add_json, check_out_file
 from .calibrate import add_device_args, machine_config
 from .emit import emit_json
+from .groundtruth_vllm import add_vllm_args, run_vllm
 
 
 def _ints(s: str) -> tuple[int, ...]:
@@ -20,15 +22,18 @@ def _ints(s: str) -> tuple[int, ...]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    g = subparsers.add_parser("groundtruth", help="real speculative decoding in torch, timed per round")
+    g = subparsers.add_parser("groundtruth", help="real speculative decoding (torch, or vLLM's engine), timed")
+    g.add_argument("--engine", choices=("torch", "vllm"), default="torch",
+                   help="torch: this project's decoder, timed per round (default); vllm: vLLM's own engine on "
+                        "this CPU over a grid of methods, batches and K (needs `bash scripts/setup.sh --engine vllm`)")
     g.add_argument("--model", default="llama-3.1-8b")
     g.add_argument("--draft", default="llama-3.2-1b", help="independent draft model (same vocabulary)")
     g.add_argument("--layers", type=int, default=None,
                    help=f"target layers (default {GPU_LAYERS} on cuda, {CPU_LAYERS} on cpu)")
     g.add_argument("--draft-layers", type=int, default=CPU_DRAFT_LAYERS,
                    help=f"draft layers (default {CPU_DRAFT_LAYERS})")
-    g.add_argument("--batch", type=_ints, default=(1, 8, 32), help="comma-separated batch sizes")
-    g.add_argument("--k", type=_ints, default=(0, 2, 4), metavar="K[,K...]",
+    g.add_argument("--batch", type=_ints, default=None, help="comma-separated batch sizes (torch default 1,8,32)")
+    g.add_argument("--k", type=_ints, default=None, metavar="K[,K...]",
                    help="draft tokens per round (comma-separated integers; 0 = plain decoding)")
     g.add_argument("--steps", type=int, default=None,
                    help="timed rounds per (batch, K) (default: max(16, ceil(256 / batch)), so every configuration "
@@ -39,13 +44,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
                    help="at each batch, run the K values' rounds in turn, each with its own caches, so their "
                         "speedups compare the same stretch of machine time (default: on)")
-    g.add_argument("--out", required=True, help="RUN.json, or a folder (DIR/groundtruth.json)")
+    g.add_argument("--out", default=None,
+                   help="RUN.json, or a folder (DIR/groundtruth.json); with --engine vllm a .jsonl results file "
+                        "(default data/groundtruth/vllm-cpu/0.32.0/runs.jsonl)")
     add_json(g)
     add_device_args(g)
+    add_vllm_args(g)
     g.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    args.batch_given, args.k_given = args.batch is not None, args.k is not None
+    if args.engine == "vllm":
+        return run_vllm(args)
+    if args.out is None:
+        raise SpecsightInputError("--out", None, "RUN.json or a folder (required with --engine torch)")
+    args.batch = args.batch or (1, 8, 32)
+    args.k = args.k if args.k is not None else (0, 2, 4)
     from calibrate.inputs import check_groundtruth, run_path
     from calibrate.pipeline import GroundTruthConfig, record_groundtruth
     check_out_file(run_path(args.out))       # before torch is imported: a bad path costs one line, not the run

@@ -1,0 +1,84 @@
+"""`specsight groundtruth --engine vllm`: vLLM's own speculative decoding on this machine's CPU over
+a grid of methods, batches and K (calibrate.vllm_launch), one results file
+(data/groundtruth/vllm-cpu/<version>/runs.jsonl, notes in docs/validation.md). The engine runs in
+.venv-vllm (`bash scripts/setup.sh --engine vllm`); this side plans, launches and writes."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from calibrate.vllm_grid import FULL_BATCHES, FULL_GRID, METHODS, QUICK_BATCHES, QUICK_GRID, SpecRun
+from simulator.errors import SpecsightInputError
+
+from .emit import emit_json
+
+VLLM_VERSION = "0.32.0"
+DEFAULT_CACHE = Path.home() / ".cache" / "specsight" / "groundtruth-checkpoints"
+
+
+def add_vllm_args(g: argparse.ArgumentParser) -> None:
+    v = g.add_argument_group("--engine vllm")
+    v.add_argument("--quick", action="store_true",
+                   help="a few-run live check (tiny-s: eagle K=2 and a self-draft K=2 at batch 1 and 8, 3 repeats)")
+    v.add_argument("--models", default=None, help="comma-separated subset of the grid's targets (tiny-s,tiny-m)")
+    v.add_argument("--methods", default=None, help=f"comma-separated subset of {','.join(METHODS[1:])}")
+    v.add_argument("--repeats", type=int, default=3, help="plain/speculative repeat pairs per run (default 3)")
+    v.add_argument("--engine-venv", default=".venv-vllm", help="the engine's environment (default .venv-vllm)")
+    v.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the built checkpoints go (outside git)")
+    v.add_argument("--process", type=int, default=0, help="index recorded as each repeat's engine process")
+
+
+def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]], tuple[int, ...]]:
+    grid = QUICK_GRID if args.quick else FULL_GRID
+    batches = QUICK_BATCHES if args.quick else FULL_BATCHES
+    if args.batch_given:
+        batches = tuple(args.batch)
+    if args.models:
+        wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+        for m in wanted:
+            if m not in FULL_GRID:
+                raise SpecsightInputError("--models", m, f"allowed: {', '.join(FULL_GRID)}")
+        grid = {m: FULL_GRID[m] if m not in grid else grid[m] for m in wanted}
+    if args.methods:
+        wanted = {m.strip() for m in args.methods.split(",") if m.strip()}
+        bad = wanted - set(METHODS[1:])
+        if bad:
+            raise SpecsightInputError("--methods", sorted(bad)[0], f"allowed: {', '.join(METHODS[1:])}")
+        grid = {m: tuple(s for s in specs if s.method in wanted) for m, specs in grid.items()}
+    if args.k_given:
+        ks = set(args.k)
+        grid = {m: tuple(s for s in specs if s.k in ks) for m, specs in grid.items()}
+    for b in batches:
+        if not 1 <= b <= 256:
+            raise SpecsightInputError("--batch", b, "batch sizes from 1 to 256")
+    if args.repeats < 1:
+        raise SpecsightInputError("--repeats", args.repeats, "at least 1")
+    return grid, batches
+
+
+def run_vllm(args: argparse.Namespace) -> int:
+    from calibrate import vllm_launch, vllm_results
+    grid, batches = select_grid(args)
+    out = Path(args.out) if args.out else vllm_results.default_path(VLLM_VERSION)
+    if out.suffix != ".jsonl":
+        raise SpecsightInputError("--out", str(out), "a .jsonl results file")
+    venv = Path(args.engine_venv)
+    if not venv.is_absolute():
+        venv = vllm_launch.REPO / venv
+    command = "specsight " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    written = vllm_launch.run_grid(out, grid, batches, args.repeats, venv, Path(args.cache), command, args.process)
+    if args.json:
+        emit_json({"results": str(out), "written": [r["name"] for r in written]}, indent=None)
+        return 0
+    print(f"wrote {len(written)} runs to {out}")
+    for r in written:
+        if r["method"] == "plain":
+            print(f"  {r['name']:<28} TPOT {r['tpot_ms']:7.2f} ms")
+        else:
+            lo, hi = r["speedup_spread"]
+            rate = r["acceptance_rate"]
+            print(f"  {r['name']:<28} TPOT {r['tpot_ms']:7.2f} ms  speedup {r['speedup']:.2f} [{lo:.2f}, {hi:.2f}]"
+                  f"  acceptance {'-' if rate is None else f'{rate:.2f}'}")
+    return 0
