@@ -118,8 +118,26 @@ def test_docs_real_engine_table_is_what_validate_prints():
     m = re.search(r"<!-- engine-groundtruth:begin -->\n(.*?)<!-- engine-groundtruth:end -->", doc, re.S)
     assert m is not None, "docs/validation.md has no real-engine table markers"
     assert m.group(1) == out
-    assert json.loads(subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth",
-                                      "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)["rows"]
+
+
+@pytest.mark.skipif(not RESULTS_FILE.exists(), reason="the committed grid's results file is not in this checkout")
+def test_validate_json_has_the_keys_the_issue_names(tmp_path):
+    """--json on a file of three of the committed runs (one speculative run and its plain baseline
+    among them): rows with name, method, batch, k, measured and predicted speedup, error, side_ok
+    and TPOTs; median_error and max_error over the rows."""
+    header, runs = load_results(RESULTS_FILE)
+    spec = next(r for r in runs if r["method"] != "plain")
+    base = next(r for r in runs if r["name"] == spec["baseline"])
+    f = tmp_path / "runs.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in (header, spec, base)) + "\n")
+    out = json.loads(subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth",
+                                     str(f), "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    (row,) = out["rows"]
+    assert {"name", "method", "batch", "k", "measured_speedup", "predicted_speedup", "error", "side_ok",
+            "measured_tpot_ms", "predicted_tpot_ms", "measured_plain_tpot_ms", "predicted_plain_tpot_ms"} <= set(row)
+    assert row["name"] == spec["name"] and out["median_error"] == out["max_error"] == row["error"]
+    assert row["error"] == pytest.approx(abs(row["predicted_speedup"] - row["measured_speedup"])
+                                         / row["measured_speedup"])
 
 
 def test_the_calibration_bf16_cpu_linear_is_onednn_prepacked_and_computes_x_w():
