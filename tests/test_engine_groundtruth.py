@@ -109,6 +109,7 @@ def test_a_bad_results_file_is_one_line():
 
 
 @pytest.mark.skipif(not RESULTS_FILE.exists(), reason="the committed grid's results file is not in this checkout")
+@pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
 def test_docs_real_engine_table_is_what_validate_prints():
     """docs/validation.md's real-engine table is `specsight validate --engine-groundtruth`'s output
     on the committed results file, character for character."""
