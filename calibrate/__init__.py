@@ -21,6 +21,11 @@ package imports nothing eagerly, so ``import calibrate`` stays cheap and torch-f
     vidur_attention   the attention term against Vidur's A100 FlashAttention timings
     groundtruth       real speculative decoding in torch, timed per round
     host_work         a round's draws, verify kernel and commit (run and timed)
+    vllm_grid         vLLM's own engine as ground truth: the grid of runs, their names, sessions
+    vllm_checkpoints  the lookup checkpoints (target, draft model, EAGLE-1/3 heads), acceptance by design
+    vllm_runner       one engine session, run inside .venv-vllm: plain and speculative timed alternately
+    vllm_launch       the runner started from specsight's venv, its lines appended as records
+    vllm_results      the results file: header, run records, resume by name
     validate          a ground-truth run predicted by the cost model and compared
     sampling          the exact speculative sampling kernel (chain) and greedy verification
     sampling_tree     exact token-tree verification

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -66,14 +67,26 @@ def run_session(py: Path, env: dict[str, str], session: Session, log: Path,
                     print(line.rstrip(), file=sys.stderr, flush=True)
         t = threading.Thread(target=pump, daemon=True)
         t.start()
-        for line in proc.stdout:              # type: ignore[union-attr]
-            line = line.strip()
-            if line.startswith("{"):
-                on_record(json.loads(line))
+        try:
+            for line in proc.stdout:          # type: ignore[union-attr]
+                line = line.strip()
+                if line.startswith("{"):
+                    on_record(json.loads(line))
+        finally:
+            if proc.poll() is None:           # interrupted: stop the runner and its engines
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
         rc = proc.wait()
         t.join(timeout=5)
     os.unlink(spec)
     return rc
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...], repeats: int,
@@ -81,6 +94,8 @@ def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int
     """Every run of the grid not yet in `out`, one session per model; returns the records written."""
     py = engine_python(venv)
     env = engine_env(venv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop)      # a killed grid still stops its runner (finally below)
     done = vllm_results.done_names(out)
     sessions = plan_sessions(grid, batches, repeats, str(cache), done, process)
     written: list[dict] = []

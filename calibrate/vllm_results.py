@@ -96,3 +96,19 @@ def run_record(raw: dict, model: str, env: dict, output_len: int, ngram_span: in
                acceptance_rate=(acc["num_accepted_tokens"] / acc["num_draft_tokens"]) if acc["num_draft_tokens"]
                else None)
     return rec
+
+
+def crossovers(runs: list[dict]) -> list[dict]:
+    """Where speculation stops paying, per series: along batch for each (model, method, design, K),
+    the first batch whose median speedup is below 1 after one at or above 1 (None: no crossing)."""
+    series: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r["method"] != "plain" and r.get("speedup") is not None:
+            series.setdefault((r["model"], r["method"], r.get("design"), r["k"]), []).append(r)
+    out = []
+    for (model, method, design, k), rs in sorted(series.items(), key=lambda kv: str(kv[0])):
+        rs = sorted(rs, key=lambda r: r["batch"])
+        at = next((b["batch"] for a, b in zip(rs, rs[1:]) if a["speedup"] >= 1 > b["speedup"]), None)
+        out.append({"model": model, "method": method, "design": design, "k": k, "batches": [r["batch"] for r in rs],
+                    "speedups": [r["speedup"] for r in rs], "stops_paying_at_batch": at})
+    return out

