@@ -90,11 +90,18 @@ def conditional_rates(acceptance: Mapping[str, Any], k: int) -> list[float]:
 
 
 def request_rounds(run: Mapping[str, Any]) -> float:
-    """Decode rounds summed over the requests of every repeat whose counters the run sums: each
-    emits 1 + its accepted tokens, and each request's first token comes from its prefill."""
+    """Decode rounds summed over the requests of every timed repeat (the repeats the counters sum).
+    A drafter that drafts every round (draft model, EAGLE) counts one draft a round: num_drafts. An
+    n-gram drafter drafts only where it finds a match, so its rounds are the tokens emitted less
+    the accepted ones (each round emits 1 + its accepted tokens; a request's first token comes from
+    its prefill), and no fewer than its drafts (its last round's accepted tokens may pass the
+    output length and be counted yet not emitted)."""
+    acc = run["acceptance"]
+    if run["method"] != "ngram":
+        return float(acc["num_drafts"])
     reps = len(run.get("repeats") or [None])
     emitted = reps * run["batch"] * (run["output_len"] - 1)
-    return emitted - float(run["acceptance"]["num_accepted_tokens"])
+    return max(emitted - float(acc["num_accepted_tokens"]), float(acc["num_drafts"]))
 
 
 def match_probability(run: Mapping[str, Any]) -> float:

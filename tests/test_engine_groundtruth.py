@@ -42,12 +42,17 @@ def test_vllm_counters_become_conditional_rates():
 
 
 def test_request_rounds_and_match_probability_from_the_counters():
-    run = {"batch": 4, "output_len": 33, "repeats": [{}, {}],
+    run = {"method": "ngram", "batch": 4, "output_len": 33, "repeats": [{}, {}],
            "acceptance": {"num_drafts": 100, "num_accepted_tokens": 56, "accepted_per_pos": [40, 16]}}
     # 2 repeats x 4 requests x 32 decode tokens = 256 tokens; 56 came as accepted drafts: 200 rounds
     assert request_rounds(run) == 200.0
     assert match_probability(run) == pytest.approx(0.5)
     assert tokens_per_round(run) == pytest.approx(256 / 200)
+    # EAGLE drafts every round: its drafts are its rounds (K = 4, everything accepted, 63 tokens a
+    # request: 13 rounds each, the last one's accepted tokens past the output counted, not emitted)
+    eagle = {**run, "method": "eagle", "batch": 1, "output_len": 64, "repeats": [{}, {}, {}],
+             "acceptance": {"num_drafts": 39, "num_accepted_tokens": 156, "accepted_per_pos": [39] * 4}}
+    assert request_rounds(eagle) == 39.0 and tokens_per_round(eagle) == pytest.approx(189 / 39)
 
 
 def _run(name, method, B, k, tpot_ms, acc=None, model="tiny-s"):
