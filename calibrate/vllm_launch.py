@@ -85,6 +85,13 @@ def run_session(py: Path, env: dict[str, str], session: Session, log: Path,
     return rc
 
 
+def _relative(path: str | None) -> str | None:
+    """A path inside the checkout as repo-relative (results files name no machine's folders)."""
+    if path and Path(path).is_relative_to(REPO):
+        return str(Path(path).relative_to(REPO))
+    return path
+
+
 def _stop(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -108,7 +115,7 @@ def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int
 
         def on_record(raw: dict, session: Session = session, state: dict = state) -> None:
             if raw["kind"] == "env":
-                state["env"] = {**raw["env"], "ld_preload": env.get("LD_PRELOAD")}
+                state["env"] = {**raw["env"], "ld_preload": _relative(env.get("LD_PRELOAD"))}
                 vllm_results.start(out, command, state["env"])
                 return
             rec = vllm_results.run_record(raw, session.model, state["env"], session.output_len, session.ngram_span)
