@@ -225,8 +225,13 @@ def test_the_price_comes_from_the_flag_the_scenario_or_the_profile():
 
 
 def test_every_shipped_profile_carries_a_sourced_dated_price():
+    """Every GPU profile; a CPU profile (vendor cpu: the machine a real engine's ground truth ran on,
+    hardware_profiles/cpu-vllm-groundtruth.yaml) is rented by no GPU hour and has no price."""
     for name in available_profiles():
         prof = load_profile(name)
+        if prof.vendor == "cpu":
+            assert prof.price_usd_per_gpu_hour is None, name
+            continue
         assert prof.price_usd_per_gpu_hour is not None and prof.price_usd_per_gpu_hour > 0, name
         src = prof.sources["price_usd_per_gpu_hour"]
         assert re.search(r"\b20\d\d\b", src) and re.search(r"[a-z0-9-]+\.(io|com|app|ai)\b", src), (name, src)
