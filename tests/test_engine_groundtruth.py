@@ -21,7 +21,7 @@ from calibrate.engine_groundtruth import (
     request_rounds,
 )
 from calibrate.engine_host_fit import fit_host, passes_s, tokens_per_round
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_YAML = "tests/data/calibration_cpu/cpuAR.yaml"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hardware import HardwareProfile
+from ..hardware.hardware import HardwareProfile
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecsightInputError
+from ..common.errors import SpecsightInputError
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "engine_host"
 PROPOSER_KEYS = ("round_s", "round_per_seq_s", "step_s", "step_per_seq_s")
