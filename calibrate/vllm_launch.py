@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from . import vllm_results
 from .vllm_grid import MODELS, Session, SpecRun, plan_sessions

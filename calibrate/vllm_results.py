@@ -10,7 +10,7 @@ import json
 import statistics
 from pathlib import Path
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from .vllm_grid import MODELS, acceptance_design
 

@@ -14,7 +14,7 @@ from calibrate import vllm_checkpoints as ckpt
 from calibrate import vllm_results
 from calibrate.vllm_grid import FULL_BATCHES, FULL_GRID, MODELS, QUICK_GRID, Session, SpecRun, plan_sessions, run_name
 from calibrate.vllm_launch import REPO, engine_python
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 CONFIGS = sorted(p.parent.name for p in (REPO / "models" / "groundtruth").glob("*/config.json"))
 ENGINE_VENV = REPO / ".venv-vllm"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, GPU_LAYERS
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from .args import add_json, check_out_file
 from .calibrate import add_device_args, machine_config

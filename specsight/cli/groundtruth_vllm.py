@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from calibrate.vllm_grid import FULL_BATCHES, FULL_GRID, METHODS, QUICK_BATCHES, QUICK_GRID, SpecRun
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from .emit import emit_json
 
