@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..shared.atomic_files import write_csv
+from simulator.common.atomic_files import write_csv
+
 from .axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
 from .capacity import AXIS_LABELS as CAPACITY_AXIS_LABELS
 from .crossings import CAPACITY, METRIC_LABELS

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..shared.atomic_files import out_folder, write_csv, write_text
+from simulator.common.atomic_files import out_folder, write_csv, write_text
+
 from .outputs import _f, serving_section
 from .search import MEETS
 

@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .atomic_files import replacing  # noqa: E402
+from simulator.common.atomic_files import replacing  # noqa: E402
+
 from .plot_labels import has_placed_labels, place_labels  # noqa: E402
 
 if TYPE_CHECKING:
