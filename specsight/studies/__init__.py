@@ -18,4 +18,5 @@ saturation rule, plots). A study may import shared/ and the studies listed after
 (breakeven -> plan and published; fleet_day, deploy -> plan), never one before it.
 moved.py keeps the old flat module paths importable for one release.
 """
+from .. import kernel_source  # noqa: F401  (acceptance model kernel: calibrate's kernel, for the simulator)
 from . import moved  # noqa: F401  (the old flat paths, for one release)

@@ -145,10 +145,10 @@ def analytic_breakeven(model: str, hardware: str, drafter: str, alpha: float, ks
     acceptance rate; context: cached tokens per sequence."""
     import pandas as pd
 
+    from simulator.common.limits import MAX_K, MAX_TOKENS, MAX_TP
     from simulator.costs.cost_model import CostModel
     from simulator.hardware.hardware import load_profile
-    from simulator.models.model_spec import load_model
-    from simulator.scenario.schema_table import MAX_K, MAX_TOKENS, MAX_TP
+    from simulator.models.catalog import load_model
     from simulator.speculation import spec_math
     from simulator.speculation.analytic import breakeven_batch, max_batch_in_memory, speedup
     from simulator.speculation.drafters import Drafter

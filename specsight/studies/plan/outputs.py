@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.common.atomic_files import out_folder, write_csv, write_text
 
-from .study import no_rate_meets
+from .statuses import no_rate_meets
 
 if TYPE_CHECKING:
     from .study import CapacityPlan

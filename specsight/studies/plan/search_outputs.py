@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.common.atomic_files import out_folder, write_csv, write_text
 
 from .outputs import _f, serving_section
-from .search import MEETS
+from .statuses import MEETS
 
 if TYPE_CHECKING:
     from .search import PlanSearch

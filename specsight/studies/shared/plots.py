@@ -27,7 +27,7 @@ def _save(fig: Figure, path: str | Path) -> Path:
         fig.tight_layout()
     path = Path(path)
     try:
-        with replacing(path) as tmp:          # whole or not at all (atomic_files.py)
+        with replacing(path) as tmp:          # whole or not at all (simulator/common/atomic_files.py)
             fig.savefig(tmp)
     finally:
         plt.close(fig)
