@@ -103,7 +103,7 @@ def hub_name(name_or_path: str, field_name: str) -> str:
     """The Hugging Face repo id (or local folder) an engine loads for a catalog name or a
     config.json path (the rule in the module docstring)."""
     from simulator.common.input_files import read_json
-    from simulator.models.model_spec import config_path  # load_model's own rule
+    from simulator.models.catalog import config_path  # load_model's own rule
     cfg_path, _, catalog = config_path(name_or_path)
     cfg = read_json(cfg_path, field_name)
     hub = cfg.get("_name_or_path") if isinstance(cfg, Mapping) else None
