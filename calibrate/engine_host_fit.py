@@ -202,7 +202,7 @@ def write_host_file(fit: Mapping[str, Any], out: str | Path, *, header: Mapping[
     p.parent.mkdir(parents=True, exist_ok=True)
     text = ("# vLLM's host time on a CPU, measured from its own runs (calibrate/engine_host_fit.py).\n"
             f"# Made by: {command}\n" + yaml.safe_dump(doc, sort_keys=False, width=120))
-    from specsight.studies.shared.atomic_files import write_text
+    from simulator.common.atomic_files import write_text
     write_text(p, text)
     return p
 

@@ -17,9 +17,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .common.errors import SpecsightInputError, SpecsightWarning
+from .costs.cost_model import CostModel
 from .costs.kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
+from .engines import EngineLimits, engine_defaults, engine_for
+from .engines.device import device_class
+from .engines.host import load_host_overrides
+from .engines.measured_host import load_measured_host
+from .engines.step_cost import EngineStepCost, engine_profile
+from .engines.tiles import TiledCostModel
+from .hardware.hardware import load_profile
+from .models.catalog import load_model
 from .scenario.scenario import Scenario, load_scenario
 from .serving.engine import Engine
+from .serving.engine_replica import EngineReplica
 from .serving.metrics import RequestTable, speedups, summarize
 from .serving.replica import Replica
 from .serving.step_cost import FixedStepCost, RooflineStepCost
@@ -93,9 +103,6 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
         cap = eng.num_gpu_blocks
         desc = f"fixed step costs (target_step_s={hw.target_step_s}, draft_step_s={hw.draft_step_s})"
         return Deployment(cost, None, None, int(cap) if cap is not None else 0, desc)
-    from .costs.cost_model import CostModel
-    from .hardware.hardware import load_profile
-    from .models.model_spec import load_model
 
     profile = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
     model = load_model(scenario.model)             # type: ignore[arg-type]
@@ -113,7 +120,6 @@ def _drafter_layout(drafter: Drafter, cm: Any) -> None:
     """A drafter with its own weights runs in the target's layout (SGLang builds the draft worker
     in the target's attention-TP group, docs/reference/engines.md): its routed experts over the same ep
     groups (a dense drafter: ep 1), its attention data-parallel with the target's."""
-    from .costs.cost_model import CostModel
     dc, layout = drafter.draft_cost, cm.layout
     if dc is None:
         return
@@ -162,19 +168,10 @@ def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None, mea
     engine's host model, linear layers with tile and wave quantization, the engine's round. On a
     device class with measured host time (a CPU) `measured` (a MeasuredHost) stands in for the
     engine version's file: the fit of those constants prices the passes without them."""
-    from .costs.cost_model import CostModel
-    from .engines import EngineLimits, engine_for
-    from .engines.device import device_class
-    from .engines.measured_host import load_measured_host
-    from .engines.step_cost import EngineStepCost, engine_profile
-    from .engines.tiles import TiledCostModel
-    from .hardware.hardware import load_profile
-    from .models.model_spec import load_model
 
     hw, eng = scenario.hardware, scenario.engine
     engine = engine_for(eng.kind, eng.version)
     if eng.profile is not None:
-        from .engines.host import load_host_overrides
         engine.host_overrides = load_host_overrides(eng.profile, engine.name, engine.version)
     if hw.is_fixed:
         raise SpecsightInputError("engine.kind", eng.kind, "a real engine prices passes on a GPU profile: "
@@ -226,7 +223,6 @@ def with_engine_defaults(sc: Scenario) -> Scenario:
     unchanged)."""
     if sc.engine.kind == "ideal":
         return sc
-    from .engines import engine_defaults, engine_for
     engine = engine_for(sc.engine.kind, sc.engine.version)
     src = sc.source.get("engine") if isinstance(sc.source, Mapping) else None
     d = engine_defaults(engine, src, memory_k_max(sc) > 0, int(sc.hardware.tp))
@@ -317,7 +313,6 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     trace_list: list | None = [] if trace else None
     replica_class = Replica
     if eng.kind != "ideal":
-        from .serving.engine_replica import EngineReplica
         replica_class = EngineReplica
 
     def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,
