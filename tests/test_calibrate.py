@@ -405,15 +405,14 @@ def cpu_calibration(tmp_path_factory):
     return out, buf.getvalue()
 
 
-def test_cpu_calibration_cli_and_fit(cpu_calibration, capsys):
+def test_cpu_calibration_cli_and_fit(cpu_calibration):
     out, stdout = cpu_calibration
     lines = [ln for ln in stdout.splitlines() if ln.strip()]
     assert len(lines) == 1, "--json prints exactly one JSON object"
     res = json.loads(lines[0])
-    with capsys.disabled():
-        print(f"\nCPU tiny calibration: held-out APE median {100 * res['heldout_ape_median']:.1f} %, "
-              f"max {100 * res['heldout_ape_max']:.1f} % over {res['heldout_n']} passes; fitted {res['fitted']}; "
-              f"iteration_us {res['iteration_us']:.0f}; {res['elapsed_s']} s")
+    print(f"\nCPU tiny calibration: held-out APE median {100 * res['heldout_ape_median']:.1f} %, "
+          f"max {100 * res['heldout_ape_max']:.1f} % over {res['heldout_n']} passes; fitted {res['fitted']}; "
+          f"iteration_us {res['iteration_us']:.0f}; {res['elapsed_s']} s")
     assert 0 <= res["heldout_ape_median"] <= res["heldout_ape_max"]
     assert res["heldout_ape_median"] <= CPU_HELDOUT_MEDIAN_MAX
     assert res["memory_attention"] == "fitted"           # cpu-tiny times two contexts
