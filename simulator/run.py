@@ -52,6 +52,12 @@ class SimResult:
     baseline: SimResult | None = None
     trace: list | None = field(default=None, repr=False)
 
+    @property
+    def engine(self) -> str:
+        """The engine the run was priced under (`ideal`, `vllm v1`, ...)."""
+        from .engines import engine_label
+        return engine_label(self.scenario.engine.kind, self.scenario.engine.version)
+
 
 @dataclass(frozen=True)
 class Deployment:

@@ -183,9 +183,22 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | Sequ
     `capacity` (qps axis, one axis): also search each curve's capacity at the scenario, to
     `tolerance` (default QUICK_TOLERANCE) into `.capacity`; None: when the scenario has an SLO
     and its arrivals are not a trace."""
+    overrides = list(overrides)
+    source = scenario_source(scenario, overrides)
+    res = _study(source, axis, values, ks, policies, axis2, values2, metric, requests_per_user, store, workers, dask,
+                 executor, progress, engines, capacity, tolerance)
+    names = (getattr(res, "ran", None) or getattr(res, "engines", None)) if hasattr(res, "ran") else None
+    return dataclasses.replace(res, meta=describe_scenario(source, overrides, names))
+
+
+def _study(source: Mapping[str, Any], axis: str, values: Any, ks: Sequence[int] | str, policies: Sequence[str] | str,
+           axis2: str | None, values2: Any, metric: str | None, requests_per_user: int, store: str | Path | None,
+           workers: int | None, dask: str | None, executor: Any, progress: bool,
+           engines: Sequence[str] | str | None, capacity: bool | None,
+           tolerance: float | None) -> BreakevenResult | EngineBreakevenResult:
+    """breakeven() on the scenario as a mapping, its overrides applied."""
     from .breakeven_capacity import QUICK_TOLERANCE, check_axis, curve_capacities
     from .breakeven_drafters import DRAFTER, parse_drafters
-    source = scenario_source(scenario, overrides)
     if axis == DRAFTER and metric != CAPACITY:
         raise SpecsightInputError("--axis", axis, "the drafter axis needs --metric capacity (the highest rate per GPU "
                                                   "within the SLO for each drafter)")
@@ -307,9 +320,11 @@ def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks:
             rec = by_key[_freeze(spec_pts[i])]
             i += 1
             rows.append(_row(axis, v, axis2, v2, c, ov, m, rec, base, analytic, block_size, process))
+    meta = describe_scenario(source)
     df = pd.DataFrame(rows)
+    df.insert(0, "engine", meta["engine"])       # the engine every number of the row was priced under
     return BreakevenResult(axis, axis2, list(values), list(values2), df["metric"].iloc[0] if len(df) else "throughput",
-                           df, verdict(df, axis, axis2), curves, describe_scenario(source), schedule,
+                           df, verdict(df, axis, axis2), curves, meta, schedule,
                            sum(1 for r in recs if not r["cached"]), len(recs), source, analytic)
 
 

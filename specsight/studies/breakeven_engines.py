@@ -154,7 +154,7 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
 def _engine_frame(df: Any, engine: str) -> Any:
     """One engine's rows with the `engine` column first; the analytic model (the ideal engine's
     passes alone) only on ideal's rows."""
-    out = df.assign(engine=engine)[["engine", *df.columns]]
+    out = df.assign(engine=engine)[["engine", *(c for c in df.columns if c != "engine")]]
     if engine != "ideal":
         out["analytic_speedup"] = float("nan")
     return out
