@@ -3,7 +3,9 @@ DeepSeek), MLA attention (DeepSeek), and speculative draft heads (EAGLE, EAGLE-3
 
 Only shapes matter here: parameter counts by role (what a forward pass reads and multiplies),
 KV bytes per token, attention FLOPs per query-key pair. A head shipped in models/ carries
-`"specsight": {"kind": ..., "target": ...}` so the loader knows which weights it shares.
+`"specsight": {"kind": ..., "target": ...}` so the loader knows which weights it shares, and
+`"trained_for": HF id` where the head was trained for another model than its target (a warning
+names it: head_target_mismatch).
 """
 from __future__ import annotations
 
@@ -370,6 +372,25 @@ def config_path(name_or_path: str | Path) -> tuple[Path, str, bool]:
             p = p / "config.json"
         return p, (p.parent.name if p.name == "config.json" else p.stem), False
     return MODELS_DIR / f"{name_or_path}.json", str(name_or_path), True
+
+
+def head_target_mismatch(head: str, target: str) -> str | None:
+    """The warning text when a drafter head's config says it was trained for another model
+    (`"specsight": {"trained_for": HF id}`) than the target's config names (`_name_or_path`),
+    else None (either config silent, or the two agree)."""
+    def raw(name: str) -> Mapping[str, Any]:
+        p, _, catalog = config_path(name)
+        if catalog and usable_file(p) is None:
+            return {}
+        cfg = read_json(p, "model", "config")
+        return cfg if isinstance(cfg, Mapping) else {}
+    meta = raw(head).get("specsight")
+    trained = meta.get("trained_for") if isinstance(meta, Mapping) else None
+    target_id = raw(target).get("_name_or_path")
+    if not trained or not target_id or str(trained) == str(target_id):
+        return None
+    return (f"drafter {head} was trained for {trained}, not for the target {target} ({target_id}): its acceptance "
+            f"on this target is not what its publications measured")
 
 
 def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> ModelSpec:

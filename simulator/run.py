@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .acceptance import tree_acceptance
-from .acceptance_presets import shape_mismatch
+from .acceptance_presets import k_extrapolation, shape_mismatch
 from .drafters import Drafter
 from .engine import Engine
 from .errors import SpecsightInputError, SpecsightWarning
@@ -245,13 +245,20 @@ def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: b
 
 
 def _warn_shape_mismatch(sc: Scenario) -> None:
-    """A chain drafter given a tree-measured acceptance preset: warn, naming a chain preset (results unchanged)."""
-    preset = getattr(sc.acceptance, "preset", None)
-    if sc.drafter is None or preset is None:
+    """Doubtful inputs, each a warning (results unchanged): a chain drafter given a tree-measured
+    acceptance preset (naming a chain preset), a preset measured at a smaller K than the scenario
+    runs, a drafter head trained for another target than the scenario's."""
+    from .model_spec import head_target_mismatch
+    if sc.drafter is None:
         return
-    message = shape_mismatch(preset.name, sc.drafter.method, sc.drafter.branches)
-    if message:
-        warnings.warn(message, SpecsightWarning, stacklevel=3)
+    preset = getattr(sc.acceptance, "preset", None)
+    messages = [] if preset is None else [shape_mismatch(preset.name, sc.drafter.method, sc.drafter.branches),
+                                          k_extrapolation(preset.name, sc.k_max)]
+    if sc.drafter.model and sc.model:
+        messages.append(head_target_mismatch(str(sc.drafter.model), str(sc.model)))
+    for message in messages:
+        if message:
+            warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
 def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimResult:

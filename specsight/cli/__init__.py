@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser, argv)
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
+        warnings.simplefilter("default", SpecsightWarning)     # each shown once, whatever filters the caller set
         return _run(args)
 
 
