@@ -476,3 +476,23 @@ def test_cost_names_the_calibrated_profile_and_its_fit(capsys):
     assert main(args + ["--gpu", "a100-80gb-sxm"]) == 0
     err = capsys.readouterr().err
     assert "datasheet defaults" in err and "CALIBRATED" not in err
+
+
+def test_progress_is_lines_when_stderr_is_not_a_terminal():
+    """A calibration logged to a file or a pipe says how far it is at each tenth, not nothing."""
+    import io
+
+    from calibrate.timing import progress_bar
+    log = io.StringIO()                       # not a terminal
+    bar = progress_bar(20, 0, True, stream=log)
+    for _ in range(20):
+        bar.update(1)
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "calibrate: 2/20 points (10 %)" and lines[-1] == "calibrate: 20/20 points (100 %)"
+    assert len(lines) == 10
+    assert progress_bar(20, 0, False, stream=log).update(1) is None     # disabled: nothing
+    resumed = io.StringIO()
+    bar = progress_bar(10, 9, True, stream=resumed)                    # a resumed run starts where it stopped
+    bar.update(1)
+    assert resumed.getvalue() == "calibrate: 10/10 points (100 %)\n"
