@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 ACCEPT_KEY = {"vllm": "spec_decode_acceptance_length", "sglang": "accept_length"}
 FORMAT = {"vllm": "a `vllm bench serve --save-result` JSON object",

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.errors import SpecsightInputError
-from simulator.scenario import load_scenario
+from simulator.common.errors import SpecsightInputError
+from simulator.scenario.scenario import load_scenario
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm"
 DRAWS = json.loads((DATA / "accepted.json").read_text())

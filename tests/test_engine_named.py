@@ -14,8 +14,8 @@ from scenario_files import write_scenario
 
 from simulator.run import simulate
 from specsight.cli import main
-from specsight.studies.deploy import PlanDeployment, deployment
-from specsight.studies.overrides import describe_scenario, scenario_source
+from specsight.studies.deploy.study import PlanDeployment, deployment
+from specsight.studies.shared.overrides import describe_scenario, scenario_source
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOF = {

@@ -7,13 +7,13 @@ import warnings
 
 import pytest
 
-from simulator.acceptance_presets import PRESETS, k_extrapolation
-from simulator.errors import SpecsightWarning
-from simulator.model_spec import head_target_mismatch
+from simulator.common.errors import SpecsightWarning
+from simulator.models.model_spec import head_target_mismatch
 from simulator.run import simulate
+from simulator.speculation.acceptance_presets import PRESETS, k_extrapolation
 from specsight.cli.breakeven_text import format_text
-from specsight.studies.breakeven import breakeven
-from specsight.studies.points import run_points
+from specsight.studies.breakeven.study import breakeven
+from specsight.studies.shared.points import run_points
 
 FIXED = {
     "name": "extrapolation", "seed": 3,
@@ -46,7 +46,7 @@ def test_a_preset_past_its_k_is_named_with_its_k():
 @pytest.mark.parametrize("workers", [None, 2])
 def test_a_study_warns_once_however_many_points_and_workers(workers):
     """Four points at K = 4..7, in this process or in two pool workers: one warning."""
-    from specsight.studies.executors import open_executor
+    from specsight.studies.shared.executors import open_executor
     points = [{"drafter.num_speculative_tokens": k} for k in (4, 5, 6, 7)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

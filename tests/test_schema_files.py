@@ -8,11 +8,11 @@ import pathlib
 
 import pytest
 
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.input_files import MAX_BYTES
-from simulator.model_spec import load_model
-from simulator.scenario import load_scenario
+from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import MAX_BYTES
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
+from simulator.scenario.scenario import load_scenario
 from specsight.cli import main
 
 GOOD = "hardware: {kind: fixed, target_step_s: 0.01}\nworkload: {arrival: {process: poisson, qps: 2}, " \

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecsightInputError
+from ..common.errors import SpecsightInputError
 
 MS = 1e-3
 US = 1e-6

@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from ..studies.atomic_files import write_csv
+from ..studies.shared.atomic_files import write_csv
 from .args import (
     SCENARIO_HARDWARE_HELP,
     add_executor,
