@@ -1,4 +1,4 @@
-"""Acceptance read from what vLLM writes (simulator/acceptance_vllm.py): a Prometheus /metrics
+"""Acceptance read from what vLLM writes (simulator/speculation/acceptance_vllm.py): a Prometheus /metrics
 scrape and a `vllm bench serve` result JSON, both made by vLLM 0.32.0's own code from seeded
 rounds (scripts/vllm_spec_decode_files.py). vLLM's per-position figures are cumulative; the
 conditional rates specsight takes must be those of the rounds themselves."""

@@ -338,8 +338,8 @@ def test_a_key_of_another_acceptance_model_says_what_to_write(capsys):
     rc, _, err = _cli(["simulate", "scenarios/llama8b-h100-eagle3-chat.yaml", "--set", "acceptance.alpha=0.6"],
                       capsys)
     assert rc == 2
-    assert err.strip() == ("specsight: error: acceptance.alpha=0.6: a key of model iid or beta or kernel, not of "
-                           "model preset: replace the mapping, model iid with it "
+    assert err.strip() == ("specsight: error: acceptance.alpha=0.6: unknown key for model preset; a key of model "
+                           "iid or beta or kernel: replace the mapping, model iid with it "
                            "(--set 'acceptance={model: iid, alpha: 0.6}')")
     assert load_scenario("scenarios/llama8b-h100-eagle3-chat.yaml",
                          ["acceptance={model: iid, alpha: 0.6}"]).acceptance.alpha == 0.6

@@ -286,8 +286,8 @@ class Variants(Field):
             owners = [v for v, ks in self.variants.items() if k in ks] if k not in keys and k != self.tag else []
             if owners:
                 raise SpecsightInputError(f"{where}.{k}", value[k],
-                                          f"a key of {self.tag} {' or '.join(owners)}, not of {self.tag} {name}: "
-                                          f"replace the mapping, {self.tag} {owners[0]} with it "
+                                          f"unknown key for {self.tag} {name}; a key of {self.tag} "
+                                          f"{' or '.join(owners)}: replace the mapping, {self.tag} {owners[0]} with it "
                                           f"(--set '{where}={{{self.tag}: {owners[0]}, {k}: {json.dumps(value[k])}}}')")
         sec = Section(keys={self.tag: Str(choices=tuple(self.variants)), **keys})
         return sec.check(value, where)
