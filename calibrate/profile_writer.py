@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from simulator.common.atomic_files import out_file, write_text
 from simulator.hardware.hardware import HardwareProfile, load_profile
-from specsight.studies.shared.atomic_files import out_file, write_text
 
 from .least_squares import PARAM_NAMES, RATES, with_params
 

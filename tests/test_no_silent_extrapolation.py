@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from simulator.common.errors import SpecsightWarning
-from simulator.models.model_spec import head_target_mismatch
+from simulator.models.catalog import head_target_mismatch
 from simulator.run import simulate
 from simulator.speculation.acceptance_presets import PRESETS, k_extrapolation
 from specsight.cli.breakeven_text import format_text

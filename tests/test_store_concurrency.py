@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 from scenario_files import write_scenario
 
+from simulator.common.atomic_files import replacing, write_text
 from simulator.common.errors import SpecsightInputError
 from specsight.cli import main
 from specsight.studies.shared import executors
-from specsight.studies.shared.atomic_files import replacing, write_text
 from specsight.studies.shared.executors import MAX_WORKERS, check_dask_address, check_workers, open_executor
 from specsight.studies.shared.point_store import PointStore
 from specsight.studies.shared.points import _task, point_key, run_points

@@ -9,7 +9,7 @@ it runs, with the limit it exceeds and how to raise it.
       max_batch_slots: 10000000   # replicas x engine.max_num_seqs: arrays every replica holds
       max_replicas: 10000         # hardware.replicas: about 100 kB each (2,000 replicas: 186 MB peak)
 
-The defaults (LIMITS in simulator/scenario/schema_table.py) fit a laptop; a fleet study raises them, up to
+The defaults (LIMITS below) fit a laptop; a fleet study raises them, up to
 the schema's maxima (docs/schema.md). A closed loop's `concurrency` costs nothing by itself:
 users are created as their first request is issued (simulator/serving/engine.py).
 """
@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..common.errors import SpecsightInputError
-from .schema_table import LIMITS, MAX_TOKENS
+from ..common.limits import MAX_REPLICAS, MAX_REQUESTS, MAX_SEQS, MAX_TOKENS
+from ..common.schema import Int, Section
 
 
 def limit(source: Any, key: str) -> int:
@@ -67,3 +68,15 @@ def check_work_limits(sc: Any) -> None:
     if slots > lim:
         raise _refuse("engine.max_num_seqs", sc.engine.max_num_seqs,
                       f"hardware.replicas x max_num_seqs = {slots:,} batch slots", "max_batch_slots", lim)
+
+
+# ---- the scenario's `limits:` block (composed into the scenario schema)
+LIMITS = Section(doc="work limits checked before a run (simulator/scenario/work_limits.py)", nullable=True, keys={
+    "max_requests": Int(doc="requests per run (memory: about 5 kB each)", lo=1, hi=MAX_REQUESTS,
+                        default=2_000_000),
+    "max_tokens": Int(doc="num_requests x (mean prompt_len + mean output_len)", unit="tokens", lo=1,
+                      hi=10 ** 15, default=2 * 10 ** 9),
+    "max_batch_slots": Int(doc="replicas x max_num_seqs (per-slot arrays)", lo=1, hi=MAX_SEQS * MAX_REPLICAS,
+                           default=10 ** 7),
+    "max_replicas": Int(doc="hardware.replicas (memory: about 100 kB each)", lo=1, hi=MAX_REPLICAS, default=10_000),
+})

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..studies.shared.atomic_files import out_file, out_folder
+from simulator.common.atomic_files import out_file, out_folder
 
 HARDWARE_FLAGS = ("--hardware", "--gpu", "--profile")
 

@@ -17,7 +17,8 @@ import argparse
 import sys
 import time
 
-from ..studies.shared.atomic_files import write_csv
+from simulator.common.atomic_files import write_csv
+
 from .args import (
     SCENARIO_HARDWARE_HELP,
     add_executor,
