@@ -19,12 +19,12 @@ import numpy as np
 from .common.errors import SpecsightInputError, SpecsightWarning
 from .costs.cost_model import CostModel
 from .costs.kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
-from .engines import EngineLimits, engine_defaults, engine_for
+from .engines import EngineLimits, engine_defaults, engine_for, engine_label
 from .engines.host import load_host_overrides
 from .engines.step_cost import EngineStepCost, engine_profile
 from .engines.tiles import TiledCostModel
 from .hardware.hardware import load_profile
-from .models.catalog import load_model
+from .models.catalog import head_target_mismatch, load_model
 from .scenario.scenario import Scenario, load_scenario
 from .serving.engine import Engine
 from .serving.engine_replica import EngineReplica
@@ -63,7 +63,6 @@ class SimResult:
     @property
     def engine(self) -> str:
         """The engine the run was priced under (`ideal`, `vllm v1`, ...)."""
-        from .engines import engine_label
         return engine_label(self.scenario.engine.kind, self.scenario.engine.version)
 
 
@@ -245,7 +244,6 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
     """Doubtful inputs, each a warning (results unchanged): a chain drafter given a tree-measured
     acceptance preset (naming a chain preset), a preset measured at a smaller K than the scenario
     runs, a drafter head trained for another target than the scenario's."""
-    from .models.catalog import head_target_mismatch
     if sc.drafter is None:
         return
     preset = getattr(sc.acceptance, "preset", None)

@@ -9,12 +9,13 @@ datasheet defaults only when it is named explicitly, and says so (`describe()`).
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..common.errors import SpecsightInputError, closest_names, require_range
+from ..common.errors import SpecsightInputError, SpecsightWarning, closest_names, require_range
 from ..common.input_files import read_yaml, usable_file
 from ..common.limits import MAX_PRICE
 from ..common.paths import HARDWARE_DIR, REPO_ROOT
@@ -411,9 +412,6 @@ def warn_unfinished(prof: HardwareProfile) -> None:
     number is still the base GPU's) or the description EDIT:."""
     left = [k for k, v in prof.sources.items() if str(v).startswith(REPLACE_MARK)]
     if left or prof.description.startswith(EDIT_MARK):
-        import warnings
-
-        from ..common.errors import SpecsightWarning
         what = (f"{len(left)} source(s) still marked {REPLACE_MARK} (e.g. {left[0]}: its number is still the "
                 f"base GPU's)" if left else "") + (" and " if left and prof.description.startswith(EDIT_MARK) else "") \
             + (f"its description still marked {EDIT_MARK}" if prof.description.startswith(EDIT_MARK) else "")

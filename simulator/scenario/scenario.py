@@ -29,6 +29,7 @@ from typing import Any
 from ..common.errors import SpecsightInputError, closest_names, require_int
 from ..common.input_files import parse_yaml, read_yaml
 from ..common.keys import reject_unknown
+from ..common.paths import SCENARIOS_DIR
 from ..common.schema import check, check_shape
 from ..serving.slo import SLOSpec
 from ..speculation.acceptance import tree_acceptance
@@ -155,7 +156,6 @@ def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: I
 def scenario_path(name_or_path: str | Path) -> str | Path:
     """A shipped scenario by name (scenarios/<name>.yaml, as models and GPUs go by name), else the
     path as given (an unknown name without a YAML suffix gets "did you mean")."""
-    from ..common.paths import SCENARIOS_DIR
     text = str(name_or_path)
     if text.endswith((".yaml", ".yml")) or "/" in text or not text:
         return name_or_path
