@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from simulator.input_files import read_json
 from simulator.model_spec import ModelSpec
 
 from .host_work import commit, draw
@@ -256,7 +257,7 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
 
 def write_run(run: dict, out: str | Path) -> Path:
     """Write the run to run_path(out), whole or not at all."""
-    from specsight.studies.atomic_files import out_file, write_text
+    from simulator.output_files import out_file, write_text
 
     from .inputs import run_path
     return write_text(out_file(run_path(out)), json.dumps(run, indent=1))
@@ -266,7 +267,7 @@ def load_run(path: str | Path) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "groundtruth.json"
-    run = json.loads(p.read_text())
-    if run.get("kind") != "specsight-groundtruth":
+    run = read_json(p, "run", "json")
+    if not isinstance(run, dict) or run.get("kind") != "specsight-groundtruth":
         raise ValueError(f"{p}: not a specsight ground-truth run")
     return run

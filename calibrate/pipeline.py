@@ -326,13 +326,17 @@ def validate_run(run: str | Path | Mapping[str, Any], hardware: str | None = Non
     """Predict a ground-truth run (a record, RUN.json or its folder) with a hardware profile (name
     or YAML; default: the datasheet profile of the run's GPU) and compare (calibrate.validate)."""
     from .groundtruth import load_run
+    from .run_record import check_run_record
     from .validate import report_markdown, validate
     where = run if not isinstance(run, Mapping) else "the run record"
     if not isinstance(run, Mapping):
         try:
             run = load_run(run)
+        except SpecsightInputError:
+            raise
         except (OSError, ValueError, AttributeError) as e:      # (json.JSONDecodeError is a ValueError)
             raise SpecsightInputError("run", where, f"a groundtruth RUN.json or folder ({e})") from None
+    run = check_run_record(run)
     try:
         if hardware is None:
             if run["provenance"].get("device") != "cuda":

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 from simulator.hardware import HardwareProfile, load_profile
-from specsight.studies.atomic_files import out_file, write_text
+from simulator.output_files import out_file, write_text
 
 from .least_squares import PARAM_NAMES, RATES, with_params
 

@@ -31,6 +31,7 @@ import numpy as np
 from .acceptance import PerPositionAcceptance
 from .csvio import as_counts, read_csv_columns, resolve_path
 from .errors import SpecsightInputError
+from .spec_math import MAX_K
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -75,11 +76,11 @@ class TraceAcceptance(PerPositionAcceptance):
         cols = read_csv_columns(p, field)
         pos_cols = sorted((int(m.group(1)), c) for c in cols if (m := POS_COLUMN.match(c)))
         if "accepted" in cols:
-            acc = as_counts(cols["accepted"], field, "accepted", lo=0)
+            acc = as_counts(cols["accepted"], field, "accepted", lo=0, hi=MAX_K)
             if len(acc) == 0:
                 raise SpecsightInputError(field, str(p), "has no rows")
             if "k" in cols:
-                ks = as_counts(cols["k"], field, "k", lo=1)
+                ks = as_counts(cols["k"], field, "k", lo=1, hi=MAX_K)
             else:
                 ks = np.full(len(acc), k if k is not None else max(1, int(acc.max())), dtype=np.int64)
             if np.any(acc > ks):

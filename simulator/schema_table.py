@@ -20,6 +20,7 @@ from .policies import KINDS as POLICY_KINDS
 from .rate_schedule import DEFAULT_PERIOD_S
 from .rate_schedule import SHAPES as SCHEDULE_SHAPES
 from .schema import REQUIRED, Bool, Float, Int, ListOf, OneOf, Pair, Section, Str, Variants, markdown
+from .spec_math import MAX_K
 from .workload_presets import PRESETS as WORKLOAD_PRESETS
 
 HARDWARE_KINDS = ("roofline", "fixed")
@@ -30,7 +31,6 @@ ENGINE_KINDS = ("ideal", "vllm", "sglang", "trtllm")   # how a round is priced (
 MAX_REQUESTS = 10 ** 9            # requests in one scenario (a fleet-day); work limits: simulator/work_limits.py
 MAX_USERS = 10 ** 9               # closed-loop concurrency (users are created lazily)
 MAX_TOKENS = MAX_LENGTH_TOKENS     # one request's prompt or output length (the longest context windows)
-MAX_K = 64                        # drafts per round
 MAX_SEQS = 65_536                 # engine.max_num_seqs (each replica holds arrays of this size)
 MAX_BATCHED_TOKENS = 10 ** 8      # tokens per iteration
 MAX_BLOCK_SIZE = 65_536           # tokens per KV block

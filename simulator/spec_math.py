@@ -14,6 +14,8 @@ import numpy as np
 
 from .errors import SpecsightInputError, require_int, require_range
 
+MAX_K = 64                        # drafts per round (the schema's limit: simulator/schema_table.py)
+
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from .csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from .errors import SpecsightInputError, closest_names, require_int, require_range
-from .length_dist import LengthDist
+from .length_dist import MAX_LENGTH_TOKENS, LengthDist
 from .rate_schedule import SCHEDULE_OPTIONS, RateSchedule
 from .workload_presets import preset_lengths
 
@@ -195,8 +195,10 @@ def load_trace(path: object, field: str) -> dict[str, np.ndarray]:
     if np.any(np.diff(t) < 0) or t[0] < 0:
         raise SpecsightInputError(field, str(p), "arrived_at must be >= 0 and nondecreasing")
     return {"arrived_at": t,
-            "num_prefill_tokens": as_counts(cols["num_prefill_tokens"], field, "num_prefill_tokens", lo=1),
-            "num_decode_tokens": as_counts(cols["num_decode_tokens"], field, "num_decode_tokens", lo=1)}
+            "num_prefill_tokens": as_counts(cols["num_prefill_tokens"], field, "num_prefill_tokens", lo=1,
+                                        hi=MAX_LENGTH_TOKENS),
+            "num_decode_tokens": as_counts(cols["num_decode_tokens"], field, "num_decode_tokens", lo=1,
+                                       hi=MAX_LENGTH_TOKENS)}
 
 
 def arrival_times(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -18,9 +18,9 @@ import pytest
 from scenario_files import write_scenario
 
 from simulator.errors import SpecsightInputError
+from simulator.output_files import replacing, write_text
 from specsight.cli import main
 from specsight.studies import executors
-from specsight.studies.atomic_files import replacing, write_text
 from specsight.studies.executors import MAX_WORKERS, check_dask_address, check_workers, open_executor
 from specsight.studies.point_store import PointStore
 from specsight.studies.points import _task, point_key, run_points

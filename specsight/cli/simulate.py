@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulator.errors import SpecsightInputError
+from simulator.output_files import replacing, write_text
 
-from ..studies.atomic_files import replacing, write_text
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, check_out_dir, scenario_overrides
 from .emit import dumps, emit_json
 

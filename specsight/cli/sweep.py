@@ -17,7 +17,8 @@ import argparse
 import sys
 import time
 
-from ..studies.atomic_files import write_csv
+from simulator.output_files import write_csv
+
 from .args import (
     SCENARIO_HARDWARE_HELP,
     add_executor,

@@ -7,8 +7,8 @@ import argparse
 import json
 
 from simulator.errors import SpecsightInputError
+from simulator.output_files import write_text
 
-from ..studies.atomic_files import write_text
 from .args import add_hardware, add_json, check_out_file
 from .emit import emit_json
 

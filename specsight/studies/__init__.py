@@ -14,7 +14,7 @@ the `specsight` command line is a thin layer over them. See docs/api.md.
 
 Underneath: overrides.py (scenarios as mappings, key-path overrides, grids), points.py (points
 run through the resumable store, point_store.py, which concurrent runs share via store_claims.py,
-on executors.py's pools and clusters), atomic_files.py (outputs written whole), breakeven_axes.py
+on executors.py's pools and clusters), simulator/output_files.py (outputs written whole), breakeven_axes.py
 (what an axis value changes), crossings.py (break-even and the verdict), saturation.py (the
 saturated / KV-limited rule), breakeven_capacity.py (capacity within the SLO along an axis;
 breakeven_drafters.py: the drafter axis),

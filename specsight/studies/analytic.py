@@ -16,8 +16,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from simulator.errors import SpecsightInputError, require_int
+from simulator.output_files import out_folder, write_csv
 
-from .atomic_files import out_folder, write_csv
 from .inputs import int_list
 
 BATCH_GRID = np.unique(np.round(np.geomspace(1, 1024, 61)))

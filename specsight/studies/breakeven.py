@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.errors import SpecsightInputError, require_range
 from simulator.policies import ENGINE_RULES
 from simulator.scenario import EngineSpec
+from simulator.spec_math import MAX_K
 
 from .analytic import Analytic
 from .breakeven_axes import (
@@ -201,7 +202,7 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | Sequ
     tol = None if tolerance is None else require_range("--tolerance", tolerance, 0.001, 1.0)
     values = parse_drafters("--values", values, source) if axis == DRAFTER else \
         parse_values("--values", values if values is not None else default_values(axis, source), axis)
-    ks = int_list("k", ks, lo=1)
+    ks = int_list("k", ks, lo=1, hi=MAX_K)
     policies = comma_names("--policies", policies, POLICIES)
     vals2: list[float] = []
     if axis2:

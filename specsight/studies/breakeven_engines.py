@@ -84,7 +84,8 @@ class EngineBreakevenResult:
     def write(self, out_dir: str | Path, plot: bool = True) -> dict[str, str]:
         """breakeven_<axis>_engines.csv (every row), ..._engines_lines.csv (the lines drawn) and,
         with `plot`, breakeven_<axis>_engines.png; returns {kind: path}."""
-        from .atomic_files import write_csv
+        from simulator.output_files import write_csv
+
         from .breakeven_axes import AXIS_LABELS
         from .crossings import METRIC_LABELS
         out = Path(out_dir)

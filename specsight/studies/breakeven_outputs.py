@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic_files import write_csv
+from simulator.output_files import write_csv
+
 from .breakeven_axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
 from .breakeven_capacity import AXIS_LABELS as CAPACITY_AXIS_LABELS
 from .breakeven_drafters import DRAFTER, plot_drafters

@@ -5,7 +5,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .atomic_files import out_folder, write_csv, write_text
+from simulator.output_files import out_folder, write_csv, write_text
+
 from .capacity_plan import no_rate_meets
 
 if TYPE_CHECKING:

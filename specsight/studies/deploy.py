@@ -122,7 +122,7 @@ class Deployment:
     def write(self, out_dir: str | Path) -> dict[str, str]:
         """serve_<engine>.sh and the files each reads (trtllm.yaml, sglang_adaptive.json) under
         out_dir, for the engines that can run the configuration; returns {file name: path}."""
-        from .atomic_files import out_folder, write_text
+        from simulator.output_files import out_folder, write_text
         out = out_folder(out_dir)
         written: dict[str, str] = {}
         for e in self.engines:

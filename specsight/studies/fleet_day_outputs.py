@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .atomic_files import out_folder, write_csv, write_text
+from simulator.output_files import out_folder, write_csv, write_text
+
 from .capacity_plan_outputs import _f, format_markdown, format_table
 
 if TYPE_CHECKING:

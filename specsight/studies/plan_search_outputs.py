@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .atomic_files import out_folder, write_csv, write_text
+from simulator.output_files import out_folder, write_csv, write_text
+
 from .capacity_plan_outputs import _f, serving_section
 from .plan_search import MEETS
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.jsonl import open_append, write_record
+from simulator.output_files import check_target
 
 from .store_claims import unusable_store
 
@@ -39,6 +40,7 @@ class PointStore:
         so `get(key) is not old` tells a record written meanwhile)."""
         if self.path is None:
             return
+        check_target(self.path, "points file")      # a symlink, FIFO or device is refused, never read
         try:
             with self.path.open("rb") as f:
                 size = f.seek(0, 2)
