@@ -1,6 +1,6 @@
 """A ground-truth run record (what `specsight groundtruth` writes) checked before `validate` costs
 it: every key it reads, its type and range, so a damaged or hand-edited RUN.json is one
-SpecsightInputError naming the key path (run.runs[2].rounds[5].wall_s), the value and what is
+SpecsightInputError naming the file and key path (RUN.json: runs[2].rounds[5].wall_s), the value and what is
 allowed, never an AssertionError, a ZeroDivisionError or a table of NaN.
 
     runs[i].batch       an integer in [1, MAX_SEQS]          (sequences decoded together)
@@ -43,38 +43,39 @@ def _ints(field: str, v: Any, n: int, lo: int, hi: int) -> None:
         _int(f"{field}[{i}]", x, lo, hi)
 
 
-def _model(run: Mapping[str, Any], key: str) -> None:
+def _model(run: Mapping[str, Any], key: str, where: str) -> None:
     part = run.get(key)
     if not isinstance(part, Mapping) or not isinstance(part.get("name"), str) or \
             not isinstance(part.get("config"), Mapping):
-        raise SpecsightInputError(f"run.{key}", None if part is None else type(part).__name__,
+        raise SpecsightInputError(f"{where}: {key}", None if part is None else type(part).__name__,
                                   "a mapping with the model's name and config, as `specsight groundtruth` writes")
 
 
-def check_run_record(run: Any) -> Mapping[str, Any]:
-    """`run` itself when it holds everything validate reads, in range; else one error naming the key."""
+def check_run_record(run: Any, where: str = "run") -> Mapping[str, Any]:
+    """`run` itself when it holds everything validate reads, in range; else one error naming the
+    file (`where`) and the key."""
     if not isinstance(run, Mapping):
-        raise SpecsightInputError("run", type(run).__name__, "a JSON object, as `specsight groundtruth` writes")
+        raise SpecsightInputError(where, type(run).__name__, "a JSON object, as `specsight groundtruth` writes")
     prov = run.get("provenance")
     if not isinstance(prov, Mapping) or not isinstance(prov.get("dtype"), str):
-        raise SpecsightInputError("run.provenance.dtype", None, "a string (the dtype the run was measured in)")
-    _model(run, "target")
+        raise SpecsightInputError(f"{where}: provenance.dtype", None, "a string (the dtype the run was measured in)")
+    _model(run, "target", where)
     runs = run.get("runs")
     if not isinstance(runs, list) or not runs:
-        raise SpecsightInputError("run.runs", None if runs is None else type(runs).__name__,
+        raise SpecsightInputError(f"{where}: runs", None if runs is None else type(runs).__name__,
                                   "a non-empty list of (batch, K) runs")
     for i, rec in enumerate(runs):
-        where = f"run.runs[{i}]"
+        at_run = f"{where}: runs[{i}]"
         if not isinstance(rec, Mapping):
-            raise SpecsightInputError(where, type(rec).__name__, "a mapping with batch, k and rounds")
-        batch = _int(f"{where}.batch", rec.get("batch"), 1, MAX_SEQS)
-        k = _int(f"{where}.k", rec.get("k"), 0, MAX_K)
+            raise SpecsightInputError(at_run, type(rec).__name__, "a mapping with batch, k and rounds")
+        batch = _int(f"{at_run}.batch", rec.get("batch"), 1, MAX_SEQS)
+        k = _int(f"{at_run}.k", rec.get("k"), 0, MAX_K)
         rounds = rec.get("rounds")
         if not isinstance(rounds, list) or not 1 <= len(rounds) <= MAX_ROUNDS:
-            raise SpecsightInputError(f"{where}.rounds", None if rounds is None else type(rounds).__name__,
+            raise SpecsightInputError(f"{at_run}.rounds", None if rounds is None else type(rounds).__name__,
                                       f"a list of 1 to {MAX_ROUNDS:,} rounds")
         for j, r in enumerate(rounds):
-            at = f"{where}.rounds[{j}]"
+            at = f"{at_run}.rounds[{j}]"
             if not isinstance(r, Mapping):
                 raise SpecsightInputError(at, type(r).__name__, "a mapping (one recorded round)")
             _seconds(f"{at}.wall_s", r.get("wall_s"), lo_open=True)
@@ -84,5 +85,5 @@ def check_run_record(run: Any) -> Mapping[str, Any]:
             if not isinstance(r.get("warmup", False), bool):
                 raise SpecsightInputError(f"{at}.warmup", r.get("warmup"), "true or false")
     if any(rec["k"] > 0 for rec in runs):
-        _model(run, "draft")
+        _model(run, "draft", where)
     return run

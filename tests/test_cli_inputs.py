@@ -119,5 +119,5 @@ def test_numbers_beyond_their_bound_are_one_line(argv, flag, files, tmp_path, ca
 def test_validate_a_malformed_run_record_is_one_line(text, tmp_path, capsys):
     """A RUN.json with the right kind but not what groundtruth writes: one line naming the run."""
     (tmp_path / "run.json").write_text(text)
-    _one_error(capsys, ["validate", str(tmp_path / "run.json"), "--hardware", "h100-sxm"], "run=")
+    _one_error(capsys, ["validate", str(tmp_path / "run.json"), "--hardware", "h100-sxm"], str(tmp_path / "run.json"))
     _one_error(capsys, ["validate", str(tmp_path / "run.json")])
