@@ -42,6 +42,8 @@ from simulator.spec_math import expected_tokens_per_round
 # (Monte Carlo, 2000 draws), and alpha(rho = 1) = 1: most published alphas are reachable.
 DEFAULT_SHARPNESS = 3.0
 ALPHA_SAMPLES = 50_000  # Monte Carlo (p, q) draws behind expected_alpha: standard error ~1e-3
+OVERLAP_SAMPLES = 20_000   # draws per bisection step of overlap_for_alpha
+BISECTION_STEPS = 40       # its halvings at most (rho to 1e-12; it stops once alpha is within tol)
 _CHUNK_ELEMENTS = 1 << 22  # float32 values per chunk of draws (16 MiB), bounds memory
 
 
@@ -171,7 +173,7 @@ class KernelAcceptanceSource:
 
 
 def overlap_for_alpha(alpha: float, vocab_size: int, sharpness: float = DEFAULT_SHARPNESS,
-                      seed: int = 0, num_samples: int = 20_000, tol: float = 1e-4) -> float:
+                      seed: int = 0, num_samples: int = OVERLAP_SAMPLES, tol: float = 1e-4) -> float:
     """The overlap rho whose Monte Carlo alpha (num_samples draws, common random numbers)
     equals `alpha` within tol, by bisection on [0, 1].
 
@@ -193,7 +195,7 @@ def overlap_for_alpha(alpha: float, vocab_size: int, sharpness: float = DEFAULT_
                          f"target (overlap 0) at sharpness {sharpness} and V = {vocab_size}; "
                          f"raise the sharpness")
     # NOTE: 40 halvings pin rho to 1e-12; the loop stops earlier once alpha is within tol.
-    for _ in range(40):
+    for _ in range(BISECTION_STEPS):
         mid = 0.5 * (low + high)
         value = alpha_at(mid)
         if abs(value - alpha) <= tol:

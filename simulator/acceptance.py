@@ -260,6 +260,13 @@ class KernelAcceptance(AcceptanceModel):
                                                                 self.k_max, self.seed, s)
         return self._source
 
+    def setup_elements(self) -> float:
+        """Probabilities drawn before the first round (2 x vocab_size per (p, q) pair): the Monte
+        Carlo alpha, and for a target alpha the bisection for its overlap (at most, every step)."""
+        from calibrate.acceptance_source import ALPHA_SAMPLES, BISECTION_STEPS, OVERLAP_SAMPLES
+        pairs = ALPHA_SAMPLES + (0 if self.overlap is not None else (BISECTION_STEPS + 1) * OVERLAP_SAMPLES)
+        return 2.0 * pairs * self.vocab_size
+
     def alphas(self, k: int) -> np.ndarray:
         return np.full(k, self.source.expected_alpha())
 

@@ -33,7 +33,7 @@ from .input_files import parse_yaml, read_yaml
 from .keys import reject_unknown
 from .schema import check, check_shape
 from .schema_table import ENGINE_KINDS, HARDWARE_KINDS, ROUTERS, SCENARIO, TOP_KEYS
-from .work_limits import check_work_limits
+from .work_limits import check_kernel_setup, check_work_limits
 from .workload import ARRIVAL_KEYS, WorkloadSpec
 
 
@@ -270,6 +270,7 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
             raise SpecsightInputError("acceptance", None, "required with a drafter, e.g. {model: iid, alpha: 0.7}")
         acc_raw = {"model": "iid", "alpha": 0.0}
     acceptance = AcceptanceSpec.from_mapping(acc_raw, where="acceptance", k_max=max(k_max, 1))
+    check_kernel_setup(acceptance, raw)             # its Monte Carlo set-up runs on the next line
 
     pol_raw = raw.get("policy")
     if pol_raw is None:

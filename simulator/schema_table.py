@@ -283,7 +283,7 @@ LIMITS = Section(doc="work limits checked before a run (simulator/work_limits.py
     "max_kernel_elements": Int(doc="kernel acceptance: output tokens x (K + 1) x vocab_size probabilities drawn",
                                lo=1, hi=10 ** 18, default=10 ** 10),
     "max_study_tokens": Int(doc="a study (breakeven, plan, sweep): the points' max_tokens work summed", unit="tokens",
-                            lo=1, hi=10 ** 18, default=2 * 10 ** 10),
+                            lo=1, hi=10 ** 18, default=10 ** 11),
 })
 
 PRICING = Section(doc="what a GPU-hour costs, for `specsight plan` (simulation ignores it)", nullable=True, keys={

@@ -10,7 +10,7 @@ it runs, with the limit it exceeds and how to raise it.
       max_replicas: 10000         # hardware.replicas: about 100 kB each (2,000 replicas: 186 MB peak)
       max_kernel_elements: 1e10   # kernel acceptance: output tokens x (K + 1) x vocab_size probabilities
                                   # (measured 3-4e6 per second on a loaded 2-core machine: benchmarks/cli_campaign.py)
-      max_study_tokens: 2e10      # a study's points: the sum of their tokens (specsight/studies/points.py)
+      max_study_tokens: 1e11      # a study's points: the sum of their tokens (specsight/studies/points.py)
 Memory is checked too: requests x 5 kB against the memory this machine has free (MemAvailable),
 so a limit raised past the machine is one line, not numpy's allocation error. Work estimated
 to take more than about a minute is announced on stderr (`specsight: note: ...`) before it starts.
@@ -46,7 +46,8 @@ def mean_tokens(dist: Any, trace_column: np.ndarray | None) -> float:
 
 
 BYTES_PER_REQUEST = 5_000         # simulator memory per request (benchmarks/results/simulator_cpu.md)
-TOKENS_PER_S = 10 ** 6            # simulated tokens per CPU-second, the middle of 10^5-10^7
+TOKENS_PER_S = 10 ** 7            # simulated tokens per CPU-second (the top of 10^5-10^7: a breakeven over batch
+                                  # sizes 1..1024 ran 1.8e10 tokens at about 3e7 a second on this 2-core machine)
 KERNEL_ELEMENTS_PER_S = 4 * 10 ** 6   # kernel acceptance probabilities per second (measured, see above)
 ANNOUNCE_S = 60.0                 # work estimated longer than this is announced before it starts
 
@@ -106,6 +107,22 @@ def check_work_limits(sc: Any) -> None:
     if slots > lim:
         raise _refuse("engine.max_num_seqs", sc.engine.max_num_seqs,
                       f"hardware.replicas x max_num_seqs = {slots:,} batch slots", "max_batch_slots", lim)
+
+
+def check_kernel_setup(acceptance: Any, source: Any) -> None:
+    """Kernel acceptance's set-up draws (KernelAcceptance.setup_elements) against
+    limits.max_kernel_elements, before they are drawn; announced past about a minute."""
+    acc = getattr(acceptance, "base", acceptance)
+    if getattr(acc, "name", None) != "kernel":
+        return
+    elements = acc.setup_elements()
+    what = f"the set-up's Monte Carlo draws of vocab_size {acc.vocab_size:,}: {elements:.3g} probabilities"
+    lim = limit(source, "max_kernel_elements")
+    if elements > lim:
+        raise _refuse("acceptance.vocab_size", acc.vocab_size, what, "max_kernel_elements", lim)
+    if elements / KERNEL_ELEMENTS_PER_S > ANNOUNCE_S:
+        announce(f"kernel acceptance: {what}; about {minutes(elements / KERNEL_ELEMENTS_PER_S)} at "
+                 f"{KERNEL_ELEMENTS_PER_S:.0e} a second")
 
 
 def check_kernel_work(sc: Any, output_tokens: float) -> None:
