@@ -142,6 +142,9 @@ def _make_folder(folder: Path, flag: str, given: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
+        probe = folder / f".specsight-probe-{os.getpid()}-{secrets.token_hex(4)}"    # what access() cannot tell
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))       # (/proc as root, a read-only
+        os.unlink(probe)                                                             # mount): a file can be made
     except OSError as e:
         what = "a folder" if folder == given else f"a file in a folder ({folder})"
         raise SpecsightInputError(flag, str(given), f"{what} this run can create and write "

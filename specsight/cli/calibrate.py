@@ -12,6 +12,7 @@ torch is imported or a pass is timed.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from calibrate.grids import GRIDS
@@ -101,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
     check_out_file(args.out)                 # before any timing: a bad path costs one line, not the run
     if args.from_bench:
         return run_from_bench(args)
-    if args.points:
-        check_out_file(args.points, "--points")
+    out = Path(args.out)
+    check_out_file(args.points or out.with_name(out.stem + ".points.jsonl"), "--points" if args.points else "--out")
     if args.from_vidur:
         return _calibrate_vidur(args)
     from calibrate.inputs import check_calibration
