@@ -112,7 +112,7 @@ def out_folder(path: str | Path, flag: str = "--out") -> Path:
 def out_file(path: str | Path, flag: str = "--out") -> Path:
     """Check that the file `path` can be written (its folder is created now, the file itself is
     not): a folder at `path` or anything in the way of its folder is one SpecsightInputError."""
-    path = Path(path)
+    path = encodable(path, flag)
     if not path.name or len(path.name.encode()) > 255:
         raise SpecsightInputError(flag, str(path), "a file name of 1 to 255 bytes")
     _make_folder(path.parent, flag, path)

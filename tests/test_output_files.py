@@ -90,6 +90,8 @@ def test_distinct_grid_points_get_distinct_folders(tmp_path, scenario, capsys):
 def test_a_non_utf8_out_is_refused_before_any_work(tmp_path, scenario, capsys):
     bad = os.fsdecode(str(tmp_path).encode() + b"/o\xff")
     _one_error(capsys, ["simulate", str(scenario), "--out", bad], "--out=", "UTF-8")
+    _one_error(capsys, ["validate", str(ROOT / "tests/data/calibration_cpu/groundtruth_AH.json"), "--out",
+                        os.fsdecode(b"\xff")], "--out=", "UTF-8")         # a file name (campaign seed 20261202)
     assert not any(tmp_path.glob("o*"))
 
 
