@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED
 
@@ -15,21 +16,12 @@ from simulator.cost_model import CostModel, PassShape
 from simulator.errors import SpecsightInputError
 from simulator.hardware import MIN_LINK_GB_S, MIN_MEMORY_TB_S, load_profile
 from simulator.model_spec import load_model
-from specsight.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = (ROOT / "hardware_profiles/h100-sxm.yaml").read_text()
 SMALL = {**FIXED, "workload": {**FIXED["workload"], "num_requests": 2, "output_len": 4}}
 
 
-def _one_error(capsys, argv, *words):
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("specsight: error:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize("old, new, field", [
@@ -40,7 +32,7 @@ def _one_error(capsys, argv, *words):
 def test_a_tiny_bandwidth_is_refused_with_its_range(old, new, field, tmp_path, capsys):
     assert old in H100
     (tmp_path / "p.yaml").write_text(H100.replace(old, new))
-    line = _one_error(capsys, ["cost", "--model", "llama-3.1-8b", "--hardware", str(tmp_path / "p.yaml"), "--tp", "2",
+    line = one_error(capsys, ["cost", "--model", "llama-3.1-8b", "--hardware", str(tmp_path / "p.yaml"), "--tp", "2",
                                "--batch", "1", "--new-tokens", "1", "--context", "8"], field)
     assert "[" in line and ("0.0001" in line or f"{MIN_LINK_GB_S:g}" in line), line
 
@@ -68,7 +60,7 @@ def test_a_served_model_needs_a_layer(tmp_path, capsys):
     cfg = json.loads((ROOT / "models/llama-3.1-8b.json").read_text())
     cfg["num_hidden_layers"] = 0
     (tmp_path / "zero.json").write_text(json.dumps(cfg))
-    _one_error(capsys, ["cost", "--model", str(tmp_path / "zero.json"), "--hardware", "h100-sxm", "--batch", "1",
+    one_error(capsys, ["cost", "--model", str(tmp_path / "zero.json"), "--hardware", "h100-sxm", "--batch", "1",
                         "--new-tokens", "1", "--context", "8"], "num_hidden_layers=0", ">= 1")
 
 
@@ -82,18 +74,18 @@ def test_a_served_model_needs_a_layer(tmp_path, capsys):
 def test_trace_cells_beyond_their_range_name_the_row(csv, setting, words, tmp_path, capsys):
     (tmp_path / "t.csv").write_text(csv)
     sc = write_scenario(tmp_path / "sc.yaml", SMALL, "Are trace values bounded? (test scenario)")
-    _one_error(capsys, ["simulate", str(sc), "--set", setting.replace("CSV", str(tmp_path / "t.csv"))], *words)
+    one_error(capsys, ["simulate", str(sc), "--set", setting.replace("CSV", str(tmp_path / "t.csv"))], *words)
 
 
 @pytest.mark.parametrize("k", ["1e308", "99999999999999999999", "65"])
 def test_breakeven_k_beyond_64_is_one_line(k, tmp_path, capsys):
     sc = write_scenario(tmp_path / "sc.yaml", SMALL, "Is --k bounded? (test scenario)")
-    _one_error(capsys, ["breakeven", str(sc), "--k", k, "--no-plot", "--out", str(tmp_path / "o")], "k=", "[1, 64]")
+    one_error(capsys, ["breakeven", str(sc), "--k", k, "--no-plot", "--out", str(tmp_path / "o")], "k=", "[1, 64]")
 
 
 def test_grid_alias_cycle_is_one_line_and_5e_05_is_a_number(tmp_path, capsys):
     sc = write_scenario(tmp_path / "sc.yaml", SMALL, "Are grid values parsed safely? (test scenario)")
-    _one_error(capsys, ["breakeven", str(sc), "--grid", "seed=&a [*a]", "--no-plot", "--out", str(tmp_path / "o")],
+    one_error(capsys, ["breakeven", str(sc), "--grid", "seed=&a [*a]", "--no-plot", "--out", str(tmp_path / "o")],
                "contains itself")
     from simulator.scenario import checked_source
     assert checked_source(str(sc), ["slo.tpot_ms_p99=5e1"])["slo"]["tpot_ms_p99"] == 50.0   # YAML 1.1: text

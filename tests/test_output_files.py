@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED
 
@@ -29,13 +30,6 @@ def scenario(tmp_path):
     return write_scenario(tmp_path / "sc.yaml", SMALL, "Are outputs written safely? (test scenario)")
 
 
-def _one_error(capsys, argv, *words):
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("specsight: error:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 def test_devices_fifos_and_symlinks_are_refused_as_targets(tmp_path):
@@ -57,7 +51,7 @@ def test_devices_fifos_and_symlinks_are_refused_as_targets(tmp_path):
 
 def test_validate_out_dev_null_leaves_the_device(capsys):
     run = ROOT / "tests/data/calibration_cpu/groundtruth_AH.json"
-    _one_error(capsys, ["validate", str(run), "--hardware", str(ROOT / "tests/data/calibration_cpu/cpuAH.yaml"),
+    one_error(capsys, ["validate", str(run), "--hardware", str(ROOT / "tests/data/calibration_cpu/cpuAH.yaml"),
                         "--out", "/dev/null"], "--out=", "character device")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
@@ -72,7 +66,7 @@ def test_a_points_symlink_is_never_followed(tmp_path, scenario, capsys):
         open_append(out / "points.jsonl")
     with pytest.raises(SpecsightInputError, match="symlink"):
         list(read_records(out / "points.jsonl"))
-    _one_error(capsys, ["breakeven", str(scenario), "--axis", "batch", "--values", "1", "--k", "1", "--no-plot",
+    one_error(capsys, ["breakeven", str(scenario), "--axis", "batch", "--values", "1", "--k", "1", "--no-plot",
                         "--workers", "1", "--no-progress", "--out", str(out)], "symlink")
     assert victim.read_text() == '{"a": 1}\n{"torn'
 
@@ -89,8 +83,8 @@ def test_distinct_grid_points_get_distinct_folders(tmp_path, scenario, capsys):
 
 def test_a_non_utf8_out_is_refused_before_any_work(tmp_path, scenario, capsys):
     bad = os.fsdecode(str(tmp_path).encode() + b"/o\xff")
-    _one_error(capsys, ["simulate", str(scenario), "--out", bad], "--out=", "UTF-8")
-    _one_error(capsys, ["validate", str(ROOT / "tests/data/calibration_cpu/groundtruth_AH.json"), "--out",
+    one_error(capsys, ["simulate", str(scenario), "--out", bad], "--out=", "UTF-8")
+    one_error(capsys, ["validate", str(ROOT / "tests/data/calibration_cpu/groundtruth_AH.json"), "--out",
                         os.fsdecode(b"\xff")], "--out=", "UTF-8")         # a file name (campaign seed 20261202)
     assert not any(tmp_path.glob("o*"))
 
@@ -98,7 +92,7 @@ def test_a_non_utf8_out_is_refused_before_any_work(tmp_path, scenario, capsys):
 def test_calibrate_out_in_proc_is_one_line(capsys, monkeypatch):
     import calibrate.pipeline
     monkeypatch.setattr(calibrate.pipeline, "prepare_machine", lambda *a, **k: pytest.fail("work started"))
-    _one_error(capsys, ["calibrate", "--device", "cpu", "--out", "/proc/x.yaml"], "/proc/x")
+    one_error(capsys, ["calibrate", "--device", "cpu", "--out", "/proc/x.yaml"], "/proc/x")
 
 
 def _cli(args, **env):

@@ -10,27 +10,19 @@ import math
 from pathlib import Path
 
 import pytest
+from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED
 
 from calibrate.run_record import check_run_record
 from simulator.errors import SpecsightInputError
 from simulator.work_limits import ANNOUNCE_S, TOKENS_PER_S, check_study_work
-from specsight.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {**FIXED, "workload": {**FIXED["workload"], "num_requests": 2, "output_len": 4}}
 RUN = json.loads((ROOT / "tests/data/calibration_cpu/groundtruth_AH.json").read_text())
 
 
-def _one_error(capsys, argv, *words):
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("specsight: error:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -41,15 +33,15 @@ def sc(tmp_path):
 def test_kernel_acceptance_set_up_past_its_limit_is_refused_before_drawing(sc, capsys, monkeypatch):
     import calibrate.acceptance_source as src
     monkeypatch.setattr(src, "_alpha_draws", lambda *a, **k: pytest.fail("drew before the check"))
-    _one_error(capsys, ["simulate", str(sc), "--set", "acceptance={model: kernel, vocab_size: 262144, alpha: 0.7}"],
+    one_error(capsys, ["simulate", str(sc), "--set", "acceptance={model: kernel, vocab_size: 262144, alpha: 0.7}"],
                "acceptance.vocab_size=262144", "limits.max_kernel_elements", "--set limits.max_kernel_elements=N")
 
 
 def test_a_study_past_its_tokens_is_refused_and_a_long_one_announced(sc, tmp_path, capsys):
-    _one_error(capsys, ["breakeven", str(ROOT / "scenarios/llama8b-h100-eagle3-chat.yaml"), "--requests-per-user",
+    one_error(capsys, ["breakeven", str(ROOT / "scenarios/llama8b-h100-eagle3-chat.yaml"), "--requests-per-user",
                         "1000000", "--no-plot", "--workers", "1", "--no-progress", "--out", str(tmp_path / "o")],
                "limits.max_study_tokens = 100,000,000,000", "--set limits.max_study_tokens=N")
-    _one_error(capsys, ["breakeven", str(sc), "--set", "limits.max_study_tokens=100", "--no-plot", "--workers", "1",
+    one_error(capsys, ["breakeven", str(sc), "--set", "limits.max_study_tokens=100", "--no-plot", "--workers", "1",
                         "--no-progress", "--out", str(tmp_path / "o2")], "limits.max_study_tokens = 100")
     seconds = check_study_work({}, [TOKENS_PER_S * 2 * ANNOUNCE_S], slots=1)
     assert seconds == pytest.approx(2 * ANNOUNCE_S)
@@ -61,7 +53,7 @@ def test_a_study_past_its_tokens_is_refused_and_a_long_one_announced(sc, tmp_pat
 
 
 def test_requests_past_the_free_memory_are_refused_with_the_estimate(sc, capsys):
-    _one_error(capsys, ["simulate", str(sc), "--set", "workload.num_requests=1000000000", "--set",
+    one_error(capsys, ["simulate", str(sc), "--set", "workload.num_requests=1000000000", "--set",
                         "limits={max_requests: 1000000000, max_tokens: 1000000000000000}"],
                "needs about 5e+03 GB", "GB free")
 
@@ -71,9 +63,9 @@ def test_groundtruth_and_calibrate_past_free_memory_are_refused_before_torch_bui
     import calibrate.microbench
     monkeypatch.setattr(calibrate.groundtruth, "run_groundtruth", lambda *a, **k: pytest.fail("work started"))
     monkeypatch.setattr(calibrate.microbench, "BenchConfig", lambda *a, **k: pytest.fail("work started"))
-    _one_error(capsys, ["groundtruth", "--device", "cpu", "--batch", "65536", "--k", "64", "--out",
+    one_error(capsys, ["groundtruth", "--device", "cpu", "--batch", "65536", "--k", "64", "--out",
                         str(tmp_path / "gt.json")], "needs about", "lower --batch")
-    _one_error(capsys, ["calibrate", "--device", "cpu", "--scale", "1", "--model", "llama-3.1-405b", "--out",
+    one_error(capsys, ["calibrate", "--device", "cpu", "--scale", "1", "--model", "llama-3.1-405b", "--out",
                         str(tmp_path / "p.yaml")], "needs about", "raise --scale")
 
 
@@ -102,7 +94,7 @@ def test_validate_refuses_a_nonsense_run_record_naming_the_key(edit, words, tmp_
     assert any(r["k"] > 0 for r in run["runs"])          # the draft section is needed
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run))
-    _one_error(capsys, ["validate", str(path), "--hardware", str(ROOT / "tests/data/calibration_cpu/cpuAH.yaml")],
+    one_error(capsys, ["validate", str(path), "--hardware", str(ROOT / "tests/data/calibration_cpu/cpuAH.yaml")],
                str(path), words)
     assert check_run_record(RUN) is RUN
 
