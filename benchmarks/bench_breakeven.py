@@ -1,6 +1,6 @@
 """Break-even sweep speed (not a test; issue 6, item 5). Prints wall times and rates, asserts nothing.
 
-    (a) analytic: the batch-aware analytic speedup (simulator/analytic.py) of Llama-3.1-8B with a
+    (a) analytic: the batch-aware analytic speedup (simulator/speculation/analytic.py) of Llama-3.1-8B with a
         Llama-3.2-1B draft (K = 3, alpha 0.75) on one H100 over a 100 x 100 grid of batch
         (1..1024, geometric) x context (128..131072 tokens, geometric) = 10^4 points, evaluated
         as numpy arrays, then the break-even batch of each context by interpolating where the
@@ -44,11 +44,11 @@ def loadavg() -> str:
 def bench_analytic(repeats: int = 5) -> None:
     import numpy as np
 
-    from simulator.analytic import breakeven_batch, speedup
-    from simulator.cost_model import CostModel
-    from simulator.drafters import Drafter, DrafterSpec
-    from simulator.hardware import load_profile
-    from simulator.model_spec import load_model
+    from simulator.costs.cost_model import CostModel
+    from simulator.hardware.hardware import load_profile
+    from simulator.models.model_spec import load_model
+    from simulator.speculation.analytic import breakeven_batch, speedup
+    from simulator.speculation.drafters import Drafter, DrafterSpec
 
     t0 = time.perf_counter()
     target = load_model("llama-3.1-8b")
@@ -86,7 +86,7 @@ def bench_analytic(repeats: int = 5) -> None:
 def bench_simulated(workers: int, requests: int, points: int) -> None:
     import numpy as np
 
-    from specsight.studies.breakeven import breakeven
+    from specsight.studies.breakeven.study import breakeven
 
     values = [float(f"{q:.4g}") for q in np.geomspace(1.0, 40.0, points)]
     t0 = time.perf_counter()

@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from simulator.cost_model import CostModel, PassShape
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
+from simulator.costs.cost_model import CostModel, PassShape
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
 
 
 def median_rate(fn, n: int, repeats: int = 5) -> float:

@@ -4,7 +4,7 @@ Runs workload (a) of bench_simulator.py with speculation on (10,000 requests, EA
 times each iteration's replica work (`_complete` of one iteration, then `_schedule` of the next)
 with time.perf_counter (which adds about 1 us to each), split into:
 
-    compiled        uneventful decode rounds run by simulator/decode_kernel.py (numba), the
+    compiled        uneventful decode rounds run by simulator/serving/decode_kernel.py (numba), the
                     Python wrapper's work included
     quiet           run inline in Python (no SimPy event), no prefill chunk, nobody near its output length
     per-request     run inline, but with prefill chunks, requests waiting, or an exact check of
@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main() -> None:
     import bench_simulator as bs
 
-    import simulator.engine as engine_mod
-    import simulator.replica as replica_mod
+    import simulator.serving.engine as engine_mod
+    import simulator.serving.replica as replica_mod
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
 
     R, pc = replica_mod.Replica, time.perf_counter
     acc: dict[str, list[float]] = {"compiled": [0, 0.0], "quiet": [0, 0.0], "per-request": [0, 0.0]}

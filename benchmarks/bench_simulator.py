@@ -114,8 +114,8 @@ def replica_share(sc: dict, fleet: int, tmpdir: Path) -> dict:
     import numpy as np
 
     from simulator.run import SEED_WORKLOAD
-    from simulator.scenario import load_scenario
-    from simulator.workload import generate_requests
+    from simulator.scenario.scenario import load_scenario
+    from simulator.workload.workload import generate_requests
     whole = json.loads(json.dumps(sc))
     whole["hardware"]["replicas"] = fleet
     whole["workload"]["arrival"]["qps"] *= fleet
@@ -137,10 +137,10 @@ def run_case(name: str, profile: bool, with_stamps: bool, num_requests: int | No
     import numpy as np
     import pandas  # noqa: F401  (imported by simulate() for its DataFrames; counted here)
 
-    import simulator.engine as engine_mod
-    import simulator.replica as replica_mod
+    import simulator.serving.engine as engine_mod
+    import simulator.serving.replica as replica_mod
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     t_import = time.perf_counter() - t0
 
     # --stamps: a perf_counter stamp when each iteration completes (~0.3 us each, so off by

@@ -28,7 +28,7 @@ CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 sc = load_scenario(sys.argv[2], json.loads(sys.argv[3]))
 ts = []
 for _ in range(3):          # the first run in a process also warms caches: the fastest of three

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from calibrate.sampling import verify_chain
-from simulator.spec_math import expected_tokens_per_round
+from simulator.speculation.spec_math import expected_tokens_per_round
 
 # inverse temperature s; at s = 3, alpha(rho = 0) is about 0.08 at V = 64 and 0.035 at V = 32000
 # (Monte Carlo, 2000 draws), and alpha(rho = 1) = 1: most published alphas are reachable.

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecsightInputError
-from simulator.input_files import parse_json, read_json_lines, read_text
+from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import parse_json, read_json_lines, read_text
 
 ACCEPT_KEY = {"vllm": "spec_decode_acceptance_length", "sglang": "accept_length"}
 FORMAT = {"vllm": "a `vllm bench serve --save-result` JSON object",

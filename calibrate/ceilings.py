@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from simulator.model_spec import ModelSpec
+from simulator.models.model_spec import ModelSpec
 
 from .layers import DecoderModel, PassRunner
 from .microbench import pass_call
@@ -21,7 +21,7 @@ from .timing import time_fn
 
 def weight_bytes(spec: ModelSpec, layers: int, dtype: str) -> int:
     """Bytes of weights a pass streams (`layers` layers + LM head): the CPU bandwidth probe's buffer."""
-    from simulator.hardware import DTYPE_BYTES
+    from simulator.hardware.hardware import DTYPE_BYTES
     s = dataclasses.replace(spec, num_layers=layers)
     return int((s.layer_params_dense_part + s.lm_head_params) * DTYPE_BYTES[dtype])
 
@@ -73,10 +73,10 @@ def measure_dispatch(spec: ModelSpec, layers: int, device: str, dtype: str, warm
     """Fixed time of a forward pass when its bytes and FLOPs are negligible: `spec`'s structure
     with every width shrunk to one 64-wide head (d = 64, MLP 64, vocabulary 256), one sequence,
     one token, 16 cached, `layers` layers; the fastest of `repeats`. Divided by the cost model's
-    kernel count (simulator.cost_model: KERNELS_PER_LAYER per layer + KERNELS_FIXED) it is the
+    kernel count (simulator.costs.cost_model: KERNELS_PER_LAYER per layer + KERNELS_FIXED) it is the
     per-kernel launch time: on a CPU the eager dispatch of every op, which the fit cannot tell
     apart from the memory time (both are flat in tokens and grow with layers)."""
-    from simulator.cost_model import KERNELS_FIXED, KERNELS_PER_LAYER
+    from simulator.costs.cost_model import KERNELS_FIXED, KERNELS_PER_LAYER
     tiny = dataclasses.replace(spec, name=f"{spec.name}/dispatch", hidden_size=64, num_heads=1, num_kv_heads=1,
                                head_dim=64, intermediate_size=64, vocab_size=256, attention_bias=False)
     model = DecoderModel(tiny, layers, dtype=dtype, device=device)

@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from simulator.common.errors import SpecsightInputError, SpecsightWarning
 from simulator.engines import engine_for
 from simulator.engines.host import MS, PROFILE_CONSTANTS_MS, check_profile_engine
-from simulator.errors import SpecsightInputError, SpecsightWarning
 from simulator.run import simulate
-from simulator.scenario import Scenario, load_scenario
+from simulator.scenario.scenario import Scenario, load_scenario
 
 from .bench_files import BenchRun
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.hardware import HardwareProfile
+from simulator.hardware.hardware import HardwareProfile
 
 from .least_squares import ATTN, GEMV, TIED, ape, ape_summary, fit_log_time, holdout_groups, params_of, with_params
 
@@ -44,7 +44,7 @@ class PassPredictor:
             self.groups.append((dataclasses.replace(specs[role], num_layers=int(layers)), idx, shape))
 
     def __call__(self, params: Mapping[str, float]) -> np.ndarray:
-        from simulator.cost_model import CostModel
+        from simulator.costs.cost_model import CostModel
         hw2 = with_params(self.hw, params)
         out = np.empty(self.n)
         for spec, idx, shape in self.groups:

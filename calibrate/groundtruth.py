@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from simulator.input_files import read_json
-from simulator.model_spec import ModelSpec
+from simulator.common.input_files import read_json
+from simulator.models.model_spec import ModelSpec
 
 from .host_work import commit, draw
 from .layers import DecoderModel, PassRunner, spec_to_config, synchronize
@@ -257,7 +257,7 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
 
 def write_run(run: dict, out: str | Path) -> Path:
     """Write the run to run_path(out), whole or not at all."""
-    from simulator.output_files import out_file, write_text
+    from simulator.common.output_files import out_file, write_text
 
     from .inputs import run_path
     return write_text(out_file(run_path(out)), json.dumps(run, indent=1))

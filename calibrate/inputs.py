@@ -1,7 +1,7 @@
 """The calibration jobs' numeric inputs, each checked against a bound before torch is imported or
 a pass is timed: one SpecsightInputError line naming the flag, the value and the range.
 
-The bounds are the scenario schema's where one applies (simulator/schema_table.py: MAX_LAYERS,
+The bounds are the scenario schema's where one applies (simulator/scenario/schema_table.py: MAX_LAYERS,
 MAX_SEQS, MAX_K, MAX_TOKENS, MAX_SEED); the rest are stated here.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.errors import SpecsightInputError, require_int, require_range
-from simulator.schema_table import MAX_K, MAX_LAYERS, MAX_LIST, MAX_SEED, MAX_SEQS, MAX_TOKENS
+from simulator.common.errors import SpecsightInputError, require_int, require_range
+from simulator.scenario.schema_table import MAX_K, MAX_LAYERS, MAX_LIST, MAX_SEED, MAX_SEQS, MAX_TOKENS
 
 if TYPE_CHECKING:
     from .machine import MachineConfig

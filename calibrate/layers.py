@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulator.model_spec import ModelSpec
+from simulator.models.model_spec import ModelSpec
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 INIT_STD = 0.02        # HF initializer_range for Llama/Qwen configs
@@ -51,7 +51,7 @@ def scaled_spec(spec: ModelSpec, scale: int) -> ModelSpec:
 
 
 def spec_to_config(spec: ModelSpec) -> dict:
-    """An HF-style config.json for a dense spec (what simulator.model_spec.load_model reads back)."""
+    """An HF-style config.json for a dense spec (what simulator.models.model_spec.load_model reads back)."""
     return {"architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
             "hidden_size": spec.hidden_size, "num_hidden_layers": spec.num_layers,
             "num_attention_heads": spec.num_heads, "num_key_value_heads": spec.num_kv_heads,

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import OptimizeResult, least_squares
 
-from simulator.hardware import Efficiency, HardwareProfile, Overheads
+from simulator.hardware.hardware import Efficiency, HardwareProfile, Overheads
 
 PARAM_NAMES = ("efficiency.memory", "efficiency.compute", "efficiency.roofline_sharpness",
                "overheads.kernel_launch_us", "efficiency.memory_gemv", "efficiency.memory_attention")
@@ -44,7 +44,7 @@ RATES = (GEMV, ATTN)       # optional bandwidth fractions; absent (None) = effic
 TIED = None
 # Bounds: fractions in (0, 1]; p in [1, P_MAX]; launch overhead in [0, 1000] us. P_MAX = 32:
 # the soft roofline is then within 2.2 % of max() at the knee (2^(1/32)), and t^p stays clear
-# of float64 underflow for op times down to 1 ns (simulator.cost_model.soft_roofline raises t to
+# of float64 underflow for op times down to 1 ns (simulator.costs.cost_model.soft_roofline raises t to
 # the power p directly). The sharp max() roofline is compared with p = inf, not with P_MAX.
 P_MAX = 32.0
 LOWER = np.array([1e-3, 1e-3, 0.0, 0.0, 1e-3, 1e-3])      # theta = (eff_m, eff_c, log p, launch_us, eff_gemv, eff_attn)

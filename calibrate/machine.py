@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecsightInputError
-from simulator.model_spec import ModelSpec
+from simulator.common.errors import SpecsightInputError
+from simulator.models.model_spec import ModelSpec
 
 # NVIDIA/AMD device names (torch.cuda.get_device_name) -> datasheet profile, first match wins.
 GPU_NAMES = (("H200", "h200-sxm"), ("H100 PCIe", "h100-pcie"), ("H100", "h100-sxm"), ("B200", "b200"),
@@ -97,7 +97,7 @@ def depths(layers: int | None, draft_layers: int | None, device: str) -> tuple[i
 def model_specs(model: str, draft: str | None, scale: int) -> tuple[ModelSpec, ModelSpec | None]:
     """The target's and draft's specs (catalog names or config.json paths) narrowed by `scale`;
     the draft must share the target's vocabulary."""
-    from simulator.model_spec import load_model
+    from simulator.models.model_spec import load_model
 
     from .layers import scaled_spec
     t = scaled_spec(load_model(model, field="--model"), scale)

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from simulator.errors import SpecsightInputError
-from simulator.hardware import DTYPE_BYTES
-from simulator.work_limits import free_memory_bytes
+from simulator.common.errors import SpecsightInputError
+from simulator.hardware.hardware import DTYPE_BYTES
+from simulator.scenario.work_limits import free_memory_bytes
 
 if TYPE_CHECKING:
-    from simulator.model_spec import ModelSpec
+    from simulator.models.model_spec import ModelSpec
 
 ACTIVATION_COPIES = 4          # live copies of the largest activation (input, output, two temporaries)
 FREE_SHARE = 0.9               # refuse past this share of the free memory

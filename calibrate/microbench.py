@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from simulator.jsonl import open_append, read_records, write_record
-from simulator.model_spec import ModelSpec
+from simulator.common.jsonl import open_append, read_records, write_record
+from simulator.models.model_spec import ModelSpec
 
 from .grids import Grid
 from .layers import DecoderModel, KVCache, PassRunner
@@ -130,7 +130,7 @@ def calibration_inputs(calibration: dict, points_path: str | Path) -> tuple[list
     `specsight calibrate` wrote: the measured points of its grid (read_points under the record's
     key) and the specs it timed (the catalog models at the record's scale), as fit_device and
     fit_attention_blocks take them."""
-    from simulator.model_spec import load_model
+    from simulator.models.model_spec import load_model
 
     from .layers import scaled_spec
     scale = calibration.get("scale", 1)

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from simulator.errors import SpecsightInputError
-from simulator.hardware import HardwareProfile, load_profile
+from simulator.common.errors import SpecsightInputError
+from simulator.hardware.hardware import HardwareProfile, load_profile
 
 from . import memory_estimate as mem
 from .grids import GRIDS

@@ -2,7 +2,7 @@
 
 The file has the schema of hardware_profiles/*.yaml (name = file stem) plus a `calibration`
 record; every replaced number carries its source. `write_profile` loads the file back with
-simulator.hardware.load_profile, so a profile the simulator cannot use is never left behind.
+simulator.hardware.hardware.load_profile, so a profile the simulator cannot use is never left behind.
 `cpu_profile` is the base profile of a CPU, whose ceilings are measured (it has no datasheet).
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simulator.hardware import HardwareProfile, load_profile
-from simulator.output_files import out_file, write_text
+from simulator.common.output_files import out_file, write_text
+from simulator.hardware.hardware import HardwareProfile, load_profile
 
 from .least_squares import PARAM_NAMES, RATES, with_params
 
@@ -48,7 +48,7 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
                   interconnect: Mapping[str, float] | None = None, interconnect_source: str | None = None,
                   header: str = "", param_sources: Mapping[str, str] | None = None) -> HardwareProfile:
     """Write a calibrated profile (same schema as hardware_profiles/*.yaml, name = file stem),
-    then load it back with simulator.hardware.load_profile to prove the simulator can use it.
+    then load it back with simulator.hardware.hardware.load_profile to prove the simulator can use it.
 
     peaks: replaces datasheet figures (memory_bandwidth_tb_s, peak_tflops, memory_capacity_gb),
     e.g. measured CPU ceilings; each replaced number takes its source from peak_sources.
@@ -103,7 +103,7 @@ def write_profile(path: str | Path, base: HardwareProfile, params: Mapping[str, 
 def cpu_profile(name: str, env: Mapping[str, Any], peaks: Mapping[str, Any], dtype: str) -> HardwareProfile:
     """A base profile for a CPU whose ceilings were just measured (`calibrate.ceilings.measure_peaks`):
     env is `calibrate.machine.environment`'s record, peaks measure_peaks' result."""
-    from simulator.hardware import Efficiency, Interconnect, Overheads
+    from simulator.hardware.hardware import Efficiency, Interconnect, Overheads
     try:
         ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
     except (ValueError, OSError, AttributeError):

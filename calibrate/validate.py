@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.cost_model import CostModel, PassShape
-from simulator.drafters import Drafter, DrafterSpec
-from simulator.hardware import HardwareProfile, load_profile
-from simulator.model_config import spec_from_config
+from simulator.costs.cost_model import CostModel, PassShape
+from simulator.hardware.hardware import HardwareProfile, load_profile
+from simulator.models.model_config import spec_from_config
+from simulator.speculation.drafters import Drafter, DrafterSpec
 
 STALL_FACTOR = 5.0
 CI_LEVEL = 0.95                 # the measured speedup's interval (speedup_interval)

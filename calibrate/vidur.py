@@ -37,12 +37,12 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from simulator.cost_model import CostModel, soft_roofline
-from simulator.errors import SpecsightInputError
-from simulator.hardware import HardwareProfile, Interconnect, load_profile
-from simulator.input_files import read_csv_frame
-from simulator.model_spec import ModelSpec
-from simulator.paths import REPO_ROOT
+from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import read_csv_frame
+from simulator.common.paths import REPO_ROOT
+from simulator.costs.cost_model import CostModel, soft_roofline
+from simulator.hardware.hardware import HardwareProfile, Interconnect, load_profile
+from simulator.models.model_spec import ModelSpec
 
 from .least_squares import ATTN, GEMV, TIED, ape, ape_summary, efficiency_of, fit_log_time, params_of
 

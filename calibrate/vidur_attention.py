@@ -8,7 +8,7 @@ sequence over `kv_cache_size` cached tokens. The repository's reduced copy is
 data/vidur-profiling/compute/a100/attention-legacy/attention.csv (scripts/reduce_vidur_attention.py).
 
 Each row is priced with the cost model's attention op class on a one-layer `ModelSpec` of the
-row's shape (`simulator.pass_time.attention_time_s`, the `attention` entry of `CostModel.breakdown`): B sequences
+row's shape (`simulator.costs.pass_time.attention_time_s`, the `attention` entry of `CostModel.breakdown`): B sequences
 of n new tokens over c cached tokens,
 
     FLOPs = (4 h d_head / tp) B n (c + (n + 1) / 2)      KV bytes = kv_bytes_per_token B (c + 2 n)
@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.cost_model import PREFILL_QUERY_TILE, CostModel, soft_roofline
-from simulator.errors import SpecsightInputError
-from simulator.hardware import HardwareProfile, load_profile
-from simulator.input_files import read_csv_frame
-from simulator.model_spec import ModelSpec
-from simulator.pass_shape import causal_pairs
-from simulator.pass_time import attention_time_s
-from simulator.paths import REPO_ROOT
+from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import read_csv_frame
+from simulator.common.paths import REPO_ROOT
+from simulator.costs.cost_model import PREFILL_QUERY_TILE, CostModel, soft_roofline
+from simulator.costs.pass_shape import causal_pairs
+from simulator.costs.pass_time import attention_time_s
+from simulator.hardware.hardware import HardwareProfile, load_profile
+from simulator.models.model_spec import ModelSpec
 
 from .least_squares import ATTN, ape, fit_log_time, params_of, with_params
 from .vidur import SHARED_DIR, SHIPPED_DIR

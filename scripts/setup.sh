@@ -18,5 +18,5 @@ say "installing specsight and its dependencies (pip install -e .[dev])"
 .venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import simulator, calibrate, specsight, simpy, dask.distributed" || { say "install incomplete"; exit 1; }
 say "compiling the simulator's inner loop with numba (once; cached next to the source)"
-.venv/bin/python -c "from simulator.decode_kernel import kernel; kernel()"
+.venv/bin/python -c "from simulator.serving.decode_kernel import kernel; kernel()"
 say "done: .venv/bin/specsight is ready"

@@ -16,25 +16,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .acceptance import tree_acceptance
-from .acceptance_presets import shape_mismatch
-from .drafters import Drafter
-from .engine import Engine
-from .errors import SpecsightInputError, SpecsightWarning
-from .kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
-from .metrics import RequestTable, speedups, summarize
-from .replica import Replica
-from .scenario import Scenario, load_scenario
-from .step_cost import FixedStepCost, RooflineStepCost
-from .workload import generate_requests
+from .common.errors import SpecsightInputError, SpecsightWarning
+from .costs.kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
+from .scenario.scenario import Scenario, load_scenario
+from .scenario.work_limits import check_memory
+from .serving.engine import Engine
+from .serving.metrics import RequestTable, speedups, summarize
+from .serving.replica import Replica
+from .serving.step_cost import FixedStepCost, RooflineStepCost
+from .speculation.acceptance import tree_acceptance
+from .speculation.acceptance_presets import shape_mismatch
+from .speculation.drafters import Drafter
+from .workload.workload import generate_requests
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import simpy
 
-    from .drafters import DrafterSpec
-    from .metrics import IterationLog
+    from .serving.metrics import IterationLog
+    from .speculation.drafters import DrafterSpec
 
 # child seeds of the scenario seed, by role (order is part of the reproducibility contract)
 SEED_WORKLOAD, SEED_ACCEPTANCE, SEED_MATCH, SEED_BIND = range(4)
@@ -93,9 +94,9 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
         cap = eng.num_gpu_blocks
         desc = f"fixed step costs (target_step_s={hw.target_step_s}, draft_step_s={hw.draft_step_s})"
         return Deployment(cost, None, None, int(cap) if cap is not None else 0, desc)
-    from .cost_model import CostModel
-    from .hardware import load_profile
-    from .model_spec import load_model
+    from .costs.cost_model import CostModel
+    from .hardware.hardware import load_profile
+    from .models.model_spec import load_model
 
     profile = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
     model = load_model(scenario.model)             # type: ignore[arg-type]
@@ -113,7 +114,7 @@ def _drafter_layout(drafter: Drafter, cm: Any) -> None:
     """A drafter with its own weights runs in the target's layout (SGLang builds the draft worker
     in the target's attention-TP group, docs/reference/engines.md): its routed experts over the same ep
     groups (a dense drafter: ep 1), its attention data-parallel with the target's."""
-    from .cost_model import CostModel
+    from .costs.cost_model import CostModel
     dc, layout = drafter.draft_cost, cm.layout
     if dc is None:
         return
@@ -163,8 +164,8 @@ def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> 
     from .engines import EngineLimits, engine_for
     from .engines.step_cost import EngineStepCost, engine_profile
     from .engines.tiles import TiledCostModel
-    from .hardware import load_profile
-    from .model_spec import load_model
+    from .hardware.hardware import load_profile
+    from .models.model_spec import load_model
 
     hw, eng = scenario.hardware, scenario.engine
     engine = engine_for(eng.kind, eng.version)
@@ -224,10 +225,11 @@ def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: b
     merges `speedup_*` and `baseline_*` keys into the summary. trace=True records
     (time_s, event, request_id) tuples (arrive, admit, first_token, preempt, finish).
     iterations="none" keeps no per-iteration log (`SimResult.iterations` is None): its rows are
-    folded into the summary's figures as the run goes (simulator/iteration_totals.py)."""
+    folded into the summary's figures as the run goes (simulator/serving/iteration_totals.py)."""
     if iterations not in ITERATION_OUTPUTS:
         raise SpecsightInputError("iterations", iterations, " or ".join(ITERATION_OUTPUTS))
     sc = _as_scenario(scenario)
+    check_memory(sc)
     _warn_shape_mismatch(sc)
     result = _simulate_one(sc, trace, iterations)
     if not baseline:
@@ -296,7 +298,7 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     trace_list: list | None = [] if trace else None
     replica_class = Replica
     if eng.kind != "ideal":
-        from .engines.replica import EngineReplica
+        from .serving.engine_replica import EngineReplica
         replica_class = EngineReplica
 
     def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,

@@ -6,9 +6,9 @@ kind gives the method; any other model is an independent `draft_model`).
 """
 from __future__ import annotations
 
-from simulator.drafters import HEAD_METHODS, METHODS, NEEDS_MODEL, DrafterSpec
-from simulator.errors import SpecsightInputError
-from simulator.model_spec import available_models, load_model
+from simulator.common.errors import SpecsightInputError
+from simulator.models.model_spec import available_models, load_model
+from simulator.speculation.drafters import HEAD_METHODS, METHODS, NEEDS_MODEL, DrafterSpec
 
 
 def resolve_drafter(arg: str, target: str, k: int, **options) -> DrafterSpec:

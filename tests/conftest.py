@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from simulator.cpus import usable_cpus
+from simulator.common.cpus import usable_cpus
 
 
 def pytest_configure(config):

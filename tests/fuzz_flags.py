@@ -154,7 +154,7 @@ def prepare(tmp: Path) -> Path:
 def dry_calibration() -> Iterator[None]:
     """calibrate/groundtruth/validate --published stop with DryRun where their work would begin."""
     import calibrate.pipeline as pipeline
-    import specsight.studies.published as published
+    import specsight.studies.published.study as published
 
     def stop(*a, **k):
         raise DryRun()

@@ -183,9 +183,9 @@ def nonsense(result: Any) -> str | None:
 
 def run_in_process(raw: Any) -> tuple[str, str]:
     """(outcome, detail) of load_scenario + simulate on a mapping."""
-    from simulator.errors import SpecsightInputError
+    from simulator.common.errors import SpecsightInputError
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     try:
         res = simulate(load_scenario(raw))
     except SpecsightInputError as e:

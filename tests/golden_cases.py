@@ -90,7 +90,7 @@ def digest(result: Any) -> str:
 
 def run_case(name: str) -> str:
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     scenario, overrides = cases()[name]
     if isinstance(scenario, str):
         sc = load_scenario(scenario, overrides)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from simulator.acceptance import (
+from simulator.speculation.acceptance import (
     AcceptanceSpec,
     BetaAcceptance,
     IIDAcceptance,
@@ -19,9 +19,9 @@ from simulator.acceptance import (
     sample_prefix_accepts,
     tree_acceptance,
 )
-from simulator.acceptance_presets import PRESETS, alpha_for_tau
-from simulator.acceptance_trace import TraceAcceptance, alphas_from_accept_lengths, alphas_from_counters
-from simulator.spec_math import accept_length_distribution, expected_tokens_per_round, tree_depth_acceptance
+from simulator.speculation.acceptance_presets import PRESETS, alpha_for_tau
+from simulator.speculation.acceptance_trace import TraceAcceptance, alphas_from_accept_lengths, alphas_from_counters
+from simulator.speculation.spec_math import accept_length_distribution, expected_tokens_per_round, tree_depth_acceptance
 
 
 def conditional_rates(accepted, k):

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from calibrate.fit import ATTN, GEMV, PassPredictor, ape, fit_attention_blocks, params_of, with_attention_blocks
-from simulator.cost_model import CostModel, PassShape, soft_roofline
-from simulator.errors import SpecsightInputError
-from simulator.hardware import HARDWARE_DIR, load_profile
-from simulator.model_spec import load_model
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel, PassShape, soft_roofline
+from simulator.hardware.hardware import HARDWARE_DIR, load_profile
+from simulator.models.model_spec import load_model
 
 LLAMA8B = load_model("llama-3.1-8b")          # 8 KV heads
 CALIBRATED = "h200-sxm.calibrated"            # the committed H200 calibration (132 SMs, per_sequence_head)
@@ -90,7 +90,7 @@ def test_prefill_chunks_count_their_query_tiles_and_mla_its_query_heads():
 def test_every_policy_simulates_under_a_waves_profile(policy):
     """(the goodput policy prices candidate rounds with its own cost-model calls)"""
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     sc = load_scenario("scenarios/llama8b-h100-eagle3-chat.yaml",
                        ["workload.num_requests=60", "hardware.profile=h200-sxm.calibrated", f"policy.kind={policy}"])
     res = simulate(sc, baseline=False)

@@ -14,7 +14,7 @@ from scenario_files import write_scenario
 from scipy.optimize import brentq
 
 from specsight.cli import main
-from specsight.studies.crossings import crossings, status
+from specsight.studies.breakeven.crossings import crossings, status
 
 TARGET_S, DRAFT_S = 0.02, 0.004          # s per target pass / per draft step
 FIXED = {
@@ -123,8 +123,8 @@ def test_scenario_without_drafter_is_rejected(tmp_path, capsys):
 def test_qps_axis_on_a_trace_rescales_its_clock(tmp_path):
     """A trace keeps its lengths and its burstiness; the qps axis rescales its arrival times:
     ten arrivals 1 s apart replay at 1 request/s, so 4 requests/s is time_scale 1/4."""
-    from specsight.studies.breakeven_axes import axis_overrides, default_values, trace_qps
-    from specsight.studies.overrides import scenario_source
+    from specsight.studies.breakeven.axes import axis_overrides, default_values, trace_qps
+    from specsight.studies.shared.overrides import scenario_source
     trace = tmp_path / "trace.csv"
     trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" +
                      "".join(f"{t}.0,{8 + t},{4 + t}\n" for t in range(10)))
@@ -146,9 +146,9 @@ def test_every_point_failing_is_one_line(fixed_path, tmp_path, capsys):
 def test_analytic_overlay_does_not_apply_the_tree_rule_to_a_tree_preset():
     """A tree preset's published accept length already counts a depth as accepted when any branch
     is: the overlay's expected tokens per round must equal the preset's own, not exceed it."""
-    from simulator.acceptance import expected_tokens as model_tokens
-    from simulator.analytic import expected_tokens
-    from specsight.studies.analytic import Analytic
+    from simulator.speculation.acceptance import expected_tokens as model_tokens
+    from simulator.speculation.analytic import expected_tokens
+    from specsight.studies.breakeven.analytic import Analytic
 
     src = {"name": "tree-preset", "seed": 0, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",
            "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 5, "tree": True,
@@ -165,7 +165,7 @@ def test_analytic_overlay_does_not_apply_the_tree_rule_to_a_tree_preset():
 def test_a_crossing_between_kv_limited_points_is_marked():
     """A break-even interpolated between points whose batch the KV cache could not hold says so;
     one between points that held theirs does not."""
-    from specsight.studies.crossings import line_verdict
+    from specsight.studies.breakeven.crossings import line_verdict
     v = line_verdict([32, 256, 1024], [1.1, 1.05, 0.9], True, [False] * 3, [False, True, True])
     assert len(v["crossings"]) == 1 and v["crossings"][0]["kv_limited"] is True
     v = line_verdict([32, 256, 1024], [1.1, 0.9, 0.8], True, [False] * 3, [False, False, True])

@@ -17,8 +17,8 @@ from scipy.optimize import brentq
 from test_saturation import DRAFT_S, MU, SATURATING, TARGET_S
 
 from specsight.cli import main
-from specsight.studies.breakeven import breakeven
-from specsight.studies.capacity_plan import capacity_plan
+from specsight.studies.breakeven.study import breakeven
+from specsight.studies.plan.study import capacity_plan
 
 K = 3
 

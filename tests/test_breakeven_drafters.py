@@ -11,8 +11,8 @@ from scenario_files import write_scenario
 from test_saturation import SATURATING
 
 from specsight.cli import main
-from specsight.studies.breakeven import breakeven
-from specsight.studies.capacity_plan import capacity_plan
+from specsight.studies.breakeven.study import breakeven
+from specsight.studies.plan.study import capacity_plan
 
 K = 3
 TOL = 0.1

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from scenario_files import write_scenario
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from specsight.cli import main
-from specsight.studies.breakeven import breakeven
-from specsight.studies.breakeven_engines import BEST_K, parse_engines
+from specsight.studies.breakeven.engines import BEST_K, parse_engines
+from specsight.studies.breakeven.study import breakeven
 
 FIXED = {
     "name": "fixed-engines", "seed": 5,
@@ -166,7 +166,7 @@ def test_a_scenario_under_a_real_engine_with_its_rule_runs_as_ideal_beside_it(tm
 
 
 def test_the_analytic_overlay_stays_on_ideal_rows():
-    from specsight.studies.breakeven_engines import _engine_frame
+    from specsight.studies.breakeven.engines import _engine_frame
     df = pd.DataFrame({"alpha": [0.5], "curve": ["K=1"], "speedup": [1.2], "analytic_speedup": [1.3]})
     assert _engine_frame(df, "ideal")["analytic_speedup"].tolist() == [1.3]
     out = _engine_frame(df, "vllm")

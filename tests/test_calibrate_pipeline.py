@@ -10,8 +10,8 @@ import pytest
 import calibrate.ceilings
 from calibrate.machine import MachineConfig
 from calibrate.pipeline import CalibrationConfig, GroundTruthConfig, calibrate_profile, record_groundtruth, validate_run
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
+from simulator.common.errors import SpecsightInputError
+from simulator.hardware.hardware import load_profile
 
 TINY = dict(model="llama-3.1-8b", draft="llama-3.2-1b", layers=2, draft_layers=1, passes="cpu-tiny", repeats=3)
 CPU = MachineConfig(device="cpu", scale=32)

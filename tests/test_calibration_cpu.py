@@ -15,8 +15,8 @@ from calibrate.fit import fit_device
 from calibrate.groundtruth import load_run
 from calibrate.microbench import calibration_inputs
 from calibrate.validate import report_markdown, validate
-from simulator.hardware import load_profile
-from simulator.paths import REPO_ROOT
+from simulator.common.paths import REPO_ROOT
+from simulator.hardware.hardware import load_profile
 
 RESULTS = REPO_ROOT / "tests" / "data" / "calibration_cpu"
 RUNS = ["AH", "AI", "AJ", "AK", "AL", "AM", "AN", "AO", "AP", "AQ", "AR", "AS", "AT", "AU", "AV"]

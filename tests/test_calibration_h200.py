@@ -16,8 +16,8 @@ from calibrate.fit_host import host_overhead
 from calibrate.groundtruth import load_run
 from calibrate.microbench import calibration_inputs
 from calibrate.validate import validate
-from simulator.hardware import load_profile
-from simulator.paths import REPO_ROOT
+from simulator.common.paths import REPO_ROOT
+from simulator.hardware.hardware import load_profile
 
 RESULTS = REPO_ROOT / "tests" / "data" / "calibration_h200"
 PROFILE = "h200-sxm.calibrated"

@@ -3,11 +3,11 @@ import json
 
 import pytest
 
-from simulator.drafter_structure import assistant_spec, is_assistant, raw_config
-from simulator.errors import SpecsightInputError
-from simulator.hardware import available_profiles, load_profile
-from simulator.model_spec import available_models, load_model
-from simulator.paths import MODELS_DIR
+from simulator.common.errors import SpecsightInputError
+from simulator.common.paths import MODELS_DIR
+from simulator.hardware.hardware import available_profiles, load_profile
+from simulator.models.model_spec import available_models, load_model
+from simulator.speculation.drafter_structure import assistant_spec, is_assistant, raw_config
 
 REQUIRED_GPUS = ["a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h100-pcie", "h200-sxm", "b200", "l40s", "l4",
                  "rtx-4090", "mi300x"]
@@ -132,7 +132,7 @@ def test_list_refuses_a_stray_name(cmd, capsys):
 
 
 def test_context_window_is_read_from_the_config_or_absent():
-    from simulator.model_config import spec_from_config
+    from simulator.models.model_config import spec_from_config
     base = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100}
     assert spec_from_config(base, "m", "t").max_position_embeddings == 0
     assert spec_from_config({**base, "n_positions": 1024}, "m", "t").max_position_embeddings == 1024

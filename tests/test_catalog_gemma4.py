@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from simulator.acceptance_presets import PRESETS
-from simulator.cost_model import CostModel
-from simulator.drafter_structure import assistant_spec, is_assistant, raw_config
-from simulator.drafters import Drafter, DrafterSpec
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
-from simulator.paths import MODELS_DIR
+from simulator.common.paths import MODELS_DIR
+from simulator.costs.cost_model import CostModel
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
+from simulator.speculation.acceptance_presets import PRESETS
+from simulator.speculation.drafter_structure import assistant_spec, is_assistant, raw_config
+from simulator.speculation.drafters import Drafter, DrafterSpec
 
 D_T, D_A, V = 5376, 1024, 262144          # target hidden, assistant hidden, vocabulary (the configs' keys)
 

@@ -2,11 +2,11 @@
 in the catalog: counts against the published figures by hand, and the drafter structure they imply."""
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.drafter_structure import raw_config, round_shapes, structure_of
-from simulator.drafters import Drafter, DrafterSpec
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
+from simulator.costs.cost_model import CostModel
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
+from simulator.speculation.drafter_structure import raw_config, round_shapes, structure_of
+from simulator.speculation.drafters import Drafter, DrafterSpec
 
 
 def _glm5_block_params(moe: bool) -> int:

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from simulator.acceptance_presets import PRESETS, nearest_chain_preset, shape_mismatch
-from simulator.drafter_structure import raw_config, structure_of
-from simulator.drafters import DrafterSpec
+from simulator.common.errors import SpecsightInputError
+from simulator.common.paths import MODELS_DIR
 from simulator.engines import ENGINES
-from simulator.errors import SpecsightInputError
-from simulator.model_spec import load_model
-from simulator.paths import MODELS_DIR
+from simulator.models.model_spec import load_model
 from simulator.run import simulate
+from simulator.speculation.acceptance_presets import PRESETS, nearest_chain_preset, shape_mismatch
+from simulator.speculation.drafter_structure import raw_config, structure_of
+from simulator.speculation.drafters import DrafterSpec
 from specsight.cli.models import model_kind
 
 TARGETS = ["qwen3-next-80b-a3b", "qwen3-30b-a3b", "gpt-oss-120b", "llama-4-scout-17b-16e"]

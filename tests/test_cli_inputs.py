@@ -8,7 +8,7 @@ from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED as FLAGS_SCENARIO
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from specsight.cli import main
 from specsight.cli.args import check_out_dir, check_out_file
 
@@ -52,10 +52,11 @@ def test_a_bad_out_is_one_line_before_any_work(command, files, capsys, monkeypat
     """`--out FILE/x` or a folder where a file belongs: one line naming --out; the commands that
     run for minutes (calibrate, groundtruth, validate --published) refuse before any work."""
     import calibrate.pipeline
-    import specsight.studies.published
+    import specsight.studies.published.study
     for name in ("calibrate_profile", "record_groundtruth", "validate_run", "calibrate_from_vidur"):
         monkeypatch.setattr(calibrate.pipeline, name, lambda *a, **k: pytest.fail("work started"))
-    monkeypatch.setattr(specsight.studies.published, "validate_published", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr(specsight.studies.published.study, "validate_published",
+                        lambda *a, **k: pytest.fail("work started"))
     sc, f, d = files
     argv = {"analytic": [*ANALYTIC, "--out", str(f / "x")],
             "validate": ["validate", str(sc), "--out", str(f / "x.md")],

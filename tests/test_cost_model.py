@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.analytic import breakeven_batch, speedup
-from simulator.cost_model import CostModel, PassShape
-from simulator.drafters import Drafter, DrafterSpec
-from simulator.errors import SpecsightInputError
-from simulator.hardware import Efficiency, load_profile
-from simulator.model_spec import load_model
-from simulator.pass_shape import causal_pairs
-from simulator.pass_time import attention_time_s
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel, PassShape
+from simulator.costs.pass_shape import causal_pairs
+from simulator.costs.pass_time import attention_time_s
+from simulator.hardware.hardware import Efficiency, load_profile
+from simulator.models.model_spec import load_model
+from simulator.speculation.analytic import breakeven_batch, speedup
+from simulator.speculation.drafters import Drafter, DrafterSpec
 
 H100 = load_profile("h100-sxm")
 L8B = load_model("llama-3.1-8b")
@@ -166,7 +166,7 @@ def test_drafter_costs_are_ordered():
 
 def test_memory_limit_on_batch():
     """Batch is capped by KV memory: (HBM x util - weights) / (KV bytes per sequence)."""
-    from simulator.analytic import max_batch_in_memory
+    from simulator.speculation.analytic import max_batch_in_memory
     cm = CostModel(L8B, H100)
     b = max_batch_in_memory(cm, None, context=1024, k=0, gpu_memory_utilization=0.9)
     kv_seq = 1025 * 32 * 2 * 8 * 128 * 2
@@ -287,7 +287,7 @@ def test_bad_memory_gemv_is_named(bad):
 def test_bad_memory_gemv_in_a_profile_file_is_one_line(tmp_path, bad):
     import yaml
 
-    from simulator.hardware import profile_from_dict
+    from simulator.hardware.hardware import profile_from_dict
     raw = yaml.safe_load(open(H100.path))
     raw["efficiency"]["memory_gemv"] = bad
     raw["sources"]["efficiency.memory_gemv"] = "unit test"
@@ -299,7 +299,7 @@ def test_bad_memory_gemv_in_a_profile_file_is_one_line(tmp_path, bad):
 def test_memory_gemv_in_a_profile_needs_a_source_and_round_trips():
     import yaml
 
-    from simulator.hardware import profile_from_dict
+    from simulator.hardware.hardware import profile_from_dict
     raw = yaml.safe_load(open(H100.path))
     raw["efficiency"]["memory_gemv"] = 0.9
     with pytest.raises(SpecsightInputError, match=r"sources.*efficiency\.memory_gemv"):

@@ -1,4 +1,4 @@
-"""Uneventful decode rounds in compiled code (simulator/decode_kernel.py): the pass times are the
+"""Uneventful decode rounds in compiled code (simulator/serving/decode_kernel.py): the pass times are the
 cost model's bit for bit, and every trajectory is the Python path's (`Replica.KERNEL = False`)."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 import yaml
 from same_run import assert_same_run
 
-from simulator import decode_kernel as dk
-from simulator.cost_model import CostModel
-from simulator.hardware import HARDWARE_DIR, load_profile
-from simulator.model_spec import load_model
-from simulator.pass_time import from_row, pass_time_s, steps_time_s, timing_constants
-from simulator.replica import Replica
+from simulator.costs.cost_model import CostModel
+from simulator.costs.pass_time import from_row, pass_time_s, steps_time_s, timing_constants
+from simulator.hardware.hardware import HARDWARE_DIR, load_profile
+from simulator.models.model_spec import load_model
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
+from simulator.serving import decode_kernel as dk
+from simulator.serving.replica import Replica
 
 pytest.importorskip("numba")
 KERNEL = dk.kernel()
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("SPECSIGHT_KERNEL", "1") == "0",
 
 
 def test_the_kernel_compiles():
-    assert KERNEL is not None, "simulator/decode_kernel.py did not compile (see the warning)"
+    assert KERNEL is not None, "simulator/serving/decode_kernel.py did not compile (see the warning)"
 
 
 def test_the_kernels_disk_cache_is_keyed_on_the_physics_sources():

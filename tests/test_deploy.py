@@ -1,4 +1,4 @@
-"""Deployable output (specsight.studies.deploy): each engine's command parsed as the engine would
+"""Deployable output (specsight.studies.deploy.study): each engine's command parsed as the engine would
 parse it, every flag and field checked against the engines' documented names
 (tests/data/engine_names.yaml, each with the file@commit it was read in), the per-batch-size K
 schedules checked against the simulated rule at every batch size, and refusals where an engine
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator.engine_policies import TrtllmSchedulePolicy, VllmDynamicPolicy
-from simulator.errors import SpecsightInputError
-from simulator.paths import MODELS_DIR
-from simulator.policies import BatchSchedulePolicy, PolicyState
-from specsight.studies.deploy import HUB_ID, deployment, hub_name
+from simulator.common.errors import SpecsightInputError
+from simulator.common.paths import MODELS_DIR
+from simulator.speculation.engine_policies import TrtllmSchedulePolicy, VllmDynamicPolicy
+from simulator.speculation.policies import BatchSchedulePolicy, PolicyState
+from specsight.studies.deploy.study import HUB_ID, deployment, hub_name
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = yaml.safe_load((ROOT / "tests/data/engine_names.yaml").read_text())
@@ -99,7 +99,7 @@ def test_trtllm_yaml_loads_with_the_documented_fields(tmp_path):
 
 def _vllm_k(ranges, scheduled: int) -> int:
     """vLLM's lookup: the K of the range holding the count, a gap or the tail inheriting the
-    previous range's K (simulator/engine_policies.py, read in vllm/v1/spec_decode/dynamic/utils.py)."""
+    previous range's K (simulator/speculation/engine_policies.py, read in vllm/v1/spec_decode/dynamic/utils.py)."""
     k = None
     for a, _b, kk in ranges:
         if a <= scheduled:
@@ -332,7 +332,7 @@ def test_a_policy_that_never_speculates_deploys_no_drafter():
     """The simulator budgets a never-speculating run as a plain deployment (simulator/run.py,
     drafter_loaded); its serving command names no speculative method either, while a schedule with a
     K > 0 row keeps the drafter."""
-    from specsight.studies.deploy import serving_config
+    from specsight.studies.deploy.study import serving_config
     eagle = "scenarios/llama8b-h100-eagle3-chat.yaml"
     assert serving_config(eagle, ["policy={kind: batch_schedule, schedule: [[1, 0], [64, 0]]}"]).method is None
     assert serving_config(eagle, ["policy={kind: static, k: 0}"]).method is None

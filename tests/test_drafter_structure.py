@@ -1,4 +1,4 @@
-"""Drafters by structure (simulator/drafter_structure.py): the bytes and FLOPs of one round against
+"""Drafters by structure (simulator/speculation/drafter_structure.py): the bytes and FLOPs of one round against
 hand computation from the configs' numbers, per structure; physical modules apart from runtime steps;
 index sharing; the KV an assistant saves; verify shapes; engines that run or refuse each."""
 from __future__ import annotations
@@ -7,15 +7,21 @@ import json
 
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.drafter_structure import MLP_KERNELS_PER_STAGE, MLPSpeculator, round_costs, round_shapes, round_work
-from simulator.drafters import METHODS, Drafter, DrafterSpec
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel
 from simulator.engines import ENGINES, EngineLimits
 from simulator.engines.host import eager_pass_s
 from simulator.engines.step_cost import EngineStepCost, engine_profile
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
+from simulator.speculation.drafter_structure import (
+    MLP_KERNELS_PER_STAGE,
+    MLPSpeculator,
+    round_costs,
+    round_shapes,
+    round_work,
+)
+from simulator.speculation.drafters import METHODS, Drafter, DrafterSpec
 
 BF16 = 2
 # llama-3.2-1b (models/llama-3.2-1b.json): the dimensions every synthetic head below shares
@@ -308,7 +314,7 @@ def test_engines_refuse_assistants_and_index_sharing_but_run_m_modules(tmp_path,
 def test_borrowed_matrices_never_make_weights_negative(h200):
     """A DFlash draft or parallel heads given any catalog config (a head that already shares the
     target's embedding, a model with tied embeddings) hold weights >= their layers'."""
-    from simulator.model_spec import available_models
+    from simulator.models.model_spec import available_models
     t = load_model("llama-3.1-8b")
     for name in available_models():
         dm = load_model(name)

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 
 TARGET_S = 0.25    # s per target pass (fixed hardware)
 DRAFT_S = 0.125    # s per draft step
@@ -177,7 +177,7 @@ def test_no_request_lost_or_duplicated(busy):
 
 def test_every_request_emits_exactly_its_output_length(busy):
     sc, r = busy
-    from simulator.workload import generate_requests
+    from simulator.workload.workload import generate_requests
     ss = np.random.SeedSequence(sc.seed).spawn(4)
     reqs = generate_requests(sc.workload, np.random.default_rng(ss[0]))
     assert r.requests["output_tokens"].tolist() == reqs.output_len.tolist()
@@ -271,7 +271,7 @@ def test_speculation_counters_add_up(busy):
 
 # ---- small pieces ------------------------------------------------------------------------------
 def test_weighted_percentile_is_the_inverse_cdf():
-    from simulator.metrics import weighted_percentile
+    from simulator.serving.metrics import weighted_percentile
     v = np.array([30.0, 10.0, 20.0])
     w = np.array([1.0, 2.0, 1.0])            # samples: 10, 10, 20, 30
     assert weighted_percentile(v, w, 50) == 10.0
@@ -281,7 +281,7 @@ def test_weighted_percentile_is_the_inverse_cdf():
 
 
 def test_speedups_orient_throughput_and_latency():
-    from simulator.metrics import LATENCY_SPEEDUP_KEYS, SPEEDUP_KEYS, speedups
+    from simulator.serving.metrics import LATENCY_SPEEDUP_KEYS, SPEEDUP_KEYS, speedups
     spec = {k: 2.0 for k in SPEEDUP_KEYS} | {k: 10.0 for k in LATENCY_SPEEDUP_KEYS}
     base = {k: 1.0 for k in SPEEDUP_KEYS} | {k: 20.0 for k in LATENCY_SPEEDUP_KEYS}
     s = speedups(spec, base)
@@ -291,7 +291,7 @@ def test_speedups_orient_throughput_and_latency():
 
 
 def test_least_outstanding_router_picks_the_idlest_replica():
-    from simulator.router import LeastOutstandingRouter, RoundRobinRouter
+    from simulator.serving.router import LeastOutstandingRouter, RoundRobinRouter
 
     class R:
         def __init__(self, load):

@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.analytic import plain_step_time_s, spec_step_time_s
-from simulator.cost_model import CostModel
-from simulator.drafters import Drafter
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
+from simulator.costs.cost_model import CostModel
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
 from simulator.run import simulate
-from simulator.spec_math import accept_length_distribution, expected_tokens_per_round, speedup_batch1
+from simulator.speculation.analytic import plain_step_time_s, spec_step_time_s
+from simulator.speculation.drafters import Drafter
+from simulator.speculation.spec_math import accept_length_distribution, expected_tokens_per_round, speedup_batch1
 
 ALPHA, K, C = 0.7, 3, 0.05
 TARGET_S = 0.02

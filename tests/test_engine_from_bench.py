@@ -16,11 +16,11 @@ import yaml
 
 from calibrate.bench_files import ACCEPT_KEY, BenchRun, read_bench_file, result_dict
 from calibrate.engine_fit import accept_alpha, fit_engine, profile_dict, run_scenario, with_profile, write_candidate
+from simulator.common.errors import SpecsightInputError
 from simulator.engines import engine_for
 from simulator.engines.host import PROFILE_CONSTANTS_MS, VLLM_V1_HOST, load_host_overrides
-from simulator.errors import SpecsightInputError
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 from specsight.cli import main as calibrate_main
 
 DEPLOYMENT = {"name": "bench", "seed": 1, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",

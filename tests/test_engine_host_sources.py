@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from simulator.drafters import DrafterSpec
 from simulator.engines import EngineLimits, engine_for
 from simulator.engines import host as H
 from simulator.engines.vllm import EAGLE3_LOGITS_LAUNCHES, FIRST_LAUNCHES, STEP_LAUNCHES
 from simulator.run import resolve_deployment, with_engine_defaults
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
+from simulator.speculation.drafters import DrafterSpec
 
 LIM = EngineLimits(256, 8192, 1)
 
@@ -64,7 +64,7 @@ def test_v1_09_round_pass_by_pass():
 @pytest.mark.parametrize("method,version,field", [("draft_model", "v1-0.9", "drafter.method"),
                                                   ("suffix", "v1-0.9", "drafter.method")])
 def test_v1_09_refuses_what_came_later(method, version, field):
-    from simulator.errors import SpecsightInputError
+    from simulator.common.errors import SpecsightInputError
     with pytest.raises(SpecsightInputError) as e:
         engine_for("vllm", version).check(DrafterSpec(method=method, num_speculative_tokens=3,
                                                       model=None if method == "suffix" else "x"), 1)

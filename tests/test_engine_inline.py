@@ -7,9 +7,9 @@ import pytest
 from golden_cases import fixed_ties_scenario
 from same_run import assert_same_run
 
-from simulator.replica import Replica
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
+from simulator.serving.replica import Replica
 
 CASES = {
     # open loop, speculation with a static K, two replicas behind least-outstanding routing

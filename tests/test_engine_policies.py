@@ -1,4 +1,4 @@
-"""The engines' own dynamic-K rules (simulator/engine_policies.py): K choice on synthetic batch
+"""The engines' own dynamic-K rules (simulator/speculation/engine_policies.py): K choice on synthetic batch
 sizes and accept-length streams against closed forms, the hooks the replica feeds them, and the
 engine.kind each needs."""
 from __future__ import annotations
@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.engine_policies import (
+from simulator.common.errors import SpecsightInputError
+from simulator.run import simulate
+from simulator.scenario.scenario import load_scenario
+from simulator.speculation.engine_policies import (
     SglangAdaptivePolicy,
     VllmDynamicPolicy,
     sglang_spec_cuda_graph_bs,
 )
-from simulator.errors import SpecsightInputError
-from simulator.policies import PolicySpec, PolicyState
-from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.speculation.policies import PolicySpec, PolicyState
 
 BASE = {"name": "engine-rules", "seed": 3,
         "hardware": {"kind": "fixed", "target_step_s": 0.01, "draft_step_s": 0.001},

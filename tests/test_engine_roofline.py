@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import yaml
 
-from simulator.cost_model import CostModel
-from simulator.hardware import load_profile
-from simulator.kv_cache import estimate_activation_reserve_bytes
-from simulator.model_spec import load_model
-from simulator.paths import HARDWARE_DIR
+from simulator.common.paths import HARDWARE_DIR
+from simulator.costs.cost_model import CostModel
+from simulator.costs.kv_cache import estimate_activation_reserve_bytes
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 
 
 def roofline(**over):
@@ -145,7 +145,7 @@ def test_calibrated_profile_is_named_in_the_summary(tmp_path):
 
 
 def test_shipped_scenario_runs():
-    from simulator.paths import SCENARIOS_DIR
+    from simulator.common.paths import SCENARIOS_DIR
     sc = load_scenario(SCENARIOS_DIR / "llama8b-h100-eagle3-chat.yaml", ["workload.num_requests=24"])
     r = simulate(sc, baseline=True)
     assert r.summary["num_requests"] == 24 and np.isfinite(r.summary["speedup_output_tokens_per_s"])

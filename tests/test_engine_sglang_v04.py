@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.drafters import DrafterSpec
+from simulator.common.errors import SpecsightInputError
 from simulator.engines import EngineLimits, engine_for
 from simulator.engines import host as H
 from simulator.engines.cuda_graphs import padded_size, sglang_v04_sizes
 from simulator.engines.step_cost import kernels
-from simulator.errors import SpecsightInputError
 from simulator.run import resolve_deployment, with_engine_defaults
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
+from simulator.speculation.drafters import DrafterSpec
 
 LIM = EngineLimits(48, 8192, 1)
 

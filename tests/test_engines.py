@@ -8,22 +8,22 @@ import math
 
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.drafters import DrafterSpec
+from simulator.common.errors import SpecsightInputError
+from simulator.common.paths import REPO_ROOT
+from simulator.costs.cost_model import CostModel
 from simulator.engines import ENGINES, EngineLimits, engine_for
 from simulator.engines import host as H
 from simulator.engines.anatomy import anatomy_markdown
 from simulator.engines.cuda_graphs import padded_size, sglang_sizes, trtllm_sizes, vllm_v1_sizes
-from simulator.engines.replica import EngineReplica
 from simulator.engines.step_cost import EngineStepCost, attention_pairs, engine_profile
 from simulator.engines.tiles import TILE_N, TiledCostModel, quantized_flops_ratio
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
-from simulator.paths import REPO_ROOT
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
 from simulator.run import resolve_deployment, simulate, with_engine_defaults
-from simulator.scenario import load_scenario
-from simulator.step_cost import RooflineStepCost
+from simulator.scenario.scenario import load_scenario
+from simulator.serving.engine_replica import EngineReplica
+from simulator.serving.step_cost import RooflineStepCost
+from simulator.speculation.drafters import DrafterSpec
 
 EAGLE3 = {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3}
 

@@ -1,4 +1,4 @@
-"""Fleet day (specsight.studies.fleet_day): per-window statistics, the replica search, and a
+"""Fleet day (specsight.studies.fleet_day.study): per-window statistics, the replica search, and a
 shortened day end to end through `specsight plan` without --target-qps.
 
 Fixed step costs (`hardware.kind: fixed`): every iteration costs TARGET_S (plus K x DRAFT_S for a
@@ -19,8 +19,8 @@ import pytest
 from scenario_files import write_scenario
 
 from specsight.cli import main
-from specsight.studies.capacity_plan import SLO
-from specsight.studies.fleet_day import ReplicaSearch, day_verdict, fleet_day, window_stats
+from specsight.studies.fleet_day.study import ReplicaSearch, day_verdict, fleet_day, window_stats
+from specsight.studies.plan.study import SLO
 
 TARGET_S, DRAFT_S = 0.02, 0.002          # s per target pass / per draft step
 OUTPUT_TOKENS, SEQS = 32, 4
@@ -38,7 +38,7 @@ DAY = {
 
 
 def test_window_stats_are_the_percentiles_of_each_window():
-    from simulator.rate_schedule import RateSchedule
+    from simulator.workload.rate_schedule import RateSchedule
     sch = RateSchedule.from_rows([[0, 1.0], [10, 1.0]], period_s=20)
     arrival = np.array([1.0, 2.0, 11.0, 12.0, 13.0, 25.0])        # windows 0, 0, 1, 1, 1 and 0 of period 2
     ttft = np.array([0.1, 0.3, 0.2, 0.2, 0.9, 0.4])

@@ -9,12 +9,12 @@ import warnings
 import pytest
 import yaml
 
-from simulator.cost_model import CostModel
-from simulator.drafters import VOCAB_PAD_MULTIPLE, Drafter, DrafterSpec, vocab_mismatch
-from simulator.errors import SpecsightInputError, SpecsightWarning
-from simulator.hardware import load_profile, profile_from_dict
-from simulator.model_config import spec_from_config
-from simulator.model_spec import load_model
+from simulator.common.errors import SpecsightInputError, SpecsightWarning
+from simulator.costs.cost_model import CostModel
+from simulator.hardware.hardware import load_profile, profile_from_dict
+from simulator.models.model_config import spec_from_config
+from simulator.models.model_spec import load_model
+from simulator.speculation.drafters import VOCAB_PAD_MULTIPLE, Drafter, DrafterSpec, vocab_mismatch
 from specsight.cli import main
 
 H100 = load_profile("h100-sxm")
@@ -146,7 +146,7 @@ def test_misspelt_scenario_key_gets_did_you_mean(override, suggestion, capsys):
     assert rc == 2 and suggestion in err and err.count("\n") == 1
 
 
-# ---- 4. a sliding window is priced (simulator/layer_types.py), and nothing warns ---------------
+# ---- 4. a sliding window is priced (simulator/models/layer_types.py), and nothing warns ---------------
 def _config(**extra):
     cfg = json.load(open(Q7B.path))
     cfg.update(extra)
@@ -227,7 +227,7 @@ def test_argparse_errors_are_one_line_exit_2(argv, line, capsys):
 # ---- 5. plots: labels that never overlap, ticks at the simulated values, the SLO drawn ---------------
 def _captured(monkeypatch):
     """Keep each figure the plots save (they close it; its renderer still answers)."""
-    from specsight.studies import plots
+    from specsight.studies.shared import plots
     figs = []
     real = plots._save
 
@@ -259,7 +259,7 @@ def _boxes(ax):
 
 
 def test_latency_throughput_labels_never_overlap_and_the_slo_is_drawn(tmp_path, monkeypatch):
-    from specsight.studies.plots import plot_latency_throughput
+    from specsight.studies.shared.plots import plot_latency_throughput
     figs = _captured(monkeypatch)
     plot_latency_throughput(_latency_frame(), x_axis="qps", title="t", path=tmp_path / "lt.png",
                             slo_tpot_ms_p99=50.0)
@@ -279,7 +279,7 @@ def test_latency_throughput_labels_never_overlap_and_the_slo_is_drawn(tmp_path, 
 def test_place_labels_skips_what_would_collide():
     import matplotlib.pyplot as plt
 
-    from specsight.studies.plot_labels import place_labels
+    from specsight.studies.shared.plot_labels import place_labels
     fig, ax = plt.subplots()
     ax.plot([0, 10], [0, 10])
     n = 200                                  # more than the placer's places around one point (rings x directions)
@@ -294,7 +294,7 @@ def test_place_labels_skips_what_would_collide():
 def test_breakeven_ticks_are_the_simulated_values(tmp_path, monkeypatch, logx, values):
     import pandas as pd
 
-    from specsight.studies.plots import plot_breakeven
+    from specsight.studies.shared.plots import plot_breakeven
     figs = _captured(monkeypatch)
     df = pd.DataFrame([{"x": v, "curve": f"K={k}", "speedup": 1.3 - v / 100 - k / 50} for v in values for k in (1, 2)])
     plot_breakeven(df, x="x", breakeven={"K=1": values[1], "K=2": values[1] * 1.01}, title="t", xlabel="x",

@@ -1,13 +1,13 @@
-"""The full-attention layers' own head shape (ModelSpec.full_attention, simulator/layer_types.py):
+"""The full-attention layers' own head shape (ModelSpec.full_attention, simulator/models/layer_types.py):
 Gemma 4's num_global_key_value_heads, global_head_dim and attention_k_eq_v, priced by hand in
 weights, KV bytes, FLOPs and memory."""
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.hardware import load_profile
-from simulator.layer_types import FullAttentionShape
-from simulator.model_config import spec_from_config
-from simulator.model_spec import load_model
+from simulator.costs.cost_model import CostModel
+from simulator.hardware.hardware import load_profile
+from simulator.models.layer_types import FullAttentionShape
+from simulator.models.model_config import spec_from_config
+from simulator.models.model_spec import load_model
 
 D, H = 5376, 32                       # Gemma-4-31B hidden size and query heads (models/gemma-4-31b.json)
 

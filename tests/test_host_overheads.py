@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from simulator.cost_model import CostModel, PassShape
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile, profile_from_dict
-from simulator.model_spec import load_model
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel, PassShape
+from simulator.hardware.hardware import load_profile, profile_from_dict
+from simulator.models.model_spec import load_model
 
 RATE_US = 25.0
 
@@ -82,9 +82,9 @@ def _verify_profile(tmp_path):
 
 
 def test_verify_round_is_charged_once_per_speculative_round(tmp_path):
-    from simulator.analytic import plain_step_time_s, spec_step_time_s
-    from simulator.drafters import Drafter, DrafterSpec
     from simulator.run import simulate
+    from simulator.speculation.analytic import plain_step_time_s, spec_step_time_s
+    from simulator.speculation.drafters import Drafter, DrafterSpec
     base, prof, path = _verify_profile(tmp_path)
     assert base.overheads.verify_round_us is None and "verify" not in base.describe()
     assert prof.overheads.verify_round_us == VERIFY_US and prof.to_dict()["overheads"]["verify_round_us"] == VERIFY_US
@@ -119,10 +119,10 @@ def test_verify_round_is_charged_once_per_speculative_round(tmp_path):
 def test_every_pricing_of_a_speculative_round_carries_the_verify_step(tmp_path, monkeypatch):
     """The goodput policy's per-K prices (`Replica._iteration_s`) and `RooflineStepCost.round_time_s`
     add the verify step's fixed time at K > 0 and nothing at K = 0."""
-    from simulator.drafters import Drafter, DrafterSpec
-    from simulator.replica import Replica
     from simulator.run import simulate
-    from simulator.step_cost import RooflineStepCost
+    from simulator.serving.replica import Replica
+    from simulator.serving.step_cost import RooflineStepCost
+    from simulator.speculation.drafters import Drafter, DrafterSpec
     base, prof, path = _verify_profile(tmp_path)
     m = load_model("llama-3.1-8b")
     spec = DrafterSpec(method="eagle3", model="eagle3-llama-3.1-8b", num_speculative_tokens=3)

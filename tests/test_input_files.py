@@ -1,4 +1,4 @@
-"""Every input file goes through one checked reader (simulator/input_files.py): a FIFO, a device, a
+"""Every input file goes through one checked reader (simulator/common/input_files.py): a FIFO, a device, a
 directory or a symlink loop is refused by its kind before it is opened (never a hang), sizes are
 bounded, nesting, alias cycles and long integers are refused with their position, and an error
 names the file and the position, never the file's contents (robust to any input)."""
@@ -10,8 +10,8 @@ import threading
 import pytest
 import yaml
 
-from simulator.errors import SpecsightInputError
-from simulator.input_files import MAX_NESTING, parse_yaml, read_json, read_text
+from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import MAX_NESTING, parse_yaml, read_json, read_text
 from specsight.cli import main
 
 SECRET = "SECRET-CONTENT-MUST-NOT-PRINT"

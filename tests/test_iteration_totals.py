@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.errors import SpecsightInputError
-from simulator.iteration_totals import weighted_percentiles
-from simulator.metrics import IterationLog, weighted_percentile
+from simulator.common.errors import SpecsightInputError
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
+from simulator.serving.iteration_totals import weighted_percentiles
+from simulator.serving.metrics import IterationLog, weighted_percentile
 
 CASES = {
     # open loop over four replicas: they run ahead (RunAhead) and fold the log between stretches

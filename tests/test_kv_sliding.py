@@ -1,13 +1,13 @@
-"""KV memory by layer type (simulator/kv_cache.py): the block pool holds the full layers' KV per
+"""KV memory by layer type (simulator/costs/kv_cache.py): the block pool holds the full layers' KV per
 token, the sliding layers' KV is held per sequence slot, capped at the window; by hand."""
 import math
 
-from simulator.cost_model import CostModel
-from simulator.hardware import load_profile
-from simulator.kv_cache import kv_budget, sliding_slot_tokens, sliding_slots
-from simulator.model_spec import load_model
+from simulator.costs.cost_model import CostModel
+from simulator.costs.kv_cache import kv_budget, sliding_slot_tokens, sliding_slots
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 
 KW = dict(block_size=16, gpu_memory_utilization=0.9, activation_reserve_bytes=5e9)
 

@@ -1,4 +1,4 @@
-"""Attention by layer type (simulator/layer_types.py): the layer kinds read from configs as published,
+"""Attention by layer type (simulator/models/layer_types.py): the layer kinds read from configs as published,
 and the bytes and FLOPs each kind reads in decode, verify and prefill against hand computation."""
 import itertools
 import json
@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.kv_cache import estimate_activation_reserve_bytes, linear_state_reserve_bytes
-from simulator.layer_types import window_keys_read, window_pairs
-from simulator.model_config import spec_from_config
-from simulator.model_spec import load_model
-from simulator.pass_shape import PassShape, causal_pairs
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel
+from simulator.costs.kv_cache import estimate_activation_reserve_bytes, linear_state_reserve_bytes
+from simulator.costs.pass_shape import PassShape, causal_pairs
+from simulator.hardware.hardware import load_profile
+from simulator.models.layer_types import window_keys_read, window_pairs
+from simulator.models.model_config import spec_from_config
+from simulator.models.model_spec import load_model
 
 H100 = load_profile("h100-sxm")
 MISTRAL = load_model("mistral-7b")                  # 32 layers, all sliding, W = 4096

@@ -1,4 +1,4 @@
-"""Expert parallelism, data-parallel attention and the inter-node link (simulator/moe_parallel.py),
+"""Expert parallelism, data-parallel attention and the inter-node link (simulator/models/moe_parallel.py),
 against hand computation on DeepSeek-V3 (58 MoE layers of 256 routed experts, top-8, hidden 7168,
 MLA) over H200 nodes of 8 GPUs (hardware_profiles/h200-sxm.yaml: NVLink 450 GB/s, 20 us; inter-node
 50 GB/s, 10 us)."""
@@ -8,12 +8,13 @@ import dataclasses
 
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.kv_cache import kv_budget
-from simulator.model_spec import load_model
-from simulator.moe_parallel import (
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel
+from simulator.costs.kv_cache import kv_budget
+from simulator.costs.pass_shape import PassShape
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
+from simulator.models.moe_parallel import (
     ParallelLayout,
     all_to_all_bytes,
     all_to_all_s_per_byte,
@@ -21,8 +22,7 @@ from simulator.moe_parallel import (
     expert_bytes_per_rank,
     link_fractions,
 )
-from simulator.pass_shape import PassShape
-from simulator.scenario import HardwareSpec
+from simulator.scenario.scenario import HardwareSpec
 
 H200 = load_profile("h200-sxm")
 DSV3 = load_model("deepseek-v3")
@@ -158,7 +158,7 @@ def test_internode_keys_come_together():
 
 def test_the_shipped_scenario_resolves_target_and_mtp_drafter_in_one_layout():
     from simulator.run import resolve_deployment
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     sc = load_scenario("scenarios/deepseek-v3-2node-ep-mtp.yaml")
     dep = resolve_deployment(sc)
     cm, dc = dep.step_cost.cm, dep.drafter.draft_cost
@@ -170,7 +170,7 @@ def test_the_shipped_scenario_resolves_target_and_mtp_drafter_in_one_layout():
 
 def test_a_real_engine_refuses_expert_parallel_layouts():
     from simulator.run import resolve_deployment
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     sc = load_scenario("scenarios/deepseek-v3-2node-ep-mtp.yaml")
     with pytest.raises(SpecsightInputError) as e:
         resolve_deployment(dataclasses.replace(sc, engine=dataclasses.replace(sc.engine, kind="sglang")))

@@ -12,10 +12,10 @@ from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED
 
-from simulator.cost_model import CostModel, PassShape
-from simulator.errors import SpecsightInputError
-from simulator.hardware import MIN_LINK_GB_S, MIN_MEMORY_TB_S, load_profile
-from simulator.model_spec import load_model
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel, PassShape
+from simulator.hardware.hardware import MIN_LINK_GB_S, MIN_MEMORY_TB_S, load_profile
+from simulator.models.model_spec import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = (ROOT / "hardware_profiles/h100-sxm.yaml").read_text()
@@ -87,5 +87,5 @@ def test_grid_alias_cycle_is_one_line_and_5e_05_is_a_number(tmp_path, capsys):
     sc = write_scenario(tmp_path / "sc.yaml", SMALL, "Are grid values parsed safely? (test scenario)")
     one_error(capsys, ["breakeven", str(sc), "--grid", "seed=&a [*a]", "--no-plot", "--out", str(tmp_path / "o")],
                "contains itself")
-    from simulator.scenario import checked_source
+    from simulator.scenario.scenario import checked_source
     assert checked_source(str(sc), ["slo.tpot_ms_p99=5e1"])["slo"]["tpot_ms_p99"] == 50.0   # YAML 1.1: text

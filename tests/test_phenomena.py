@@ -2,7 +2,7 @@
 
 Every test asserts a direction with its physical reason, never a tuned number. Where a
 phenomenon lives in the cost of one round (expert coverage, KV reads) it is tested on the
-analytic model (simulator/analytic.py: the same cost model without queueing or prefill); where it
+analytic model (simulator/speculation/analytic.py: the same cost model without queueing or prefill); where it
 needs the serving loop (load, policies, prefill sharing the pass) it is tested on the simulator,
 with the speedup taken against the same scenario with speculation off (common random numbers).
 """
@@ -13,15 +13,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from simulator.analytic import breakeven_batch, speedup
-from simulator.cost_model import CostModel
-from simulator.drafters import Drafter, DrafterSpec
-from simulator.hardware import load_profile
-from simulator.model_spec import load_model
-from simulator.paths import SCENARIOS_DIR
+from simulator.common.paths import SCENARIOS_DIR
+from simulator.costs.cost_model import CostModel
+from simulator.hardware.hardware import load_profile
+from simulator.models.model_spec import load_model
 from simulator.run import simulate
-from simulator.scenario import load_scenario
-from specsight.studies.crossings import crossings
+from simulator.scenario.scenario import load_scenario
+from simulator.speculation.analytic import breakeven_batch, speedup
+from simulator.speculation.drafters import Drafter, DrafterSpec
+from specsight.studies.breakeven.crossings import crossings
 
 H100 = load_profile("h100-sxm")
 L8B = load_model("llama-3.1-8b")
@@ -163,8 +163,8 @@ def test_deepseek_v3_mtp_speedup_dips_at_mid_batch():
     """Analytic model on the shipped DeepSeek-V3 + MTP scenario (256 experts, top-8): batch 1
     touches 8 experts per layer plain and ~31 verifying 4 tokens; by batch 128 plain decode
     touches nearly all, so the extra verify positions cost little again. The gain dips in between."""
-    from specsight.studies.analytic import Analytic
-    from specsight.studies.overrides import scenario_source
+    from specsight.studies.breakeven.analytic import Analytic
+    from specsight.studies.shared.overrides import scenario_source
     an = Analytic(scenario_source(SCENARIOS_DIR / "deepseek-v3-h200-mtp.yaml"))
     s1, s8, s128 = (float(an.speedup(b, an.mean_context, 3, an.alpha(3))) for b in (1, 8, 128))
     assert s8 < s1 and s8 < s128, (s1, s8, s128)

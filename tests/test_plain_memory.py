@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simulator.run import resolve_deployment, simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 BF16 = 2                    # bytes per weight and per KV element
@@ -136,7 +136,7 @@ def test_sglang_plain_baseline_runs_without_the_speculative_request_cap():
 def test_a_plain_deployment_is_not_refused_for_a_drafter_it_does_not_load():
     """SGLang v0.4 runs no draft model: with speculation it refuses one by name; with policy off
     the drafter is not loaded, so the plain run goes ahead, as the same run without a drafter."""
-    from simulator.errors import SpecsightInputError
+    from simulator.common.errors import SpecsightInputError
     sglang04 = ["engine.kind=sglang", "engine.version=v0.4", "workload.num_requests=8"]
     draft = "scenarios/llama8b-h100-draft1b-chat.yaml"
     with pytest.raises(SpecsightInputError) as e:

@@ -15,8 +15,8 @@ import yaml
 from scenario_files import write_scenario
 
 from specsight.cli import main
-from specsight.studies.capacity_plan import SLO, configurations, plan, verdict
-from specsight.studies.overrides import scenario_source
+from specsight.studies.plan.study import SLO, configurations, plan, verdict
+from specsight.studies.shared.overrides import scenario_source
 
 TARGET_S, DRAFT_S = 0.02, 0.002          # s per target pass / per draft step
 OUTPUT_TOKENS = 32

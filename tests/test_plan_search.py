@@ -17,12 +17,12 @@ import re
 import pytest
 from scenario_files import write_scenario
 
-import specsight.studies.points as points_module
-from simulator.hardware import available_profiles, load_profile, profile_from_dict
+import specsight.studies.shared.points as points_module
+from simulator.hardware.hardware import available_profiles, load_profile, profile_from_dict
 from specsight.cli import main
-from specsight.studies.capacity_plan_price import gpu_hour_price
-from specsight.studies.plan_search import NO_FIT, plan_search
-from specsight.studies.plan_search_outputs import chosen_line
+from specsight.studies.plan.price import gpu_hour_price
+from specsight.studies.plan.search import NO_FIT, plan_search
+from specsight.studies.plan.search_outputs import chosen_line
 
 STEP_FAST, STEP_SLOW = 0.01, 0.02      # s per target pass
 SLO_TPOT_MS = 15.0                     # between the two: only the fast step can meet it
@@ -179,7 +179,7 @@ def test_configurations_that_do_not_fit_are_listed_with_the_reason(tmp_path, cap
 def test_run_points_prints_unexpected_errors_only(tmp_path, capsys, monkeypatch):
     """A point whose exception the caller lists as expected is recorded quietly; any other error
     still prints its `point ... failed` line."""
-    from simulator.errors import SpecsightInputError
+    from simulator.common.errors import SpecsightInputError
 
     def evaluate(source, overrides, baseline=False):
         if overrides["hardware.tp"] == 3:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specsight.studies.plot_labels import PLACED, line_samples_px, marker_centres_px
+from specsight.studies.shared.plot_labels import PLACED, line_samples_px, marker_centres_px
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def _crowded_frame() -> pd.DataFrame:
 
 
 def test_crowded_crossings_labels_clear_of_each_other_and_markers(tmp_path, saved_figures):
-    from specsight.studies.plots import plot_breakeven
+    from specsight.studies.shared.plots import plot_breakeven
     crossings = {"K=1": 10.1, "K=2": 10.3, "K=3": 10.5, "K=4": 10.6}
     plot_breakeven(_crowded_frame(), x="x", breakeven=crossings, title="t", xlabel="x", ylabel="speedup",
                    path=tmp_path / "b.png")
@@ -105,7 +105,7 @@ def test_the_checker_fails_on_overlapping_labels(tmp_path):
 
 
 def test_labels_avoid_lines_where_they_can(tmp_path, saved_figures):
-    from specsight.studies.plot_labels import place_labels
+    from specsight.studies.shared.plot_labels import place_labels
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     for k in range(5):                                      # a fan of lines through (5, 5)
         ax.plot([0, 10], [5 - k, 5 + k], color="C0")
@@ -120,7 +120,7 @@ def test_labels_avoid_lines_where_they_can(tmp_path, saved_figures):
 def test_main_job_plots_labels_clear(tmp_path, saved_figures):
     """The main job (README command 1, without the capacity search): the break-even plot labels
     every crossing, and both plots keep their labels off each other, the legend and the markers."""
-    from specsight.studies.breakeven import breakeven
+    from specsight.studies.breakeven.study import breakeven
     res = breakeven(str(ROOT / "scenarios/llama70b-tp4-h100-chat-ngram.yaml"), axis="qps", capacity=False,
                     progress=False)
     files = res.write(tmp_path)
@@ -142,7 +142,7 @@ def _search(points):
     """A stand-in PlanSearch: (config, tpot ms, USD per M tokens, on the Pareto front) rows."""
     from types import SimpleNamespace
 
-    from specsight.studies.plan_search import MEETS
+    from specsight.studies.plan.search import MEETS
     rows = [{"status": MEETS, "config": c, "tpot_ms_p99_at_load": t, "cost_per_million_output_tokens_usd": usd,
              "pareto": p} for c, t, usd, p in points]
     cheapest = min(rows, key=lambda r: r["cost_per_million_output_tokens_usd"])
@@ -151,7 +151,7 @@ def _search(points):
 
 
 def test_pareto_front_of_one_point_is_a_marker_and_labels_clear(tmp_path, saved_figures):
-    from specsight.studies.plan_search_plot import plot_pareto
+    from specsight.studies.plan.search_plot import plot_pareto
     plot_pareto(_search([("h100 tp4; K=2", 30.0, 1.0, True), ("h100 tp8; K=2", 35.0, 1.4, False)]),
                 tmp_path / "one.png")
     ax = saved_figures[-1].axes[0]

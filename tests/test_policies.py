@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from simulator.acceptance import IIDAcceptance
-from simulator.policies import (
+from simulator.speculation.acceptance import IIDAcceptance
+from simulator.speculation.policies import (
     AdaptivePolicy,
     BatchSchedulePolicy,
     GoodputPolicy,
@@ -12,7 +12,7 @@ from simulator.policies import (
     PolicyState,
     StaticPolicy,
 )
-from simulator.spec_math import optimal_k
+from simulator.speculation.spec_math import optimal_k
 
 STATE = PolicyState()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 
 SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "llama8b-h100-eagle3-chat.yaml"
 SMALL = ["workload.num_requests=48", "workload.arrival={process: closed_loop, concurrency: 16}"]

@@ -9,8 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-from simulator.acceptance import AcceptanceSpec
-from simulator.acceptance_presets import (
+from simulator.common.errors import SpecsightWarning
+from simulator.run import simulate
+from simulator.speculation.acceptance import AcceptanceSpec
+from simulator.speculation.acceptance_presets import (
     PRESETS,
     SHAPES,
     alpha_for_tau,
@@ -18,9 +20,7 @@ from simulator.acceptance_presets import (
     nearest_chain_preset,
     shape_mismatch,
 )
-from simulator.drafters import METHODS
-from simulator.errors import SpecsightWarning
-from simulator.run import simulate
+from simulator.speculation.drafters import METHODS
 from specsight.cli import main
 
 CHAIN_VLLM = "eagle3-llama-3.1-8b-mtbench-chain-vllm"

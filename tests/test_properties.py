@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.run import SEED_WORKLOAD, simulate
-from simulator.scenario import load_scenario
-from simulator.workload import generate_requests
+from simulator.scenario.scenario import load_scenario
+from simulator.workload.workload import generate_requests
 
 SETTINGS = settings(max_examples=100, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,4 +1,4 @@
-"""Published engine results as a validation table (specsight/studies/published.py,
+"""Published engine results as a validation table (specsight/studies/published/study.py,
 data/published/engine_results.yaml, docs/validation.md, `specsight validate --published`).
 
 What is asserted is what is true and stable: every row loads with its source, each row's scenario has
@@ -13,11 +13,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.acceptance_presets import PRESETS
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from simulator.run import simulate
-from simulator.scenario import load_scenario
-from specsight.studies.published import (
+from simulator.scenario.scenario import load_scenario
+from simulator.speculation.acceptance_presets import PRESETS
+from specsight.studies.published.report import goals, goals_lines, report_json, validation_markdown
+from specsight.studies.published.study import (
     ENGINE_VERSIONS,
     NOT_MODELLED,
     PublishedRow,
@@ -32,7 +33,6 @@ from specsight.studies.published import (
     unpriced,
     validate_published,
 )
-from specsight.studies.published_report import goals, goals_lines, report_json, validation_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 CAT = load_published()
@@ -218,7 +218,7 @@ def test_row4_under_vllm_against_the_ideal_engine(table):
 
 def test_docs_validation_is_current(table):
     assert (ROOT / "docs" / "validation.md").read_text() == validation_markdown(table), \
-        "docs/validation.md is stale: python -m specsight.studies.published_report > docs/validation.md"
+        "docs/validation.md is stale: python -m specsight.studies.published.report > docs/validation.md"
 
 
 def test_cli_json_keys(capsys, table):
@@ -248,7 +248,7 @@ def test_a_row_an_engine_refuses_is_shown_as_not_run(tmp_path, monkeypatch):
     with the reason, and the row counts as a miss."""
     import yaml
 
-    import specsight.studies.published as published
+    import specsight.studies.published.study as published
     raw = yaml.safe_load(published.RESULTS_FILE.read_text())
     raw["rows"] = [r for r in raw["rows"] if r["name"] == ROW4.name]
     path = tmp_path / "rows.yaml"

@@ -48,7 +48,7 @@ def test_breakeven_returns_a_frame_and_a_frozen_verdict(example):
 
 
 def test_analytic_breakeven_per_k(example):
-    from specsight.studies.analytic import BATCH_GRID
+    from specsight.studies.breakeven.analytic import BATCH_GRID
     an = example["analytic"]
     assert len(an.frame) == 2 * len(BATCH_GRID) and set(an.frame["k"]) == {2, 4}
     d = an.to_dict()
@@ -78,7 +78,7 @@ def test_capacity_plan_rows_and_fleet_arithmetic(example):
 def test_configuration_search_ranks_and_chooses(example):
     """Every (GPU, K) configuration ranked by $/M output tokens; rank 1 is the chosen one; each
     configuration is priced at its own profile's price per GPU-hour."""
-    from simulator.hardware import load_profile
+    from simulator.hardware.hardware import load_profile
     s = example["search"]
     assert len(s.rows) == 4 and s.grid == ["hardware.gpu", "drafter.num_speculative_tokens"]
     costs = [r["cost_per_million_output_tokens_usd"] for r in s.rows if r["rank"] is not None]

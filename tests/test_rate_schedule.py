@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulator.errors import SpecsightInputError
-from simulator.rate_schedule import RateSchedule
-from simulator.workload import WorkloadSpec, generate_requests
+from simulator.common.errors import SpecsightInputError
+from simulator.workload.rate_schedule import RateSchedule
+from simulator.workload.workload import WorkloadSpec, generate_requests
 from tests.sampling_stats import ALPHA
 
 ROWS = [[0, 2.0], [3600, 6.0], [7200, 0.0], [10800, 4.0]]     # requests/s; a silent third piece
@@ -127,7 +127,7 @@ def test_num_requests_null_is_the_expected_count_and_same_seed_same_arrivals():
     assert len(a) == w.n_requests
     assert np.array_equal(a.arrival_s, b.arrival_s) and not np.array_equal(a.arrival_s, c.arrival_s)
     # the flat form (`arrival: schedule` with its keys beside it) is the same workload
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     flat = load_scenario({"hardware": {"kind": "fixed", "target_step_s": 0.01}, "seed": 1,
                           "workload": {"arrival": "schedule", **arr, "prompt_len": 10, "output_len": 5}})
     assert flat.workload.schedule == w.schedule

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from test_frictions import _cli
 
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile, profile_from_dict
-from specsight.studies.capacity_plan_price import gpu_hour_price
-from specsight.studies.deploy import deployment
+from simulator.common.errors import SpecsightInputError
+from simulator.hardware.hardware import load_profile, profile_from_dict
+from specsight.studies.deploy.study import deployment
+from specsight.studies.plan.price import gpu_hour_price
 
 ROOT = Path(__file__).resolve().parents[1]
 EIGHT_B = "scenarios/llama8b-h100-eagle3-chat.yaml"

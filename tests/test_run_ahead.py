@@ -1,4 +1,4 @@
-"""Replicas of an open loop run on to their next arrival (simulator/run_ahead.py): every trajectory
+"""Replicas of an open loop run on to their next arrival (simulator/serving/run_ahead.py): every trajectory
 must be the one a SimPy timeout per iteration gives (`Replica.INLINE = False`), bit for bit, for
 each router, open and closed loop, speculation on and off, compiled rounds on and off (and running
 the iteration in flight at the next arrival or not), and at exact ties between iteration ends and
@@ -12,12 +12,12 @@ import pytest
 from golden_cases import fixed_ties_scenario
 from same_run import assert_same_run
 
-from simulator.engine import Engine
-from simulator.metrics import N_ITER_COLS
-from simulator.replica import Replica
 from simulator.run import simulate
-from simulator.run_ahead import END, RunAhead
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
+from simulator.serving.engine import Engine
+from simulator.serving.metrics import N_ITER_COLS
+from simulator.serving.replica import Replica
+from simulator.serving.run_ahead import END, RunAhead
 
 EAGLE = "scenarios/llama8b-h100-eagle3-chat.yaml"
 OPEN = "workload.arrival={process: poisson, qps: 9}"

@@ -20,8 +20,8 @@ import pytest
 from scenario_files import write_scenario
 
 from specsight.cli import main
-from specsight.studies.breakeven import breakeven
-from specsight.studies.saturation import is_saturated, queue_growth
+from specsight.studies.breakeven.study import breakeven
+from specsight.studies.shared.saturation import is_saturated, queue_growth
 
 TARGET_S, DRAFT_S = 0.02, 0.004           # s per target pass / per draft step
 SEQS, OUTPUT = 8, 32                      # engine.max_num_seqs, output tokens per request
@@ -150,7 +150,7 @@ def test_closed_loop_never_saturates_and_a_trace_is_not_judged(tmp_path, capsys)
 def test_kv_sequences_is_capped_by_the_sliding_window_slots():
     """A sliding-window model's running batch is capped by its slots: the KV cache holds the
     fewer of what the block pool and the slots hold."""
-    from specsight.studies.saturation import kv_sequences
+    from specsight.studies.shared.saturation import kv_sequences
     base = {"num_requests": 10, "prompt_tokens": 9000, "output_tokens": 1000, "kv_capacity_blocks": 640}
     assert kv_sequences(base, 16) == pytest.approx(640 * 16 / 1000)
     assert kv_sequences({**base, "kv_sliding_slots": 7}, 16) == 7

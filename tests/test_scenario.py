@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from simulator.errors import SpecsightInputError
-from simulator.scenario import Scenario, apply_override, load_scenario
+from simulator.common.errors import SpecsightInputError
+from simulator.scenario.scenario import Scenario, apply_override, load_scenario
 
 CONTRACT = textwrap.dedent("""\
     name: fixed-cost-demo

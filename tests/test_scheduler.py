@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import simpy
 
-from simulator.acceptance import IIDAcceptance
-from simulator.metrics import IterationLog, RequestTable
-from simulator.policies import AdaptivePolicy, StaticPolicy
-from simulator.replica import Replica
-from simulator.step_cost import FixedStepCost
+from simulator.serving.metrics import IterationLog, RequestTable
+from simulator.serving.replica import Replica
+from simulator.serving.step_cost import FixedStepCost
+from simulator.speculation.acceptance import IIDAcceptance
+from simulator.speculation.policies import AdaptivePolicy, StaticPolicy
 
 
 def _replica(prompts, policy=None, capacity_blocks=64, max_num_seqs=8, max_num_batched_tokens=96, k_max=2):

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from fuzz_mutate import with_value
 
-from simulator.errors import SpecsightInputError
-from simulator.paths import REPO_ROOT
-from simulator.scenario import load_scenario
-from simulator.schema import Float, Int, check
-from simulator.schema_table import SCENARIO, schema_markdown
+from simulator.common.errors import SpecsightInputError
+from simulator.common.paths import REPO_ROOT
+from simulator.common.schema import Float, Int, check
+from simulator.scenario.scenario import load_scenario
+from simulator.scenario.schema_table import SCENARIO, schema_markdown
 
 BASE = {"name": "t", "seed": 0, "hardware": {"kind": "fixed", "target_step_s": 0.01},
         "drafter": {"method": "ngram", "num_speculative_tokens": 2}, "acceptance": {"model": "iid", "alpha": 0.6},
@@ -158,7 +158,7 @@ def test_every_error_is_one_line():
 
 def test_every_scenario_key_is_documented_and_the_reference_is_current():
     assert (REPO_ROOT / "docs" / "schema.md").read_text() == schema_markdown(), \
-        "docs/schema.md is stale: python -m simulator.schema_table > docs/schema.md"
+        "docs/schema.md is stale: python -m simulator.scenario.schema_table > docs/schema.md"
     for key in SCENARIO.keys:
         assert f"`{key}" in schema_markdown()
 
@@ -166,7 +166,7 @@ def test_every_scenario_key_is_documented_and_the_reference_is_current():
 def test_shipped_scenarios_pass_the_schema_unchanged():
     import yaml
 
-    from simulator.scenario import checked_source
+    from simulator.scenario.scenario import checked_source
     for p in sorted((REPO_ROOT / "scenarios").glob("*.yaml")):
         raw = yaml.safe_load(p.read_text())
         clean = checked_source(p)

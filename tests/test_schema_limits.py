@@ -7,9 +7,9 @@ import tracemalloc
 import pytest
 from fuzz_mutate import with_value
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from simulator.run import simulate
-from simulator.scenario import load_scenario
+from simulator.scenario.scenario import load_scenario
 
 CLOSED = {"name": "closed", "seed": 3, "hardware": {"kind": "fixed", "target_step_s": 0.01, "draft_step_s": 0.001},
           "drafter": {"method": "ngram", "num_speculative_tokens": 2}, "acceptance": 0.6,
@@ -88,7 +88,7 @@ def test_batch_slots_beyond_the_limit_are_refused():
 def test_lengths_never_exceed_the_schema_limit():
     import numpy as np
 
-    from simulator.length_dist import MAX_LENGTH_TOKENS
+    from simulator.workload.length_dist import MAX_LENGTH_TOKENS
     sc = load_scenario(_with("workload.output_len", {"dist": "lognormal", "mean": 9_000_000, "sigma": 5}))
     x = sc.workload.output_len.sample(np.random.default_rng(0), 10_000)
     assert x.min() >= 1 and x.max() == MAX_LENGTH_TOKENS

@@ -3,14 +3,14 @@ every cached token, the MLA over the top index_topk keys per query, in decode, v
 KV memory of every token (latent + index key); the indexer's weights, replicated on every GPU."""
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.drafter_structure import raw_config
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.layer_types import window_pairs
-from simulator.model_config import spec_from_config
-from simulator.model_spec import load_model
-from simulator.pass_shape import PassShape
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel
+from simulator.costs.pass_shape import PassShape
+from simulator.hardware.hardware import load_profile
+from simulator.models.layer_types import window_pairs
+from simulator.models.model_config import spec_from_config
+from simulator.models.model_spec import load_model
+from simulator.speculation.drafter_structure import raw_config
 
 L, TOPK = 61, 2048                                  # DeepSeek-V3.2: layers, index_topk
 INDEX_KEY_BYTES = 128 * 1 + 4                       # fp8 key of index_head_dim 128 + one fp32 scale
@@ -125,8 +125,8 @@ def test_glm52_index_sharing_later_steps_read_the_top_k_of_both_caches():
     key and the top-k latents; steps 2..K are capped at index_topk cached tokens a sequence
     (drafter_structure), so they read 2048 index keys (an overstatement: they skip the indexer) and
     2047 latents. GLM-5's index key is 132 bytes, its latent 576 bf16 elements."""
-    from simulator.drafter_structure import round_costs
-    from simulator.drafters import Drafter, DrafterSpec
+    from simulator.speculation.drafter_structure import round_costs
+    from simulator.speculation.drafters import Drafter, DrafterSpec
     target = load_model("glm-5")
     cm = CostModel(target, load_profile("h200-sxm"), tp=8, dtype="fp8")
     d = Drafter(DrafterSpec(method="mtp", model="glm-5.2-mtp", num_speculative_tokens=3), target, cm)

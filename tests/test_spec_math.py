@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import spec_math as sm
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
+from simulator.speculation import spec_math as sm
 
 
 def test_issue_figures():

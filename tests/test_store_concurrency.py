@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from scenario_files import write_scenario
 
-from simulator.errors import SpecsightInputError
-from simulator.output_files import replacing, write_text
+from simulator.common.errors import SpecsightInputError
+from simulator.common.output_files import replacing, write_text
 from specsight.cli import main
 from specsight.studies import executors
 from specsight.studies.executors import MAX_WORKERS, check_dask_address, check_workers, open_executor
@@ -102,7 +102,7 @@ def test_stale_claims_of_a_killed_run_are_reported_and_taken_over(tmp_path, caps
     keys = [point_key(TINY, p) for p in POINTS]
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from specsight.studies.store_claims import StoreClaims
+        from specsight.studies.shared.store_claims import StoreClaims
         c = StoreClaims({str(store)!r}).__enter__()
         c.claim({keys[:2]!r}, 2, lambda: None, lambda k: False)
         print("claimed", flush=True)
@@ -271,7 +271,7 @@ def test_cli_reports_bad_executor_flags_in_one_line(tmp_path, capsys, command, f
 def test_stored_points_key_on_every_simulator_source_subpackages_included():
     """A change confined to a sub-package (simulator/engines/) must not reuse stored points: every
     .py under simulator/ is hashed into the points' key (points.code_files)."""
-    from specsight.studies.points import REPO_ROOT, code_files
+    from specsight.studies.shared.points import REPO_ROOT, code_files
     hashed = set(code_files())
     sources = set((REPO_ROOT / "simulator").rglob("*.py"))
     assert any(p.parent.name == "engines" for p in sources)

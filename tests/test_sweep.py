@@ -6,10 +6,10 @@ import json
 import pytest
 from scenario_files import write_scenario
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 from specsight.cli import main
-from specsight.studies.overrides import parse_grid, scenario_source
-from specsight.studies.points import PointStore, point_key, run_points
+from specsight.studies.shared.overrides import parse_grid, scenario_source
+from specsight.studies.shared.points import PointStore, point_key, run_points
 
 # Fixed step costs keep every point to a few milliseconds of simulation.
 TINY = {

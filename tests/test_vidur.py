@@ -22,7 +22,7 @@ from calibrate.vidur import (
     op_dims,
     table_markdown,
 )
-from simulator.hardware import load_profile
+from simulator.hardware.hardware import load_profile
 
 KNEE_MAX_MEDIAN_APE = 0.10   # issue #5: after fitting, the knee band (64-512 tokens) held out
 
@@ -154,7 +154,7 @@ def test_repository_copy_matches_shared_data():
 def test_datasheet_profiles_carry_the_shipped_fit_of_the_knee():
     """Datasheet profiles take their roofline sharpness from the shipped Vidur A100 fit (rounded to
     two decimals, as their sources say); refitting that profile must be followed by them."""
-    from simulator.hardware import available_profiles, load_profile
+    from simulator.hardware.hardware import available_profiles, load_profile
     fitted = load_profile("a100-80gb-sxm.vidur").efficiency.roofline_sharpness
     datasheet = [p for p in available_profiles() if load_profile(p).calibration is None
                  and p != "a100-80gb-sxm.vidur"]

@@ -20,11 +20,11 @@ from calibrate.vidur_attention import (
     model_of,
     price,
 )
-from simulator.cost_model import CostModel
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile
-from simulator.pass_shape import PassShape
-from simulator.paths import REPO_ROOT
+from simulator.common.errors import SpecsightInputError
+from simulator.common.paths import REPO_ROOT
+from simulator.costs.cost_model import CostModel
+from simulator.costs.pass_shape import PassShape
+from simulator.hardware.hardware import load_profile
 
 SHIPPED = REPO_ROOT / "data" / "vidur-profiling" / RELATIVE
 SCRIPT = REPO_ROOT / "scripts" / "reduce_vidur_attention.py"

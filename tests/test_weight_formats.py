@@ -1,16 +1,16 @@
-"""Weight formats (simulator/weight_formats.py): bytes per weight with their block scales, per-part
+"""Weight formats (simulator/models/weight_formats.py): bytes per weight with their block scales, per-part
 formats read from configs, a model's weight bytes by hand, and the rate each format computes at."""
 import json
 
 import pytest
 
-from simulator.cost_model import CostModel
-from simulator.errors import SpecsightInputError
-from simulator.hardware import load_profile, profile_from_dict
-from simulator.model_config import spec_from_config
-from simulator.model_spec import available_models, load_model
-from simulator.pass_shape import PassShape
-from simulator.weight_formats import WEIGHT_BITS, bytes_per_weight, compute_dtype, formats_from_config
+from simulator.common.errors import SpecsightInputError
+from simulator.costs.cost_model import CostModel
+from simulator.costs.pass_shape import PassShape
+from simulator.hardware.hardware import load_profile, profile_from_dict
+from simulator.models.model_config import spec_from_config
+from simulator.models.model_spec import available_models, load_model
+from simulator.models.weight_formats import WEIGHT_BITS, bytes_per_weight, compute_dtype, formats_from_config
 
 H100, H200, B200 = load_profile("h100-sxm"), load_profile("h200-sxm"), load_profile("b200")
 GPT_OSS = load_model("tests/data/layer_types/gpt-oss-120b.json")

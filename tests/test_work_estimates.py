@@ -1,5 +1,5 @@
 """Work and memory are estimated before they are spent and refused past their limits naming the
-override (simulator/work_limits.py, calibrate/memory_estimate.py); long work is announced; a dask
+override (simulator/scenario/work_limits.py, calibrate/memory_estimate.py); long work is announced; a dask
 scheduler without workers is refused after a bounded wait; validate and --from-bench refuse
 nonsense (robust to any input)."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ from scenario_files import write_scenario
 from test_cli_flags import FIXED
 
 from calibrate.run_record import check_run_record
-from simulator.errors import SpecsightInputError
-from simulator.work_limits import ANNOUNCE_S, TOKENS_PER_S, check_study_work
+from simulator.common.errors import SpecsightInputError
+from simulator.scenario.work_limits import ANNOUNCE_S, TOKENS_PER_S, check_study_work
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {**FIXED, "workload": {**FIXED["workload"], "num_requests": 2, "output_len": 4}}
@@ -102,7 +102,7 @@ def test_validate_refuses_a_nonsense_run_record_naming_the_key(edit, words, tmp_
 def test_from_bench_refuses_an_accept_length_past_k_plus_one():
     from calibrate.bench_files import BenchRun
     from calibrate.engine_fit import run_scenario
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     dep = load_scenario({"name": "bench", "seed": 1, "hardware": {"gpu": "h100-sxm"}, "model": "llama-3.1-8b",
                          "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
                          "acceptance": {"model": "iid", "alpha": 0.7},
@@ -115,7 +115,7 @@ def test_from_bench_refuses_an_accept_length_past_k_plus_one():
 
 def test_a_loose_fit_warns():
     from calibrate.engine_fit import UPPER_MS, warn_loose_fit
-    from simulator.errors import SpecsightWarning
+    from simulator.common.errors import SpecsightWarning
     with pytest.warns(SpecsightWarning, match="sync_ms = 50 \\+- 2.2e\\+02"):
         warn_loose_fit({"sync_ms": 50.0}, {"sync_ms": 220.0})
     with pytest.warns(SpecsightWarning, match="bound"):

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from simulator.paths import REPO_ROOT
-from simulator.workload import LengthDist, Requests, WorkloadSpec, generate_requests
+from simulator.common.paths import REPO_ROOT
+from simulator.workload.workload import LengthDist, Requests, WorkloadSpec, generate_requests
 
 TRACE = "data/traces/azure_llm_inference_2023_code.csv"
 

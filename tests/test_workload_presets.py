@@ -1,4 +1,4 @@
-"""Workload presets (simulator/workload_presets.py): every preset has a source, its distributions match the
+"""Workload presets (simulator/workload/workload_presets.py): every preset has a source, its distributions match the
 published figures they were fitted to (closed forms), a sampled workload reproduces the published
 medians, the scenario's own length keys win, and a bad name is one input error with did-you-mean."""
 import math
@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from simulator.errors import SpecsightInputError
-from simulator.length_dist import LengthDist
-from simulator.workload import WorkloadSpec, generate_requests
-from simulator.workload_presets import PRESETS, Z90, get_preset
+from simulator.common.errors import SpecsightInputError
+from simulator.workload.length_dist import LengthDist
+from simulator.workload.workload import WorkloadSpec, generate_requests
+from simulator.workload.workload_presets import PRESETS, Z90, get_preset
 
 ARRIVAL = {"process": "poisson", "qps": 1.0}
 
@@ -96,7 +96,7 @@ def test_a_bad_preset_name_is_one_input_error_with_did_you_mean():
 
 
 def test_a_scenario_names_a_preset_end_to_end():
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     sc = load_scenario({"hardware": {"kind": "fixed", "target_step_s": 0.01},
                         "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 5,
                                      "preset": "mtbench"}})

@@ -1,5 +1,5 @@
 """Real serving engines as a scenario dimension (`engine.kind: vllm | sglang | trtllm`, with
-`engine.version`); `ideal` is the cost model's passes alone (simulator/step_cost.py).
+`engine.version`); `ideal` is the cost model's passes alone (simulator/serving/step_cost.py).
 
 Each engine file declares, per drafter method it runs, the passes of one round and their CUDA
 graphs, where the host syncs, its scheduler's host time with overlap on or off, the verify
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import SpecsightInputError
+from ..common.errors import SpecsightInputError
 from .round import EngineDef, EngineLimits, Pass
 from .sglang import SGLang
 from .trtllm import TRTLLM

@@ -6,7 +6,7 @@ One row per pass of one round, for B sequences and K drafts (chain), vLLM's defa
 """
 from __future__ import annotations
 
-from ..drafters import LOOKUP_METHODS, DrafterSpec
+from ..speculation.drafters import LOOKUP_METHODS, DrafterSpec
 from . import ENGINES
 from .round import EngineDef, EngineLimits
 

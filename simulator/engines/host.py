@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecsightInputError
-from ..input_files import read_yaml
+from ..common.errors import SpecsightInputError
+from ..common.input_files import read_yaml
 
 MS = 1e-3
 US = 1e-6

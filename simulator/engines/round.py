@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..drafter_structure import DrafterStructure
-from ..drafters import DrafterSpec
-from ..errors import SpecsightInputError
+from ..common.errors import SpecsightInputError
+from ..speculation.drafter_structure import DrafterStructure
+from ..speculation.drafters import DrafterSpec
 from .host import HostModel, HostOverrides
 
 GRAPH_MODES = ("full", "piecewise", "round", "eager")

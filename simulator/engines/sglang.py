@@ -43,7 +43,7 @@ v0.4 (read in the sglang 0.4.5 wheel from PyPI, Apr 2025, sglang/srt/; 0.4.4.pos
 """
 from __future__ import annotations
 
-from ..drafters import DRAFT_MODEL, EAGLE, EAGLE3, MTP, NGRAM, DrafterSpec
+from ..speculation.drafters import DRAFT_MODEL, EAGLE, EAGLE3, MTP, NGRAM, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, sglang_max_bs, sglang_sizes, sglang_v04_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed

@@ -1,5 +1,5 @@
 """`EngineStepCost`: what one iteration costs under a real engine, through the interface the
-replica reads from RooflineStepCost (simulator/step_cost.py): target_s, draft_s, attention_rows,
+replica reads from RooflineStepCost (simulator/serving/step_cost.py): target_s, draft_s, attention_rows,
 overhead_s / spec_overhead_s, round_time_s; plus `host_s`, the engine's host time for the
 iteration, which the engine replica (engines/replica.py) adds to the passes' time.
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..cost_model import KERNELS_FIXED, KERNELS_PER_LAYER, KERNELS_PER_LAYER_TP, PREFILL_QUERY_TILE, CostModel
-from ..drafter_structure import MLP_KERNELS_PER_STAGE
-from ..drafters import Drafter
-from ..hardware import HardwareProfile
-from ..pass_shape import causal_pairs
+from ..costs.cost_model import KERNELS_FIXED, KERNELS_PER_LAYER, KERNELS_PER_LAYER_TP, PREFILL_QUERY_TILE, CostModel
+from ..costs.pass_shape import causal_pairs
+from ..hardware.hardware import HardwareProfile
+from ..speculation.drafter_structure import MLP_KERNELS_PER_STAGE
+from ..speculation.drafters import Drafter
 from .host import eager_pass_s
 from .round import EngineDef, EngineLimits, Pass
 

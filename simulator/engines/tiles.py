@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from ..cost_model import CostModel
-from ..model_spec import ModelSpec
+from ..costs.cost_model import CostModel
+from ..models.model_spec import ModelSpec
 
 TILE_M = 64      # rows of a GEMM tile (Hopper wgmma M = 64; NVIDIA Matrix Multiplication Background guide)
 TILE_N = 128     # columns of a GEMM tile (the guide's cuBLAS examples: 128x128, 256x128)

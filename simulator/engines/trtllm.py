@@ -23,7 +23,7 @@ drafting_loops.py@03dd9bb8, llm_args.py, interface.py; blog2, blog7, features do
 """
 from __future__ import annotations
 
-from ..drafters import DRAFT_MODEL, EAGLE3, MTP, NGRAM, DrafterSpec
+from ..speculation.drafters import DRAFT_MODEL, EAGLE3, MTP, NGRAM, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, trtllm_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed

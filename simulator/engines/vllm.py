@@ -59,7 +59,7 @@ V0 (docs v0.9.2; issues #4630, #10387): a SpecDecodeWorker proposes K one-token 
 """
 from __future__ import annotations
 
-from ..drafters import DRAFT_MODEL, EAGLE, EAGLE3, MEDUSA, MLP_SPECULATOR, MTP, NGRAM, SUFFIX, DrafterSpec
+from ..speculation.drafters import DRAFT_MODEL, EAGLE, EAGLE3, MEDUSA, MLP_SPECULATOR, MTP, NGRAM, SUFFIX, DrafterSpec
 from . import host as H
 from .cuda_graphs import padded_size, vllm_v0_sizes, vllm_v1_sizes
 from .round import EngineDef, EngineLimits, Pass, graphed

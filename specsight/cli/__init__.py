@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable
 from typing import NoReturn, TextIO
 
-from simulator.errors import SpecsightInputError, SpecsightWarning, closest_names
+from simulator.common.errors import SpecsightInputError, SpecsightWarning, closest_names
 
 from . import analytic, breakeven, calibrate, cost, groundtruth, models, plan, profiles, simulate, sweep, validate
 

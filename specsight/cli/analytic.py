@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def closed_forms(alpha: float, k: int, c: float | None) -> dict:
     """Expected tokens per round at (alpha, K); with c, the batch-1 speedup, the optimal K and
     the compute increase."""
-    from simulator import spec_math
-    from simulator.errors import require_range
+    from simulator.common.errors import require_range
+    from simulator.speculation import spec_math
 
     out = {"alpha": alpha, "k": k, "expected_tokens_per_round": spec_math.expected_tokens_per_round(alpha, k)}
     if c is not None:
@@ -35,10 +35,10 @@ def closed_forms(alpha: float, k: int, c: float | None) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator import spec_math
-    from simulator.schema_table import MAX_K
+    from simulator.scenario.schema_table import MAX_K
+    from simulator.speculation import spec_math
 
-    from ..studies.inputs import int_list
+    from ..studies.shared.inputs import int_list
 
     alpha = spec_math.check_alpha(args.alpha)
     answers = [closed_forms(alpha, k, args.c) for k in int_list("--k", args.k, lo=0, hi=MAX_K)]

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from simulator.output_files import out_file, out_folder
+from simulator.common.output_files import out_file, out_folder
 
 HARDWARE_FLAGS = ("--hardware", "--gpu", "--profile")
 MAX_FOLDER_CHARS = 200          # a grid point's folder name (a file system allows 255 bytes)
@@ -87,7 +87,7 @@ def grid_cases(args: argparse.Namespace) -> list[tuple[dict[str, Any] | None, li
     base = scenario_overrides(args)
     if not args.grid:
         return [(None, base, Path(args.out))]
-    from ..studies.overrides import check_points, grid_points, override_strings, scenario_source
+    from ..studies.shared.overrides import check_points, grid_points, override_strings, scenario_source
     points = grid_points(args.grid)
     check_points(scenario_source(args.scenario, base), points)     # a misspelt key fails here, once
     return [(pt, base + override_strings(pt), Path(args.out) / point_folder(pt)) for pt in points]

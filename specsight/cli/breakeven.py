@@ -1,10 +1,10 @@
 """`specsight breakeven SCENARIO.yaml --axis {batch,qps,context,alpha,k,drafter} [--values ...] [--k 1,2,3]`
 and `specsight breakeven --analytic --model M --hardware H --drafter D --alpha A`.
 
-The simulated study (specsight.studies.breakeven) sweeps one axis of a scenario and finds where
+The simulated study (specsight.studies.breakeven.study) sweeps one axis of a scenario and finds where
 speculation stops paying (speedup crosses 1), one curve per static K (`--k`) or policy
 (`--policies goodput,adaptive,batch_schedule`); `--grid KEY.PATH=V1,V2` runs it at each point of
-a grid of scenario overrides. The analytic one (specsight.studies.analytic) sweeps batch size
+a grid of scenario overrides. The analytic one (specsight.studies.breakeven.analytic) sweeps batch size
 with the cost model alone. Writes the CSV and plots under --out.
 """
 from __future__ import annotations
@@ -15,19 +15,19 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
-from ..studies.breakeven_axes import AXES, DEFAULT_VALUES, REQUESTS_PER_USER
-from ..studies.breakeven_capacity import CAPACITY_AXES, QUICK_TOLERANCE
-from ..studies.breakeven_drafters import DRAFTER, VALUE_FORM
-from ..studies.capacity_plan import TOLERANCE
-from ..studies.crossings import CAPACITY, METRIC_LABELS, METRICS, as_number
+from ..studies.breakeven.axes import AXES, DEFAULT_VALUES, REQUESTS_PER_USER
+from ..studies.breakeven.capacity import CAPACITY_AXES, QUICK_TOLERANCE
+from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, METRICS, as_number
+from ..studies.breakeven.drafters import DRAFTER, VALUE_FORM
+from ..studies.plan.study import TOLERANCE
 from .args import GRID_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out, add_set, grid_cases
 from .breakeven_text import MARKS, format_text, simulated_line
 from .emit import emit_json
 
 if TYPE_CHECKING:
-    from ..studies.breakeven_engines import EngineBreakevenResult
+    from ..studies.breakeven.engines import EngineBreakevenResult
 
 HELP = "where speculation turns net-negative: sweep an axis, find speedup = 1"
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_simulated(args: argparse.Namespace) -> int:
-    from ..studies.breakeven import breakeven
+    from ..studies.breakeven.study import breakeven
 
     if not args.scenario:
         raise SpecsightInputError("scenario", None,
@@ -109,7 +109,7 @@ def run_simulated(args: argparse.Namespace) -> int:
                             "elapsed_s": round(elapsed, 2), "files": files})
         else:
             if point is not None:
-                from ..studies.overrides import point_label
+                from ..studies.shared.overrides import point_label
                 print(f"== {point_label(point)}")
             print(format_engines_text(res, files, elapsed) if args.engines  # type: ignore[arg-type]
                   else format_text(res, files, elapsed))  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def run_simulated(args: argparse.Namespace) -> int:
 
 
 def run_analytic(args: argparse.Namespace) -> int:
-    from ..studies.analytic import analytic_breakeven
+    from ..studies.breakeven.analytic import analytic_breakeven
 
     for flag, v in (("--model", args.model), ("--hardware", args.hardware), ("--drafter", args.drafter),
                     ("--alpha", args.alpha)):

@@ -8,14 +8,14 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..studies.breakeven_axes import ANALYTIC_AXES
-from ..studies.breakeven_drafters import DRAFTER
-from ..studies.crossings import CAPACITY, METRIC_LABELS, PLAIN, as_number
+from ..studies.breakeven.axes import ANALYTIC_AXES
+from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, PLAIN, as_number
+from ..studies.breakeven.drafters import DRAFTER
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..studies.breakeven import BreakevenResult
+    from ..studies.breakeven.study import BreakevenResult
 
 MARKS = {"S": "S: saturated with or without speculation (the queue grows through the run: no steady state, the "
               "speedup there is not one a replica sustains)",

@@ -17,8 +17,8 @@ from typing import Any
 
 from calibrate.grids import GRIDS
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, CPU_SCALE, CPU_THREADS, GPU_LAYERS, MachineConfig
-from simulator.errors import SpecsightInputError
-from simulator.output_files import write_text
+from simulator.common.errors import SpecsightInputError
+from simulator.common.output_files import write_text
 
 from .args import add_hardware, add_json, add_set, check_out_file, scenario_overrides
 from .emit import emit_json
@@ -168,7 +168,7 @@ def run_from_bench(args: argparse.Namespace) -> int:
 
     from calibrate.bench_files import read_bench_files
     from calibrate.engine_fit import fit_engine, profile_dict
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
     if args.engine is None:
         raise SpecsightInputError("--engine", None, "vllm or sglang: whose benchmark wrote the --from-bench files")
     if args.scenario is None:

@@ -27,11 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.cost_model import CostModel, PassShape
-    from simulator.errors import require_int
-    from simulator.hardware import load_profile
-    from simulator.model_spec import load_model
-    from simulator.schema_table import MAX_SEQS, MAX_TOKENS, MAX_TP
+    from simulator.common.errors import require_int
+    from simulator.costs.cost_model import CostModel, PassShape
+    from simulator.hardware.hardware import load_profile
+    from simulator.models.model_spec import load_model
+    from simulator.scenario.schema_table import MAX_SEQS, MAX_TOKENS, MAX_TP
 
     batch = require_int("--batch", args.batch, lo=1, hi=MAX_SEQS)
     new = require_int("--new-tokens", args.new_tokens, lo=1, hi=MAX_TOKENS)
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     cost = cm.breakdown(shape)
     out = cost.to_dict()
     # what the batch holds per GPU once this pass has run, against the GPU's whole memory (a serving
-    # engine keeps part of it back: `simulate` sizes its KV cache with simulator.kv_cache.kv_budget)
+    # engine keeps part of it back: `simulate` sizes its KV cache with simulator.costs.kv_cache.kv_budget)
     kv_bytes = float(cm.kv_bytes_held(batch, ctx + new))     # by layer type: window, constant state
     held_bytes = cm.weight_bytes_per_gpu + kv_bytes
     fits = held_bytes <= hw.memory_bytes

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..studies.jsonable import json_safe
+from ..studies.shared.jsonable import json_safe
 
 
 def dumps(obj: Any, indent: int | None = 2) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from .args import add_json
 from .emit import emit_json
 
 if TYPE_CHECKING:
-    from simulator.model_spec import ModelSpec
+    from simulator.models.model_spec import ModelSpec
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def model_kind(m: ModelSpec) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.model_spec import available_models, load_model
+    from simulator.models.model_spec import available_models, load_model
 
     if args.action == "show":
         if not args.name:

@@ -2,12 +2,12 @@
 [--price-per-gpu-hour USD] [--grid KEY.PATH=V1,V2 ...]`, or `specsight plan DAY.yaml [--max-replicas N]`
 for a scenario whose workload is a day of traffic (a `schedule` arrival process)
 
-Capacity plan (specsight.studies.capacity_plan): for each speculation setting (off, static K,
+Capacity plan (specsight.studies.plan.study): for each speculation setting (off, static K,
 and policies), the largest Poisson request rate one replica sustains within the SLO, then the
 replicas and GPUs that serve the target rate, and what they cost. With `--grid`, a configuration
-search (specsight.studies.plan_search): every point of the grids' product under every setting,
+search (specsight.studies.plan.search): every point of the grids' product under every setting,
 ranked by USD per million output tokens, the cheapest that meets the SLO chosen. Every probe is a
-point of DIR/points.jsonl, so a rerun resumes. Without --target-qps (specsight.studies.fleet_day),
+point of DIR/points.jsonl, so a rerun resumes. Without --target-qps (specsight.studies.fleet_day.study),
 the scenario's day is simulated over fleets of hardware.replicas replicas behind its router, and the
 answer is the fewest replicas meeting the SLO in every window of the day, per setting.
 """
@@ -36,14 +36,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from ..studies.deploy import PlanDeployment
+    from ..studies.deploy.study import PlanDeployment
 
 HELP = "replicas, GPUs and cost to serve a target QPS within an SLO, with and without speculation"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ..studies.capacity_plan import DEFAULT_POLICIES, TOLERANCE
-    from ..studies.fleet_day import DEFAULT_MAX_REPLICAS
+    from ..studies.fleet_day.study import DEFAULT_MAX_REPLICAS
+    from ..studies.plan.study import DEFAULT_POLICIES, TOLERANCE
 
     p = sub.add_parser("plan", help=HELP, description=HELP)
     p.add_argument("scenario", help="scenario YAML (its slo: block gives the default SLO)")
@@ -77,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..studies.deploy import plan_deployment, search_deployment
+    from ..studies.deploy.study import plan_deployment, search_deployment
 
     out = check_out_dir(args.out)                # before any probe runs
     t0 = time.perf_counter()
@@ -89,14 +89,14 @@ def run(args: argparse.Namespace) -> int:
                   tolerance=args.tolerance, overrides=overrides, store=out / "points.jsonl",
                   workers=args.workers, dask=args.dask, progress=not args.no_progress)
     if args.grid:                                # the configuration search
-        from ..studies import plan_search_outputs as outputs
-        from ..studies.plan_search import plan_search
+        from ..studies.plan import search_outputs as outputs
+        from ..studies.plan.search import plan_search
         res = plan_search(args.scenario, args.target_qps, args.grid, **common)
         notes = ["  " + line for line in outputs.unserved_lines(res.rows)] + [outputs.chosen_line(res)]
         choose = lambda: search_deployment(res)                            # noqa: E731
     else:
-        from ..studies import capacity_plan_outputs as outputs  # type: ignore[no-redef]
-        from ..studies.capacity_plan import capacity_plan
+        from ..studies.plan import outputs as outputs  # type: ignore[no-redef]
+        from ..studies.plan.study import capacity_plan
         res = capacity_plan(args.scenario, args.target_qps, **common)   # type: ignore[assignment]
         notes = ["  " + line for line in outputs.unserved_lines(res.rows)]
         choose = lambda: plan_deployment(res, args.scenario, overrides, args.policies, args.k or ())  # noqa: E731
@@ -117,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _fleet_day(args: argparse.Namespace, overrides: list[str], out: Path, t0: float) -> int:
     """The fewest replicas serving the scenario's day, per setting: a table, or --json."""
-    from simulator.errors import SpecsightInputError
+    from simulator.common.errors import SpecsightInputError
 
-    from ..studies.fleet_day import fleet_day
-    from ..studies.fleet_day_outputs import headline, table
+    from ..studies.fleet_day.outputs import headline, table
+    from ..studies.fleet_day.study import fleet_day
 
     if args.grid:
         raise SpecsightInputError("--grid", args.grid[0], "needs --target-qps (a day of traffic is planned for the "
@@ -143,9 +143,9 @@ def _fleet_day(args: argparse.Namespace, overrides: list[str], out: Path, t0: fl
 
 
 def serving_commands(choose: Callable[[], PlanDeployment | None], out: Path) -> tuple[str, dict, dict[str, str]]:
-    """The chosen configuration's serving commands (specsight.studies.deploy) as text and data,
+    """The chosen configuration's serving commands (specsight.studies.deploy.study) as text and data,
     and the files written for them ({"none": why} when there are none)."""
-    from simulator.errors import SpecsightInputError
+    from simulator.common.errors import SpecsightInputError
     try:
         chosen = choose()
     except SpecsightInputError as e:

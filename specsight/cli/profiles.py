@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError
 
 from .args import add_json
 from .emit import emit_json
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from simulator.hardware import available_profiles, load_profile
+    from simulator.hardware.hardware import available_profiles, load_profile
 
     if args.action != "new" and (args.base or args.out):
         raise SpecsightInputError("--from" if args.base else "--out", args.base or args.out,
@@ -82,7 +82,7 @@ def profile_template(base: Any, name: str) -> dict[str, Any]:
 def write_new(args: argparse.Namespace) -> int:
     import yaml
 
-    from simulator.hardware import load_profile
+    from simulator.hardware.hardware import load_profile
 
     if not args.name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", args.name):
         raise SpecsightInputError("profiles new NAME", args.name,

@@ -3,7 +3,7 @@
 Runs a scenario through the SimPy serving simulator (simulator.run.simulate). stdout gets the
 summary (a table, or one JSON object on one line with --json) with `saturated` (the queue grows
 through the run), `kv_limited` (the KV cache ran out) and `achieved_mean_batch` added
-(specsight.studies.saturation); stderr gets which hardware profile the numbers come from. --out
+(specsight.studies.shared.saturation); stderr gets which hardware profile the numbers come from. --out
 DIR writes requests.parquet, iterations.parquet (CSV when pyarrow is missing), summary.json and
 the resolved scenario.yaml (with --baseline, the baseline's tables go to DIR/baseline/). Bad input
 prints one line `specsight: error: ...` and exits with code 2.
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulator.errors import SpecsightInputError
-from simulator.output_files import replacing, write_text
+from simulator.common.errors import SpecsightInputError
+from simulator.common.output_files import replacing, write_text
 
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, check_out_dir, scenario_overrides
 from .emit import dumps, emit_json
@@ -125,15 +125,15 @@ def write_outputs(result: SimResult, out_dir: Path, summary: Mapping[str, Any] |
 
 def run(args: argparse.Namespace) -> int:
     from simulator.run import simulate
-    from simulator.scenario import load_scenario
+    from simulator.scenario.scenario import load_scenario
 
-    from ..studies.saturation import result_flags
+    from ..studies.shared.saturation import result_flags
     try:
         sc = load_scenario(args.scenario, scenario_overrides(args))
         if args.out:
             check_out_dir(Path(args.out))           # before the run: a bad folder costs no simulation
         if not sc.hardware.is_fixed:
-            from simulator.hardware import load_profile
+            from simulator.hardware.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
         summary = {**result.summary, **result_flags(result)}

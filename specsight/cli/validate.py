@@ -1,13 +1,13 @@
 """`specsight validate RUN.json`: simulate a ground-truth run with a profile and compare, per
 (batch, K) (calibrate.pipeline.validate_run); `specsight validate --published`: the table of
-published engine results (specsight.studies.published). --out is checked before any work."""
+published engine results (specsight.studies.published.study). --out is checked before any work."""
 from __future__ import annotations
 
 import argparse
 import json
 
-from simulator.errors import SpecsightInputError
-from simulator.output_files import write_text
+from simulator.common.errors import SpecsightInputError
+from simulator.common.output_files import write_text
 
 from .args import add_hardware, add_json, check_out_file
 from .emit import emit_json
@@ -52,8 +52,8 @@ def _validate_published(args: argparse.Namespace) -> int:
             raise SpecsightInputError(flag, value, "not with --published: each row states its own setup")
     if args.out:
         check_out_file(args.out)            # before the table's simulations (about 30 s)
-    from specsight.studies.published import validate_published
-    from specsight.studies.published_report import report_json, report_text, validation_markdown
+    from specsight.studies.published.report import report_json, report_text, validation_markdown
+    from specsight.studies.published.study import validate_published
     table = validate_published()
     if args.out:
         write_text(args.out, validation_markdown(table))

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .overrides import check_points, grid_points, scenario_source
-from .points import run_points, study_executor
+from .shared.overrides import check_points, grid_points, scenario_source
+from .shared.points import run_points, study_executor
 
 if TYPE_CHECKING:
     import pandas as pd

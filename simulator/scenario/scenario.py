@@ -1,0 +1,291 @@
+"""Scenario files: one YAML mapping that says what to simulate, validated into frozen dataclasses.
+
+    name: fixed-cost-demo
+    seed: 0
+    hardware: {kind: fixed, target_step_s: 0.02, draft_step_s: 0.001}  # or {gpu: h100-sxm, tp: 1, replicas: 1}
+    model: llama-3.1-8b                   # catalog name or path to a config.json
+    drafter: {method: draft_model, model: llama-3.2-1b, num_speculative_tokens: 3}
+    acceptance: {model: iid, alpha: 0.7}
+    policy: {kind: static}
+    workload: {arrival: {process: closed_loop, concurrency: 1}, num_requests: 200, prompt_len: 128, output_len: 256}
+    engine: {max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16, gpu_memory_utilization: 0.9}
+    slo: {tpot_ms_p99: 50, ttft_ms_p99: 2000}
+
+`load_scenario(path_or_mapping, overrides)` applies `key.path=value` overrides (the value is
+parsed as YAML), checks every key's type and range against the schema (simulator/scenario/schema_table.py,
+docs/schema.md), builds the specs, and refuses work beyond the scenario's limits
+(simulator/scenario/work_limits.py); every error names the key path it is about. Units and defaults:
+docs/simulator.md.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
+from ..common.input_files import parse_yaml, read_yaml
+from ..common.keys import reject_unknown
+from ..common.schema import check, check_shape
+from ..hardware.hardware import DTYPE_BYTES
+from ..speculation.drafters import DrafterSpec
+from ..workload.workload import ARRIVAL_KEYS, WorkloadSpec
+from .schema_table import ENGINE_KINDS, HARDWARE_KINDS, ROUTERS, SCENARIO, TOP_KEYS
+from .work_limits import check_kernel_setup, check_work_limits
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """Where the model runs: a GPU profile (roofline cost model) or fixed per-step costs."""
+    kind: str = "roofline"              # "roofline": the cost model; "fixed": constant step times
+    gpu: str | None = None              # catalog name (hardware_profiles/<gpu>.yaml) or a YAML path
+    profile: str | None = None          # a calibrated profile (name or path); replaces `gpu`
+    tp: int = 1                         # tensor-parallel GPUs per replica
+    ep: int = 1                         # expert-parallel groups of the routed experts (SGLang --ep-size)
+    dp_attention: bool = False          # attention data-parallel over the tp GPUs (SGLang --enable-dp-attention)
+    replicas: int = 1                   # replicas behind the router
+    dtype: str = "bf16"                 # weight / compute dtype
+    kv_dtype: str | None = None         # KV-cache dtype (default: dtype, bf16 for fp8 weights)
+    target_step_s: float | None = None  # fixed: seconds per target pass (any batch, any content)
+    draft_step_s: float = 0.0           # fixed: seconds per draft step (K steps per round)
+
+    def __post_init__(self) -> None:
+        w = "hardware"
+        if self.kind not in HARDWARE_KINDS:
+            raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), HARDWARE_KINDS))
+        require_int(f"{w}.tp", self.tp, lo=1)
+        require_int(f"{w}.replicas", self.replicas, lo=1)
+        require_int(f"{w}.ep", self.ep, lo=1)
+        if self.tp % self.ep:
+            raise SpecsightInputError(f"{w}.ep", self.ep, f"a divisor of tp ({self.tp})")
+        if self.dp_attention and self.ep not in (1, self.tp):
+            raise SpecsightInputError(f"{w}.ep", self.ep, f"1 or tp ({self.tp}) with dp_attention "
+                                                          "(simulator/models/moe_parallel.py: the allowed layouts)")
+        if self.kind == "fixed":
+            if self.target_step_s is None:
+                raise SpecsightInputError(f"{w}.target_step_s", None,
+                                          "required for kind fixed (seconds per target pass)")
+            require_range(f"{w}.target_step_s", self.target_step_s, 0.0, lo_open=True)
+            require_range(f"{w}.draft_step_s", self.draft_step_s, 0.0)
+            if self.ep != 1 or self.dp_attention:
+                raise SpecsightInputError(f"{w}.ep", self.ep, "1 (and dp_attention false) with kind: fixed")
+        else:
+            if not (self.gpu or self.profile):
+                raise SpecsightInputError(f"{w}.gpu", None, "required: a hardware_profiles/ name or a profile path "
+                                                              "(or kind: fixed with target_step_s)")
+            for key in ("target_step_s",):
+                if getattr(self, key) is not None:
+                    raise SpecsightInputError(f"{w}.{key}", getattr(self, key), "only meaningful with kind: fixed")
+            for key in ("dtype", "kv_dtype"):
+                v = getattr(self, key)
+                if v is not None and v not in DTYPE_BYTES:
+                    raise SpecsightInputError(f"{w}.{key}", v, f"one of {', '.join(DTYPE_BYTES)}")
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.kind == "fixed"
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """The serving engine's batching limits and KV-cache layout (vLLM's names and defaults)."""
+    max_num_seqs: int = 256                 # sequences running at once, per replica
+    max_num_batched_tokens: int = 8192      # tokens per iteration (prefill chunks + decode/verify positions)
+    block_size: int = 16                    # tokens per KV-cache block
+    gpu_memory_utilization: float = 0.9     # fraction of HBM the engine may use
+    router: str = "round_robin"             # round_robin | least_outstanding
+    num_gpu_blocks: int | None = None       # override the computed KV capacity (blocks per replica)
+    activation_reserve_gb: float | None = None   # per GPU; None: estimated (docs/simulator.md)
+    kind: str = "ideal"                     # ideal | vllm | sglang | trtllm: whose rounds (docs/engines.md)
+    version: str | None = None              # the engine's version; None: the engine's default
+    profile: str | None = None              # an engine profile YAML (host constants); None: built-in
+
+    def __post_init__(self) -> None:
+        w = "engine"
+        require_int(f"{w}.max_num_seqs", self.max_num_seqs, lo=1)
+        require_int(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
+        require_int(f"{w}.block_size", self.block_size, lo=1)
+        require_range(f"{w}.gpu_memory_utilization", self.gpu_memory_utilization, 0.0, 1.0, lo_open=True)
+        if self.router not in ROUTERS:
+            raise SpecsightInputError(f"{w}.router", self.router, closest_names(str(self.router), ROUTERS))
+        if self.kind not in ENGINE_KINDS:
+            raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), ENGINE_KINDS))
+        if self.max_num_batched_tokens < self.max_num_seqs:   # as vLLM requires
+            raise SpecsightInputError(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens,
+                                      f"must be >= max_num_seqs ({self.max_num_seqs})")
+        if self.num_gpu_blocks is not None:
+            require_int(f"{w}.num_gpu_blocks", self.num_gpu_blocks, lo=1)
+        if self.activation_reserve_gb is not None:
+            require_range(f"{w}.activation_reserve_gb", self.activation_reserve_gb, 0.0)
+
+
+@dataclass(frozen=True)
+class SLOSpec:
+    """Per-request latency targets for goodput: a request meets the SLO when its TPOT and its TTFT
+    are both at or under these thresholds (ms). None: no target on that metric."""
+    tpot_ms_p99: float | None = None
+    ttft_ms_p99: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("tpot_ms_p99", "ttft_ms_p99"):
+            v = getattr(self, key)
+            if v is not None:
+                require_range(f"slo.{key}", v, 0.0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario. `source` keeps the mapping it was built from (after overrides)."""
+    name: str
+    seed: int
+    hardware: HardwareSpec
+    model: str | None
+    drafter: DrafterSpec | None
+    acceptance: Any            # an acceptance.AcceptanceModel (unbound; the engine binds a copy)
+    policy: Any                # a policies.Policy (the engine runs a fresh copy per replica)
+    workload: WorkloadSpec
+    engine: EngineSpec
+    slo: SLOSpec
+    description: str = ""
+    source: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def k_max(self) -> int:
+        """The largest K any round may use (the drafter's num_speculative_tokens; 0 without one)."""
+        return 0 if self.drafter is None else int(self.drafter.num_speculative_tokens)
+
+    def baseline(self) -> Scenario:
+        """The same scenario with speculation off (K = 0 every round): the speedup reference."""
+        return load_scenario(self.source, ["policy={kind: 'off'}"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.source))
+
+
+# ---- overrides ---------------------------------------------------------------------------
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one `a.b.c=value` (value parsed as YAML) to a nested mapping, in place."""
+    if "=" not in assignment:
+        raise SpecsightInputError("--set", assignment, "must look like key.path=value")
+    path, _, text = assignment.partition("=")
+    keys = [k.strip() for k in path.strip().split(".")]
+    if not keys or any(not k for k in keys):
+        raise SpecsightInputError("--set", assignment, "the key path must be dotted names, e.g. engine.max_num_seqs=64")
+    value = parse_yaml(text, f"--set {path}", text) if text.strip() else None
+    if keys[0] not in TOP_KEYS:
+        raise SpecsightInputError(f"--set {keys[0]}", text,
+                                  f"unknown top-level key; {closest_names(keys[0], TOP_KEYS)}")
+    node: Any = raw
+    for i, k in enumerate(keys[:-1]):
+        nxt = node.get(k)
+        if nxt is None:
+            nxt = node[k] = {}
+        elif isinstance(nxt, str) and i == 0 and k == "model":
+            raise SpecsightInputError(f"--set {path}", text, "model is a name or path, not a mapping")
+        elif not isinstance(nxt, dict):
+            where = ".".join(keys[: i + 1])
+            raise SpecsightInputError(f"--set {path}", text, f"{where} is {nxt!r}, not a mapping")
+        node = nxt
+    node[keys[-1]] = value
+
+
+# ---- loading -----------------------------------------------------------------------------
+def _dataclass_from(cls: type, raw: Mapping[str, Any] | None, where: str) -> Any:
+    raw = raw or {}
+    reject_unknown(raw, [f.name for f in dataclasses.fields(cls)], where)
+    return cls(**dict(raw))
+
+
+def _normalise_workload(raw: Any) -> Any:
+    """Accept the flat form `{arrival: poisson, qps: 2, ...}` as well as `{arrival: {process: poisson, qps: 2}}`."""
+    if not isinstance(raw, Mapping):
+        return raw
+    w = dict(raw)
+    arr = w.get("arrival")
+    if isinstance(arr, str):
+        sub: dict[str, Any] = {"process": arr}
+        for key in ARRIVAL_KEYS.get(arr, ()):
+            if key in w:
+                sub[key] = w.pop(key)
+        w["arrival"] = sub
+    return w
+
+
+def _normalise_policy(raw: Any) -> Any:
+    """YAML 1.1 reads a bare `off` as False: `policy: off` and `{kind: off}` mean kind off."""
+    if raw is False:
+        return {"kind": "off"}
+    if isinstance(raw, Mapping) and raw.get("kind") is False:
+        return {**raw, "kind": "off"}
+    return raw
+
+
+def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """The scenario mapping read, overridden, normalised (flat workload and `policy: off` forms)
+    and checked against the schema: every key a string, every value of its type and in range."""
+    if isinstance(path_or_mapping, Mapping):
+        check_shape(path_or_mapping, "scenario")
+        raw: Any = copy.deepcopy(dict(path_or_mapping))
+    else:
+        raw = read_yaml(path_or_mapping, "scenario", "scenario")
+        check_shape(raw, str(path_or_mapping))
+    if not isinstance(raw, dict):
+        raise SpecsightInputError("scenario", type(raw).__name__, "a scenario must be a YAML mapping")
+    for a in overrides:
+        apply_override(raw, a)
+    check_shape(raw, "scenario")
+    if "workload" in raw:
+        raw["workload"] = _normalise_workload(raw["workload"])
+    if "policy" in raw:
+        raw["policy"] = _normalise_policy(raw["policy"])
+    return check(SCENARIO, raw, "")
+
+
+def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
+    """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
+    from ..speculation.acceptance import AcceptanceSpec, tree_acceptance
+    from ..speculation.engine_policies import check_policy_engine
+    from ..speculation.policies import PolicySpec
+
+    raw = checked_source(path_or_mapping, overrides)
+    default_name = "scenario" if isinstance(path_or_mapping, Mapping) else Path(path_or_mapping).stem
+    name = str(raw.get("name") or default_name)
+    seed = require_int("seed", raw.get("seed", 0), lo=0)
+    hardware = _dataclass_from(HardwareSpec, raw.get("hardware"), "hardware")
+    model = raw.get("model")
+    if model is None and not hardware.is_fixed:
+        raise SpecsightInputError("model", None, "required: a catalog name (models/<name>.json) or a config.json path")
+
+    drafter = None
+    if raw.get("drafter") is not None:
+        drafter = DrafterSpec.from_mapping(raw["drafter"], where="drafter")
+    k_max = 0 if drafter is None else int(drafter.num_speculative_tokens)
+
+    acc_raw = raw.get("acceptance")
+    if acc_raw is None:
+        if k_max > 0:
+            raise SpecsightInputError("acceptance", None, "required with a drafter, e.g. {model: iid, alpha: 0.7}")
+        acc_raw = {"model": "iid", "alpha": 0.0}
+    acceptance = AcceptanceSpec.from_mapping(acc_raw, where="acceptance", k_max=max(k_max, 1))
+    check_kernel_setup(acceptance, raw)             # its Monte Carlo set-up runs on the next line
+
+    pol_raw = raw.get("policy")
+    if pol_raw is None:
+        pol_raw = {"kind": "static" if k_max > 0 else "off"}
+    # the goodput policy's prior: per-depth rates for a tree drafter (as the engine samples them)
+    branches = drafter.branches if drafter is not None else 1
+    prior = tree_acceptance(acceptance, branches).alphas(k_max) if k_max > 0 else None
+    policy = PolicySpec.from_mapping(pol_raw, where="policy", k_max=k_max, prior_alphas=prior)
+
+    workload = WorkloadSpec.from_mapping(raw["workload"], where="workload")
+    engine = _dataclass_from(EngineSpec, raw.get("engine"), "engine")
+    check_policy_engine(policy, engine.kind, drafter)      # an engine's own rule runs under that engine only
+    slo = _dataclass_from(SLOSpec, raw.get("slo"), "slo")
+    sc = Scenario(name=name, seed=seed, hardware=hardware, model=None if model is None else str(model),
+                  drafter=drafter, acceptance=acceptance, policy=policy, workload=workload,
+                  engine=engine, slo=slo, description=str(raw.get("description") or ""), source=raw)
+    check_work_limits(sc)
+    return sc

@@ -1,0 +1,208 @@
+"""Break-even by engine: one scenario's speedup under each serving engine (`engine.kind`).
+
+`breakeven(scenario, axis, ..., engines=["ideal", "vllm"])` runs the break-even study once per
+engine, the scenario's engine.kind set to it (the scenario unchanged for the engine it already
+names, so `engines=["ideal"]` gives the study without `engines`, row for row). An engine that
+specsight does not price (resolve_deployment refuses its engine.kind; `published.engine_refusal`
+decides, as for the validation table) is reported in one line and left out; the others run. An
+engine's own dynamic-K rule (policy kinds vllm_dynamic, sglang_adaptive, trtllm_schedule) runs
+only under that engine; every other combination is reported as skipped.
+
+Per engine, the lines drawn: the best static K at each point (the best of the K curves there) and
+each other policy given; per line, its crossings of speedup 1 and its status (crossings.py).
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.common.errors import SpecsightInputError
+from simulator.scenario.schema_table import ENGINE_KINDS
+from simulator.speculation.policies import ENGINE_RULES
+
+from ..published.study import engine_refusal
+from ..shared.jsonable import json_safe
+from ..shared.overrides import describe_scenario, own_policy
+from .axes import LOG_AXES
+from .crossings import as_number, line_verdict
+from .study import BreakevenResult, comma_names, run_study
+
+BEST_K = "best K"           # the line of the best static K at each point
+
+
+def parse_engines(engines: Sequence[str] | str) -> list[str]:
+    """'vllm,ideal' or ["vllm", "ideal"] -> the engine kinds, in order, each once."""
+    return comma_names("--engines", engines, ENGINE_KINDS)
+
+
+def with_engine(source: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The scenario under engine.kind `kind` (the scenario itself when it names that engine). A
+    policy of the scenario's own that is another engine's rule gives way to static: every curve
+    sets its own policy, and the scenario must still load under `kind`."""
+    if (source.get("engine") or {}).get("kind", "ideal") == kind:
+        return dict(source)
+    out = copy.deepcopy(dict(source))
+    out["engine"] = {**(out.get("engine") or {}), "kind": kind}
+    if ENGINE_RULES.get(str(own_policy(out).get("kind") or out.get("policy")), kind) != kind:
+        out["policy"] = {"kind": "static"}
+    return out
+
+
+@dataclass(frozen=True)
+class EngineBreakevenResult:
+    """A break-even study per engine. `frame`: every (engine, point, curve) row (the break-even
+    frame with an `engine` column first; analytic_speedup on ideal's rows only); `lines`: per
+    (engine, line, point) the speedup drawn, the curve that gives it and its K; `verdict`:
+    engine -> line -> {breakeven, crossings, status}; `skipped`: one line per engine or
+    policy/engine combination that did not run, and why."""
+    axis: str
+    values: list[float]
+    metric: str
+    engines: list[str]                       # asked for, in order
+    ran: list[str]                           # those that ran
+    skipped: list[str]
+    frame: Any                               # pandas.DataFrame
+    lines: Any                               # pandas.DataFrame
+    verdict: dict[str, dict[str, dict[str, Any]]]
+    results: dict[str, BreakevenResult]      # each engine's own study
+    meta: dict[str, Any]
+    points_simulated: int
+    points_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: what `specsight breakeven --engines ... --json` prints, less timing and files."""
+        keep = [c for c in self.frame.columns if c != "metric"]
+        return json_safe({**self.meta, "axis": self.axis, "metric": self.metric,
+                          "values": [as_number(v) for v in self.values], "engines": self.engines,
+                          "engines_run": self.ran, "skipped": self.skipped, "verdict": self.verdict,
+                          "lines": self.lines.to_dict("records"), "points": self.frame[keep].to_dict("records"),
+                          "points_simulated": self.points_simulated, "points_total": self.points_total})
+
+    def write(self, out_dir: str | Path, plot: bool = True) -> dict[str, str]:
+        """breakeven_<axis>_engines.csv (every row), ..._engines_lines.csv (the lines drawn) and,
+        with `plot`, breakeven_<axis>_engines.png; returns {kind: path}."""
+        from ..shared.atomic_files import write_csv
+        from .axes import AXIS_LABELS
+        from .crossings import METRIC_LABELS
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"breakeven_{self.axis}_engines"
+        files = {"csv": str(write_csv(self.frame, out / f"{stem}.csv")),
+                 "lines_csv": str(write_csv(self.lines, out / f"{stem}_lines.csv"))}
+        if plot and len(self.lines):
+            from .engine_plots import plot_engine_breakeven
+            m = self.meta
+            files["plot"] = str(plot_engine_breakeven(
+                self.lines, x=self.axis, verdict=self.verdict,
+                title=f"{m['scenario']}: {m['deployment']}, drafter {m['drafter']}\n"
+                      f"simulated speedup vs {self.axis} by engine (X = break-even)",
+                xlabel=AXIS_LABELS[self.axis], ylabel=f"speedup over plain decoding ({METRIC_LABELS[self.metric]})",
+                path=out / f"{stem}.png", logx=self.axis in LOG_AXES))
+        return files
+
+
+def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis: str, values: Sequence[float],
+                        ks: Sequence[int], policies: Sequence[str], metric: str | None, requests_per_user: int,
+                        store_path: Path | None, executor: Any, progress: bool) -> EngineBreakevenResult:
+    """The study (breakeven.run_study) under each engine that specsight prices, each policy under
+    the engines it runs on; see the module docstring."""
+    import pandas as pd
+
+    results: dict[str, BreakevenResult] = {}
+    skipped: list[str] = []
+    for e in engines:
+        src = with_engine(source, e)
+        refusal = engine_refusal(src)
+        if refusal is not None:
+            skipped.append(f"engine {e}: refused ({refusal.allowed})")
+            continue
+        pols = []
+        for p in policies:
+            why = rule_refusal(src, p, e, max(ks))
+            if why:
+                skipped.append(f"policy {p} under engine {e}: skipped ({why})")
+            else:
+                pols.append(p)
+        if not pols:
+            continue
+        res = run_study(src, axis, values, ks, pols, None, [], metric, requests_per_user, store_path, executor,
+                        progress)
+        results[e] = res
+        for label, g in res.frame.groupby("curve", sort=False):
+            if (g["error"] != "").all():
+                skipped.append(f"{label} under engine {e}: every point failed, e.g. {g['error'].iloc[0]}")
+    frames = [_engine_frame(r.frame, e) for e, r in results.items()]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["engine", axis, "curve"])
+    lines = pd.DataFrame([row for e, r in results.items() for row in engine_lines(r, e)],
+                         columns=["engine", "line", axis, "speedup", "curve", "k", "saturated", "kv_limited"])
+    log = axis in LOG_AXES
+    verdict: dict[str, dict[str, dict[str, Any]]] = {}
+    for (e, line), g in lines.groupby(["engine", "line"], sort=False):
+        g = g.sort_values(axis)
+        verdict.setdefault(str(e), {})[str(line)] = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log,
+                                                                 g["saturated"].astype(bool).tolist())
+    metric_used = next((r.metric for r in results.values()), metric or "throughput")
+    return EngineBreakevenResult(axis, list(values), metric_used, list(engines), list(results), skipped, frame, lines,
+                                 verdict, results, describe_scenario(source),
+                                 sum(r.points_simulated for r in results.values()),
+                                 sum(r.points_total for r in results.values()))
+
+
+def _engine_frame(df: Any, engine: str) -> Any:
+    """One engine's rows with the `engine` column first; the analytic model (the ideal engine's
+    passes alone) only on ideal's rows."""
+    out = df.assign(engine=engine)[["engine", *df.columns]]
+    if engine != "ideal":
+        out["analytic_speedup"] = float("nan")
+    return out
+
+
+def rule_refusal(source: Mapping[str, Any], policy: str, engine: str, k_max: int) -> str:
+    """Why an engine's own rule cannot run here ('' when it can, or for any other policy): it runs
+    under another engine, or the scenario under this one refuses it (its fields, its drafter)."""
+    from simulator.scenario.scenario import load_scenario
+    need = ENGINE_RULES.get(policy)
+    if need is None:
+        return ""
+    if need != engine:
+        return f"{policy} runs under engine.kind {need} only"
+    own = own_policy(source)
+    probe = copy.deepcopy(dict(source))
+    probe["policy"] = dict(own) if own.get("kind") == policy else {"kind": policy}
+    probe["drafter"] = {**probe["drafter"], "num_speculative_tokens": k_max}
+    try:
+        load_scenario(probe)
+    except SpecsightInputError as err:
+        return str(err)
+    return ""
+
+
+def engine_lines(res: BreakevenResult, engine: str) -> list[dict[str, Any]]:
+    """One engine's lines, point by point: the best static K (where the axis is not K itself) and
+    every other curve as it is."""
+    df, axis = res.frame, res.axis
+    rows: list[dict[str, Any]] = []
+    static = df[df["policy"] == "static"] if axis != "k" else df.iloc[0:0]
+    for v, g in static.groupby(axis, sort=True):
+        ok = g.dropna(subset=["speedup"])
+        if len(ok):
+            j = ok["speedup"].idxmax()
+            rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float(ok.loc[j, "speedup"]),
+                         "curve": ok.loc[j, "curve"], "k": ok.loc[j, "k"], **_marks(ok.loc[j])})
+        else:
+            rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float("nan"), "curve": "", "k": None,
+                         **_marks(g.iloc[0])})
+    rest = df if axis == "k" else df[df["policy"] != "static"]
+    for label, g in rest.groupby("curve", sort=False):
+        rows += [{"engine": engine, "line": label, axis: r[axis], "speedup": r["speedup"], "curve": label, "k": r["k"],
+                  **_marks(r)} for _, r in g.iterrows()]
+    return rows
+
+
+def _marks(row: Any) -> dict[str, bool]:
+    """A line's point is saturated (KV-limited) when its run with or without speculation is."""
+    return {"saturated": bool(row["saturated"] or row["base_saturated"]),
+            "kv_limited": bool(row["kv_limited"] or row["base_kv_limited"])}

@@ -1,0 +1,355 @@
+"""Break-even plots: speedup against an axis, one curve per K or policy, break-even marked."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from simulator.common.output_files import replacing  # noqa: E402
+
+from .plot_labels import has_placed_labels, place_labels  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    """Lay the figure out (unless place_labels did: its labels are placed for that layout), write
+    it to `path` and free it."""
+    if not has_placed_labels(fig):
+        fig.tight_layout()
+    path = Path(path)
+    try:
+        with replacing(path) as tmp:          # whole or not at all (simulator/common/output_files.py)
+            fig.savefig(tmp)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakeven: Mapping[str, float | None],
+                        title: str, xlabel: str, path: str | Path, logx: bool = False,
+                        overlay: pd.DataFrame | None = None, ylabel: str = "speedup over plain decoding (x)",
+                        vlines: Mapping[str, float] | None = None) -> Path:
+    """One line per value of `curve`; a dashed line at speedup 1; a marker where each curve crosses it.
+
+    `overlay` (same columns) is drawn dotted, e.g. the analytic model beside the simulation."""
+    fig, ax = plt.subplots(figsize=(10.5, 5.2), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    marks: list[tuple[float, str]] = []
+    for i, (name, g) in enumerate(df.groupby(curve, sort=True)):
+        label = f"{curve.upper() if len(curve) == 1 else curve}={name}"
+        g = g.sort_values(x)
+        c = colors[i % len(colors)]
+        be = breakeven.get(label)
+        ax.plot(g[x], g[y], marker="o", ms=3, lw=1.8, color=c,
+                label=label + (f": speedup 1 at {be:.3g}" if be is not None else ""))
+        if overlay is not None and name in set(overlay[curve]):
+            o = overlay[overlay[curve] == name].sort_values(x)
+            ax.plot(o[x], o[y], ls=":", lw=1.5, color=c, label=f"{label} (analytic)")
+        if be is not None:
+            ax.axvline(be, color=c, ls="--", lw=0.8, alpha=0.7)
+            ax.plot([be], [1.0], marker="X", ms=10, color=c, zorder=5)
+            marks.append((be, c))
+    ax.axhline(1.0, color="black", lw=1.0, ls="--", label="break-even (speedup 1)")
+    for name, xv in (vlines or {}).items():
+        if xv is not None and xv > 0:
+            ax.axvline(xv, color="grey", lw=2.0, ls="-.", alpha=0.6, label=f"{name} ({xv:.0f})")
+    if logx:                         # (2^k tick labels here, unlike _log2_axis's plain numbers)
+        ax.set_xscale("log", base=2)
+    _label_axes(ax, xlabel, ylabel, title, logx=False)
+    return _place_marks_and_save(fig, ax, path, marks)
+
+
+# ---- simulated break-even (specsight breakeven SCENARIO.yaml) ------------------------------------
+def _finish(fig: Figure, ax: Axes, path: str | Path, legend_title: str | None = None) -> Path:
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best", title=legend_title, title_fontsize=8)
+    return _save(fig, path)
+
+
+def _legend_outside(ax: Axes) -> None:
+    """The legend to the right of the axes, where it covers no data and no label."""
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _place_marks_and_save(fig: Figure, ax: Axes, path: str | Path, marks: list[tuple[float, str]],
+                          prefix: Iterable[str] | None = None) -> Path:
+    """Legend outside, then each (x, colour) crossing labelled at speedup 1 where it covers nothing
+    (plot_labels.py; the legend names every crossing too), then save."""
+    _legend_outside(ax)
+    for (be, c), p in zip(marks, prefix or [""] * len(marks)):
+        place_labels(ax, [(be, 1.0)], [f"{p}{be:.3g}"], color=c, fontsize=8, fontweight="bold")
+    return _save(fig, path)
+
+
+def _log2_axis(ax: Axes, which: str = "x") -> None:
+    """Base-2 log scale labelled with plain numbers (1, 2, 4, ... rather than 2^k)."""
+    from matplotlib.ticker import FuncFormatter
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    if which == "x":
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(fmt)
+    else:
+        ax.set_yscale("log", base=2)
+        ax.yaxis.set_major_formatter(fmt)
+
+
+def _plain_log_ticks(ax: Axes) -> None:
+    """Label log axes with plain numbers (1500, 2000) instead of powers of ten."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        axis.set_major_formatter(fmt)
+        # label minor ticks only when the axis spans less than a decade (else too crowded)
+        axis.set_minor_formatter(fmt if lo > 0 and hi / lo < 10 else NullFormatter())
+        axis.set_tick_params(which="minor", labelsize=7)
+
+
+def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | None], title: str, xlabel: str,
+                   ylabel: str, path: str | Path, logx: bool = False, analytic: pd.DataFrame | None = None,
+                   y: str = "speedup", curve: str = "curve") -> Path:
+    """Simulated speedup against `x`, one line per `curve` label ("K=3", "policy=goodput"); the
+    analytic model dotted in the same colour; X where each curve crosses 1; shading where
+    speculation loses. Where `df` marks them (columns saturated, base_saturated, kv_limited,
+    base_kv_limited), saturated or KV-limited points are hollow, and a grey band runs from the
+    first point where plain decoding saturates (a hatched one from where it is KV-limited)."""
+    fig, ax = plt.subplots(figsize=(12, 5.4), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    marks: list[tuple[float, str]] = []         # break-even labels, placed once the axes are final
+    flagged = _flagged(df)
+    for i, (name, g) in enumerate(df.groupby(curve, sort=False)):
+        g = g.sort_values(x)
+        c = colors[i % len(colors)]
+        ls = "-" if str(name).startswith("K=") else "--"
+        be = breakeven.get(str(name))
+        ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c,
+                label=f"{name} (simulated)" + (f": speedup 1 at {be:.3g}" if be is not None else ""))
+        if flagged is not None and flagged[g.index].any():
+            h = g[flagged[g.index]]
+            ax.plot(h[x], h[y], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
+        if analytic is not None and len(analytic) and name in set(analytic[curve]):
+            o = analytic[analytic[curve] == name].sort_values(x)
+            ax.plot(o[x], o[y], ls=":", lw=1.4, color=c, alpha=0.9, label=f"{name} (analytic)")
+        if be is not None:
+            ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
+            marks.append((be, c))
+    _below_one(ax)
+    _label_axes(ax, xlabel, ylabel, title, logx, ticks=df[x])
+    if flagged is not None:
+        _saturation_bands(ax, df, x)
+    return _place_marks_and_save(fig, ax, path, marks)
+
+
+def _below_one(ax: Axes) -> None:
+    """The dashed line at speedup 1 and the red shading below it, both named in the legend."""
+    ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(min(lo, 0.9), max(hi, 1.1))
+    ax.axhspan(ax.get_ylim()[0], 1.0, color="red", alpha=0.06, zorder=0,
+               label="speculation slower (below speedup 1)")
+
+
+def _flagged(df: pd.DataFrame) -> pd.Series | None:
+    """Rows whose run, with or without speculation, saturated or ran out of KV (None: unmarked)."""
+    cols = ("saturated", "base_saturated", "kv_limited", "base_kv_limited")
+    if not all(c in df for c in cols):
+        return None
+    return df[list(cols)].astype(bool).any(axis=1)
+
+
+def _saturation_bands(ax: Axes, df: pd.DataFrame, x: str) -> None:
+    """Grey from plain decoding's first saturated point to the axis end; hatched from its first
+    KV-limited point; each only where there is one (call it once the x limits are final)."""
+    left, right = ax.get_xlim()
+    if _flagged(df).any():
+        ax.plot([], [], ls="none", marker="o", ms=7, mfc="white", mec="grey", mew=1.6,
+                label="hollow: saturated or KV-limited (with or without speculation)")
+    for col, style, text in (("base_saturated", {"color": "grey", "alpha": 0.15},
+                              "plain decoding saturated (queue grows)"),
+                             ("base_kv_limited", {"facecolor": "none", "edgecolor": "grey", "hatch": "//",
+                                                  "alpha": 0.5}, "plain decoding KV-limited (preempts)")):
+        hit = df[df[col].astype(bool)]
+        if len(hit):
+            ax.axvspan(float(hit[x].min()), right, zorder=0, lw=0, label=text, **style)
+    ax.set_xlim(left, right)
+
+
+MAX_TICKS = 12      # more simulated values than this: every n-th is labelled (the first and last always)
+
+
+def _ticks_at(ax: Axes, values: Iterable[float]) -> None:
+    """x ticks at the simulated values (plain numbers), no others."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    xs = sorted({float(v) for v in values if pd.notna(v)})
+    if not xs:
+        return
+    if len(xs) > MAX_TICKS:
+        step = -(-(len(xs) - 1) // (MAX_TICKS - 1))
+        xs = xs[::step] if (len(xs) - 1) % step == 0 else xs[::step] + [xs[-1]]
+    ax.xaxis.set_major_locator(FixedLocator(xs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _label_axes(ax: Axes, xlabel: str, ylabel: str, title: str, logx: bool,
+                ticks: Iterable[float] | None = None) -> None:
+    """Axis labels, title, (for log axes) a base-2 scale, and ticks at the simulated values if given."""
+    if logx:
+        _log2_axis(ax)
+    if ticks is not None:
+        _ticks_at(ax, ticks)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+
+
+def _label_and_finish(fig: Figure, ax: Axes, path: str | Path, xlabel: str, ylabel: str, title: str,
+                      logx: bool, ticks: Iterable[float] | None = None) -> Path:
+    """_label_axes, then save."""
+    _label_axes(ax, xlabel, ylabel, title, logx, ticks)
+    return _finish(fig, ax, path)
+
+
+def plot_speedup_heatmap(best: pd.DataFrame, *, x: str, y: str, title: str, xlabel: str, ylabel: str,
+                         path: str | Path, colorbar_label: str = "speedup") -> Path:
+    """Best speedup over the curves on an x-by-y grid: diverging colours centred on 1 (red: slower,
+    blue: faster), each cell labelled with its speedup and the curve that achieves it."""
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+    xs = sorted(best[x].unique())
+    ys = sorted(best[y].unique())
+    grid = np.full((len(ys), len(xs)), np.nan)
+    label = [["" for _ in xs] for _ in ys]
+    for _, r in best.iterrows():
+        i, j = ys.index(r[y]), xs.index(r[x])
+        grid[i, j] = r["speedup"]
+        label[i][j] = str(r["curve"]).replace("policy=", "") + (f" {r['flags']}" if r.get("flags") else "")
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.0 * len(xs) + 3), max(4.2, 0.65 * len(ys) + 2.2)), dpi=110)
+    finite = grid[np.isfinite(grid)]
+    vmin = min(0.5, float(finite.min())) if finite.size else 0.5
+    vmax = max(1.5, float(finite.max())) if finite.size else 1.5
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="RdBu", norm=TwoSlopeNorm(1.0, vmin, vmax))
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            v = grid[i, j]
+            txt = "fail" if not np.isfinite(v) else f"{v:.2f}\n{label[i][j]}"
+            ax.text(j, i, txt, ha="center", va="center", fontsize=7.5,
+                    color="white" if np.isfinite(v) and abs(v - 1.0) > 0.45 * (vmax - 1.0) else "black")
+    if np.isfinite(grid).sum() >= 4 and len(xs) > 1 and len(ys) > 1:
+        ax.contour(np.arange(len(xs)), np.arange(len(ys)), np.nan_to_num(grid, nan=1.0), levels=[1.0],
+                   colors="black", linewidths=1.5, linestyles="--")
+    ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs])
+    ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    marks = "; S: saturated, M: KV-limited" if "flags" in best and best["flags"].astype(bool).any() else ""
+    ax.set_title(title + f"\n(dashed contour: speedup 1{marks})", fontsize=10)
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label(colorbar_label, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_best_speedup_lines(best: pd.DataFrame, *, x: str, group: str, title: str, xlabel: str, ylabel: str,
+                            path: str | Path, logx: bool = False) -> Path:
+    """Best speedup over the curves against x, one line per value of `group` (the second axis)."""
+    fig, ax = plt.subplots(figsize=(9, 5.4), dpi=110)
+    cmap = plt.get_cmap("viridis")
+    groups = sorted(best[group].unique())
+    for i, gv in enumerate(groups):
+        g = best[best[group] == gv].sort_values(x)
+        ax.plot(g[x], g["speedup"], marker="o", ms=4, lw=2.0, color=cmap(i / max(1, len(groups) - 1)),
+                label=f"{group} = {gv:g}")
+    ax.axhline(1.0, color="black", lw=1.2, ls="--", label="speedup 1 (break-even)")
+    return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx, ticks=best[x])
+
+
+def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: str | Path,
+                            slo_tpot_ms_p99: float | None = None) -> Path:
+    """TPOT p50 (left) and p99 (right) against output tokens/s: plain decoding (black) and each
+    speculative curve; the sweep's points are joined in axis order and labelled with the axis value
+    where the label overlaps no other (plot_labels.py); the TPOT p99 SLO, if set, as a red line;
+    saturated runs (columns base_saturated, saturated) hollow."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110, sharey=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    base = df.drop_duplicates(subset=[x_axis]).sort_values(x_axis)
+    for ax, q in zip(axes, ("p50", "p99")):
+        ax.plot(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"], marker="s", ms=4, lw=2.2, color="black",
+                label="plain decoding (K=0)")
+        if "base_saturated" in base:
+            sat = base[base["base_saturated"].astype(bool)]
+            ax.plot(sat["base_output_tokens_per_s"], sat[f"base_tpot_ms_{q}"], ls="none", marker="s", ms=7,
+                    mfc="white", mec="black", mew=1.4, zorder=5, label="hollow: saturated (queue grows)")
+        if q == "p99" and slo_tpot_ms_p99 is not None:
+            slo = ax.axhline(slo_tpot_ms_p99, color="red", lw=1.5, ls="--",
+                             label=f"SLO: TPOT p99 {slo_tpot_ms_p99:g} ms")
+            ax.legend(handles=[slo], fontsize=8, loc="upper left")
+        for i, (name, g) in enumerate(df.groupby("curve", sort=False)):
+            g = g.sort_values(x_axis)
+            ax.plot(g["spec_output_tokens_per_s"], g[f"spec_tpot_ms_{q}"], marker="o", ms=3, lw=1.6,
+                    color=colors[i % len(colors)], label=f"{name} (speculative)")
+            if "saturated" in g:
+                sat = g[g["saturated"].astype(bool)]
+                ax.plot(sat["spec_output_tokens_per_s"], sat[f"spec_tpot_ms_{q}"], ls="none", marker="o", ms=6,
+                        mfc="white", mec=colors[i % len(colors)], mew=1.2, zorder=5)
+        ax.set_xlabel("output throughput (tokens/s, one replica)")
+        ax.set_ylabel(f"TPOT {q} (ms per output token)")
+        ax.set_title(f"TPOT {q}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="best", title=f"numbers: {x_axis}", title_fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    for ax, q in zip(axes, ("p50", "p99")):
+        place_labels(ax, list(zip(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"])),
+                     [f"{v:g}" for v in base[x_axis]])
+    return _save(fig, path)
+
+
+# ---- capacity plan (specsight plan) ---------------------------------------------------------------
+def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: float | None, path: str | Path,
+                     title: str) -> Path:
+    """The search's probes: TPOT p99 (left) and TTFT p99 (right) against the offered rate, one colour
+    per configuration; filled = within the SLO, hollow = not; the SLO as a red line; each
+    configuration's largest passing rate as a dotted vertical line."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = "osD^v<>"                         # one shape and size per configuration: identical searches stay visible
+    for ax, key, slo, name in ((axes[0], "tpot_ms_p99", slo_tpot_ms, "TPOT p99 (ms per output token)"),
+                               (axes[1], "ttft_ms_p99", slo_ttft_ms, "TTFT p99 (ms)")):
+        for i, r in enumerate(rows):
+            c = colors[i % len(colors)]
+            pr = sorted((p for p in r["probes"] if p.get(key) is not None), key=lambda p: p["qps"])
+            if not pr:
+                continue
+            ax.plot([p["qps"] for p in pr], [p[key] for p in pr], color=c, lw=1.0, alpha=0.6)
+            ok = [p for p in pr if p["pass"]]
+            bad = [p for p in pr if not p["pass"]]
+            m, size = markers[i % len(markers)], 60 - 12 * (i % 4)
+            label = (f"{r['config']}: max {r['max_qps_per_replica']:.3g}/s" if r["max_qps_per_replica"]
+                     else f"{r['config']}: none")
+            ax.scatter([p["qps"] for p in ok], [p[key] for p in ok], color=c, s=size, marker=m, zorder=4 + i,
+                       label=label)
+            ax.scatter([p["qps"] for p in bad], [p[key] for p in bad], facecolors="none", edgecolors=c, s=size,
+                       marker=m, zorder=4 + i)
+            if r["max_qps_per_replica"]:
+                ax.axvline(r["max_qps_per_replica"], color=c, ls=":", lw=1.2)
+        if slo is not None:
+            ax.axhline(slo, color="red", lw=1.5, ls="--", label=f"SLO {slo:g} ms")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _plain_log_ticks(ax)
+        ax.set_xlabel("offered load per replica (requests/s, Poisson)")
+        ax.set_ylabel(name)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="best", title="filled: passes the SLO and is stable", title_fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
