@@ -46,7 +46,7 @@ def bench_analytic(repeats: int = 5) -> None:
 
     from simulator.costs.cost_model import CostModel
     from simulator.hardware.hardware import load_profile
-    from simulator.models.model_spec import load_model
+    from simulator.models.catalog import load_model
     from simulator.speculation.analytic import breakeven_batch, speedup
     from simulator.speculation.drafters import Drafter, DrafterSpec
 

@@ -22,7 +22,7 @@ def main() -> None:
     import torch
 
     from calibrate.layers import DecoderModel, PassRunner, scaled_spec
-    from simulator.models.model_spec import load_model
+    from simulator.models.catalog import load_model
 
     torch.set_num_threads(1)
     target = PassRunner(DecoderModel(scaled_spec(load_model("llama-3.1-8b"), 8), 8, dtype="fp32"))

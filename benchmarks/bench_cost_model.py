@@ -16,7 +16,7 @@ import numpy as np
 
 from simulator.costs.cost_model import CostModel, PassShape
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 
 def median_rate(fn, n: int, repeats: int = 5) -> float:

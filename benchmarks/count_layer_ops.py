@@ -7,7 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from calibrate.layers import DecoderModel, scaled_spec
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 VIEWS = {"view", "_unsafe_view", "reshape", "permute", "transpose", "expand", "split", "split_with_sizes", "chunk",
          "slice", "select", "unsqueeze", "squeeze", "alias", "as_strided", "t", "detach", "lift_fresh", "_to_copy_noop"}

@@ -23,7 +23,7 @@ holds exactly (tests/test_sampling_acceptance.py checks it). Real models are not
 positions (acceptance decays with depth and varies per request); this source is a controlled
 stand-in, not a model of any particular drafter.
 
-torch is imported here at module level: import this module lazily (the simulator does).
+torch is imported here at module level: import this module lazily (specsight/kernel_source.py does).
 Outputs are numpy arrays.
 """
 from __future__ import annotations
@@ -36,14 +36,12 @@ import numpy as np
 import torch
 
 from calibrate.sampling import verify_chain
+from simulator.speculation.acceptance import ALPHA_SAMPLES, BISECTION_STEPS, OVERLAP_SAMPLES
 from simulator.speculation.spec_math import expected_tokens_per_round
 
 # inverse temperature s; at s = 3, alpha(rho = 0) is about 0.08 at V = 64 and 0.035 at V = 32000
 # (Monte Carlo, 2000 draws), and alpha(rho = 1) = 1: most published alphas are reachable.
 DEFAULT_SHARPNESS = 3.0
-ALPHA_SAMPLES = 50_000  # Monte Carlo (p, q) draws behind expected_alpha: standard error ~1e-3
-OVERLAP_SAMPLES = 20_000   # draws per bisection step of overlap_for_alpha
-BISECTION_STEPS = 40       # its halvings at most (rho to 1e-12; it stops once alpha is within tol)
 _CHUNK_ELEMENTS = 1 << 22  # float32 values per chunk of draws (16 MiB), bounds memory
 
 
@@ -170,6 +168,16 @@ class KernelAcceptanceSource:
         expected_alpha() (k + 1 at alpha = 1, where the closed form is 0 / 0)."""
         alpha = self.expected_alpha()
         return float(k + 1) if alpha >= 1.0 else expected_tokens_per_round(alpha, k)
+
+
+def kernel_source(vocab_size: int, k_max: int, seed: int = 0, *, overlap: float | None = None,
+                  alpha: float | None = None, sharpness: float | None = None) -> KernelAcceptanceSource:
+    """The source of the simulator's `acceptance: {model: kernel}`, by overlap or by target alpha
+    (exactly one); what simulator.speculation.acceptance.use_kernel_source takes."""
+    s = DEFAULT_SHARPNESS if sharpness is None else sharpness
+    if overlap is not None:
+        return KernelAcceptanceSource(vocab_size, float(overlap), k_max, seed, s)
+    return KernelAcceptanceSource.for_alpha(float(alpha), vocab_size, k_max, seed, s)  # type: ignore[arg-type]
 
 
 def overlap_for_alpha(alpha: float, vocab_size: int, sharpness: float = DEFAULT_SHARPNESS,

@@ -257,7 +257,7 @@ def run_groundtruth(target_spec: ModelSpec, draft_spec: ModelSpec | None, *, tar
 
 def write_run(run: dict, out: str | Path) -> Path:
     """Write the run to run_path(out), whole or not at all."""
-    from simulator.common.output_files import out_file, write_text
+    from simulator.common.atomic_files import out_file, write_text
 
     from .inputs import run_path
     return write_text(out_file(run_path(out)), json.dumps(run, indent=1))

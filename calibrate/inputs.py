@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulator.common.errors import SpecsightInputError, require_int, require_range
-from simulator.scenario.schema_table import MAX_K, MAX_LAYERS, MAX_LIST, MAX_SEED, MAX_SEQS, MAX_TOKENS
+from simulator.common.limits import MAX_K, MAX_LAYERS, MAX_LIST, MAX_SEED, MAX_SEQS, MAX_TOKENS
 
 if TYPE_CHECKING:
+    from .configs import CalibrationConfig, GroundTruthConfig
     from .machine import MachineConfig
-    from .pipeline import CalibrationConfig, GroundTruthConfig
 
 MAX_REPEATS = 100_000         # timed repeats, warm-up repeats, sweeps, rounds per (batch, K)
 MAX_SCALE = 4096              # width divisor

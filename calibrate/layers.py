@@ -51,7 +51,7 @@ def scaled_spec(spec: ModelSpec, scale: int) -> ModelSpec:
 
 
 def spec_to_config(spec: ModelSpec) -> dict:
-    """An HF-style config.json for a dense spec (what simulator.models.model_spec.load_model reads back)."""
+    """An HF-style config.json for a dense spec (what simulator.models.catalog.load_model reads back)."""
     return {"architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
             "hidden_size": spec.hidden_size, "num_hidden_layers": spec.num_layers,
             "num_attention_heads": spec.num_heads, "num_key_value_heads": spec.num_kv_heads,

@@ -97,7 +97,7 @@ def depths(layers: int | None, draft_layers: int | None, device: str) -> tuple[i
 def model_specs(model: str, draft: str | None, scale: int) -> tuple[ModelSpec, ModelSpec | None]:
     """The target's and draft's specs (catalog names or config.json paths) narrowed by `scale`;
     the draft must share the target's vocabulary."""
-    from simulator.models.model_spec import load_model
+    from simulator.models.catalog import load_model
 
     from .layers import scaled_spec
     t = scaled_spec(load_model(model, field="--model"), scale)

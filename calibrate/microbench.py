@@ -130,7 +130,7 @@ def calibration_inputs(calibration: dict, points_path: str | Path) -> tuple[list
     `specsight calibrate` wrote: the measured points of its grid (read_points under the record's
     key) and the specs it timed (the catalog models at the record's scale), as fit_device and
     fit_attention_blocks take them."""
-    from simulator.models.model_spec import load_model
+    from simulator.models.catalog import load_model
 
     from .layers import scaled_spec
     scale = calibration.get("scale", 1)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simulator.common.output_files import out_file, write_text
+from simulator.common.atomic_files import out_file, write_text
 from simulator.hardware.hardware import HardwareProfile, load_profile
 
 from .least_squares import PARAM_NAMES, RATES, with_params

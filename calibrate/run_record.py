@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError
-from simulator.scenario.schema_table import MAX_K, MAX_SEQS, MAX_TOKENS
+from simulator.common.limits import MAX_K, MAX_SEQS, MAX_TOKENS
 
 MAX_ROUNDS = 10 ** 6            # rounds in one (batch, K) run (a real run records tens)
 

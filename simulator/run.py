@@ -17,10 +17,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .common.errors import SpecsightInputError, SpecsightWarning
+from .costs.cost_model import CostModel
 from .costs.kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
+from .engines import EngineLimits, engine_defaults, engine_for
+from .engines.host import load_host_overrides
+from .engines.step_cost import EngineStepCost, engine_profile
+from .engines.tiles import TiledCostModel
+from .hardware.hardware import load_profile
+from .models.catalog import load_model
 from .scenario.scenario import Scenario, load_scenario
 from .scenario.work_limits import check_memory
 from .serving.engine import Engine
+from .serving.engine_replica import EngineReplica
 from .serving.metrics import RequestTable, speedups, summarize
 from .serving.replica import Replica
 from .serving.step_cost import FixedStepCost, RooflineStepCost
@@ -94,9 +102,6 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
         cap = eng.num_gpu_blocks
         desc = f"fixed step costs (target_step_s={hw.target_step_s}, draft_step_s={hw.draft_step_s})"
         return Deployment(cost, None, None, int(cap) if cap is not None else 0, desc)
-    from .costs.cost_model import CostModel
-    from .hardware.hardware import load_profile
-    from .models.model_spec import load_model
 
     profile = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
     model = load_model(scenario.model)             # type: ignore[arg-type]
@@ -114,7 +119,6 @@ def _drafter_layout(drafter: Drafter, cm: Any) -> None:
     """A drafter with its own weights runs in the target's layout (SGLang builds the draft worker
     in the target's attention-TP group, docs/reference/engines.md): its routed experts over the same ep
     groups (a dense drafter: ep 1), its attention data-parallel with the target's."""
-    from .costs.cost_model import CostModel
     dc, layout = drafter.draft_cost, cm.layout
     if dc is None:
         return
@@ -161,16 +165,10 @@ def _kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None, mean_tokens
 def _engine_deployment(scenario: Scenario, mean_tokens: float | None = None) -> Deployment:
     """resolve_deployment for a real engine (simulator/engines/): the profile's GPU side with the
     engine's host model, linear layers with tile and wave quantization, the engine's round."""
-    from .engines import EngineLimits, engine_for
-    from .engines.step_cost import EngineStepCost, engine_profile
-    from .engines.tiles import TiledCostModel
-    from .hardware.hardware import load_profile
-    from .models.model_spec import load_model
 
     hw, eng = scenario.hardware, scenario.engine
     engine = engine_for(eng.kind, eng.version)
     if eng.profile is not None:
-        from .engines.host import load_host_overrides
         engine.host_overrides = load_host_overrides(eng.profile, engine.name, engine.version)
     if hw.is_fixed:
         raise SpecsightInputError("engine.kind", eng.kind, "a real engine prices passes on a GPU profile: "
@@ -206,7 +204,6 @@ def with_engine_defaults(sc: Scenario) -> Scenario:
     unchanged)."""
     if sc.engine.kind == "ideal":
         return sc
-    from .engines import engine_defaults, engine_for
     engine = engine_for(sc.engine.kind, sc.engine.version)
     src = sc.source.get("engine") if isinstance(sc.source, Mapping) else None
     d = engine_defaults(engine, src, memory_k_max(sc) > 0, int(sc.hardware.tp))
@@ -298,7 +295,6 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     trace_list: list | None = [] if trace else None
     replica_class = Replica
     if eng.kind != "ideal":
-        from .serving.engine_replica import EngineReplica
         replica_class = EngineReplica
 
     def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,

@@ -49,6 +49,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'specsight' has no attribute {name!r}")
+    from . import kernel_source  # noqa: F401  (acceptance model kernel: calibrate's kernel, for the simulator)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -8,18 +8,21 @@ import math
 import numpy as np
 import pytest
 
+from simulator.common.errors import SpecsightInputError
 from simulator.speculation.acceptance import (
-    AcceptanceSpec,
     BetaAcceptance,
     IIDAcceptance,
+    KernelAcceptance,
     PerPositionAcceptance,
     PrefixBlockSampler,
     TreeAcceptance,
     expected_tokens,
     sample_prefix_accepts,
     tree_acceptance,
+    use_kernel_source,
 )
 from simulator.speculation.acceptance_presets import PRESETS, alpha_for_tau
+from simulator.speculation.acceptance_spec import AcceptanceSpec
 from simulator.speculation.acceptance_trace import TraceAcceptance, alphas_from_accept_lengths, alphas_from_counters
 from simulator.speculation.spec_math import accept_length_distribution, expected_tokens_per_round, tree_depth_acceptance
 
@@ -257,9 +260,26 @@ def test_trace_with_bad_columns(tmp_path):
         AcceptanceSpec.from_mapping({"model": "trace", "path": str(g)})
 
 
+@pytest.fixture
+def kernel_factory():
+    """KernelAcceptance's factory as this test sets it, restored after."""
+    before = KernelAcceptance.source_factory
+    yield
+    use_kernel_source(before)
+
+
+def test_kernel_model_without_a_kernel_is_refused_by_name(kernel_factory):
+    use_kernel_source(None)
+    m = AcceptanceSpec.from_mapping({"model": "kernel", "vocab_size": 32, "overlap": 0.8, "seed": 1}, k_max=4)
+    with pytest.raises(SpecsightInputError, match=r"acceptance\.model.*kernel.*use_kernel_source"):
+        m.alphas(2)
+
+
 @pytest.mark.slow
-def test_kernel_model_delegates_to_calibrate():
+def test_kernel_model_delegates_to_calibrate(kernel_factory):
     pytest.importorskip("torch")
+    from calibrate.acceptance_source import kernel_source
+    use_kernel_source(kernel_source)
     m = AcceptanceSpec.from_mapping({"model": "kernel", "vocab_size": 32, "overlap": 0.8, "seed": 1}, k_max=4)
     acc = m.sample(np.arange(1000), 4, np.random.default_rng(0))
     assert acc.shape == (1000,) and acc.min() >= 0 and acc.max() <= 4

@@ -17,7 +17,7 @@ from calibrate.fit import ATTN, GEMV, PassPredictor, ape, fit_attention_blocks, 
 from simulator.common.errors import SpecsightInputError
 from simulator.costs.cost_model import CostModel, PassShape, soft_roofline
 from simulator.hardware.hardware import HARDWARE_DIR, load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 LLAMA8B = load_model("llama-3.1-8b")          # 8 KV heads
 CALIBRATED = "h200-sxm.calibrated"            # the committed H200 calibration (132 SMs, per_sequence_head)

@@ -32,7 +32,7 @@ from calibrate.profile_writer import write_profile
 from calibrate.rounds_check import speculation_rounds
 from calibrate.timing import Evictor, last_level_cache_bytes, time_fn
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 TARGET = scaled_spec(load_model("llama-3.1-8b"), 32)     # d = 128, 1 head group, vocab 4000: milliseconds
 DRAFT = scaled_spec(load_model("llama-3.2-1b"), 32)

@@ -6,7 +6,7 @@ import pytest
 from simulator.common.errors import SpecsightInputError
 from simulator.common.paths import MODELS_DIR
 from simulator.hardware.hardware import available_profiles, load_profile
-from simulator.models.model_spec import available_models, load_model
+from simulator.models.catalog import available_models, load_model
 from simulator.speculation.drafter_structure import assistant_spec, is_assistant, raw_config
 
 REQUIRED_GPUS = ["a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h100-pcie", "h200-sxm", "b200", "l40s", "l4",

@@ -7,7 +7,7 @@ import pytest
 from simulator.common.paths import MODELS_DIR
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.speculation.acceptance_presets import PRESETS
 from simulator.speculation.drafter_structure import assistant_spec, is_assistant, raw_config
 from simulator.speculation.drafters import Drafter, DrafterSpec

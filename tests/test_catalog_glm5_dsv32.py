@@ -4,7 +4,7 @@ import pytest
 
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.speculation.drafter_structure import raw_config, round_shapes, structure_of
 from simulator.speculation.drafters import Drafter, DrafterSpec
 

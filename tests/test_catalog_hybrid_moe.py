@@ -9,7 +9,7 @@ import pytest
 from simulator.common.errors import SpecsightInputError
 from simulator.common.paths import MODELS_DIR
 from simulator.engines import ENGINES
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import simulate
 from simulator.speculation.acceptance_presets import PRESETS, nearest_chain_preset, shape_mismatch
 from simulator.speculation.drafter_structure import raw_config, structure_of

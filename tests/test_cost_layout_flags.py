@@ -9,7 +9,7 @@ import pytest
 
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from specsight.cli import main
 
 DSV3 = ["cost", "--model", "deepseek-v3", "--hardware", "h200-sxm", "--dtype", "fp8", "--batch", "32",

@@ -11,7 +11,7 @@ from simulator.costs.cost_model import CostModel, PassShape
 from simulator.costs.pass_shape import causal_pairs
 from simulator.costs.pass_time import attention_time_s
 from simulator.hardware.hardware import Efficiency, load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.speculation.analytic import breakeven_batch, speedup
 from simulator.speculation.drafters import Drafter, DrafterSpec
 

@@ -7,7 +7,7 @@ import pytest
 
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import Efficiency, load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 L8B, L70B = load_model("llama-3.1-8b"), load_model("llama-3.1-70b")
 H100 = load_profile("h100-sxm")

@@ -13,7 +13,7 @@ from same_run import assert_same_run
 from simulator.costs.cost_model import CostModel
 from simulator.costs.pass_time import from_row, pass_time_s, steps_time_s, timing_constants
 from simulator.hardware.hardware import HARDWARE_DIR, load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
 from simulator.serving import decode_kernel as dk

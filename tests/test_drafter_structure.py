@@ -13,7 +13,7 @@ from simulator.engines import ENGINES, EngineLimits
 from simulator.engines.host import eager_pass_s
 from simulator.engines.step_cost import EngineStepCost, engine_profile
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.speculation.drafter_structure import (
     MLP_KERNELS_PER_STAGE,
     MLPSpeculator,
@@ -314,7 +314,7 @@ def test_engines_refuse_assistants_and_index_sharing_but_run_m_modules(tmp_path,
 def test_borrowed_matrices_never_make_weights_negative(h200):
     """A DFlash draft or parallel heads given any catalog config (a head that already shares the
     target's embedding, a model with tied embeddings) hold weights >= their layers'."""
-    from simulator.models.model_spec import available_models
+    from simulator.models.catalog import available_models
     t = load_model("llama-3.1-8b")
     for name in available_models():
         dm = load_model(name)

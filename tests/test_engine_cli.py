@@ -124,7 +124,7 @@ def test_a_request_longer_than_the_models_context_window_is_refused(capsys):
     """Llama-3.1-8B's config.json says max_position_embeddings 131072: a 131,000-token prompt with
     500 output tokens is refused (an engine would), whatever memory there is; 130,000 + 500 is not."""
     from simulator.common.paths import REPO_ROOT
-    from simulator.models.model_spec import load_model
+    from simulator.models.catalog import load_model
     assert load_model("llama-3.1-8b").max_position_embeddings == 131072
     sc = str(REPO_ROOT / "scenarios" / "llama8b-h100-eagle3-chat.yaml")
     base = ["simulate", sc, "--set", "hardware.gpu=h200-sxm", "--set", "workload.output_len=500",

@@ -18,7 +18,7 @@ import pytest
 
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import simulate
 from simulator.speculation.analytic import plain_step_time_s, spec_step_time_s
 from simulator.speculation.drafters import Drafter

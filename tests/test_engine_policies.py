@@ -17,7 +17,8 @@ from simulator.speculation.engine_policies import (
     VllmDynamicPolicy,
     sglang_spec_cuda_graph_bs,
 )
-from simulator.speculation.policies import PolicySpec, PolicyState
+from simulator.speculation.policies import PolicyState
+from simulator.speculation.policy_spec import PolicySpec
 
 BASE = {"name": "engine-rules", "seed": 3,
         "hardware": {"kind": "fixed", "target_step_s": 0.01, "draft_step_s": 0.001},

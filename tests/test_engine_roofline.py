@@ -13,7 +13,7 @@ from simulator.common.paths import HARDWARE_DIR
 from simulator.costs.cost_model import CostModel
 from simulator.costs.kv_cache import estimate_activation_reserve_bytes
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
 

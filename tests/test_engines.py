@@ -18,7 +18,7 @@ from simulator.engines.cuda_graphs import padded_size, sglang_sizes, trtllm_size
 from simulator.engines.step_cost import EngineStepCost, attention_pairs, engine_profile
 from simulator.engines.tiles import TILE_N, TiledCostModel, quantized_flops_ratio
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import resolve_deployment, simulate, with_engine_defaults
 from simulator.scenario.scenario import load_scenario
 from simulator.serving.engine_replica import EngineReplica

@@ -19,8 +19,9 @@ import pytest
 from scenario_files import write_scenario
 
 from specsight.cli import main
-from specsight.studies.fleet_day.study import ReplicaSearch, day_verdict, fleet_day, window_stats
+from specsight.studies.fleet_day.study import ReplicaSearch, day_verdict, fleet_day
 from specsight.studies.plan.study import SLO
+from specsight.studies.shared.windows import window_stats
 
 TARGET_S, DRAFT_S = 0.02, 0.002          # s per target pass / per draft step
 OUTPUT_TOKENS, SEQS = 32, 4

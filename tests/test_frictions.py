@@ -12,8 +12,8 @@ import yaml
 from simulator.common.errors import SpecsightInputError, SpecsightWarning
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile, profile_from_dict
+from simulator.models.catalog import load_model
 from simulator.models.model_config import spec_from_config
-from simulator.models.model_spec import load_model
 from simulator.speculation.drafters import VOCAB_PAD_MULTIPLE, Drafter, DrafterSpec, vocab_mismatch
 from specsight.cli import main
 

@@ -5,9 +5,9 @@ import pytest
 
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile
+from simulator.models.catalog import load_model
 from simulator.models.layer_types import FullAttentionShape
 from simulator.models.model_config import spec_from_config
-from simulator.models.model_spec import load_model
 
 D, H = 5376, 32                       # Gemma-4-31B hidden size and query heads (models/gemma-4-31b.json)
 

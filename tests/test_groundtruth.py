@@ -13,7 +13,7 @@ from calibrate.host_work import commit, draw, host_work_fn
 from calibrate.layers import DecoderModel, PassRunner, scaled_spec
 from calibrate.validate import compare, predict_rounds, speedup_interval, table_markdown
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 TARGET = scaled_spec(load_model("llama-3.1-8b"), 32)
 DRAFT = scaled_spec(load_model("llama-3.2-1b"), 32)

@@ -11,7 +11,7 @@ import yaml
 from simulator.common.errors import SpecsightInputError
 from simulator.costs.cost_model import CostModel, PassShape
 from simulator.hardware.hardware import load_profile, profile_from_dict
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 RATE_US = 25.0
 

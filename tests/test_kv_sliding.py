@@ -5,7 +5,7 @@ import math
 from simulator.costs.cost_model import CostModel
 from simulator.costs.kv_cache import kv_budget, sliding_slot_tokens, sliding_slots
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
 

@@ -11,9 +11,9 @@ from simulator.costs.cost_model import CostModel
 from simulator.costs.kv_cache import estimate_activation_reserve_bytes, linear_state_reserve_bytes
 from simulator.costs.pass_shape import PassShape, causal_pairs
 from simulator.hardware.hardware import load_profile
+from simulator.models.catalog import load_model
 from simulator.models.layer_types import window_keys_read, window_pairs
 from simulator.models.model_config import spec_from_config
-from simulator.models.model_spec import load_model
 
 H100 = load_profile("h100-sxm")
 MISTRAL = load_model("mistral-7b")                  # 32 layers, all sliding, W = 4096

@@ -13,7 +13,7 @@ from simulator.costs.cost_model import CostModel
 from simulator.costs.kv_cache import kv_budget
 from simulator.costs.pass_shape import PassShape
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.models.moe_parallel import (
     ParallelLayout,
     all_to_all_bytes,
@@ -22,7 +22,7 @@ from simulator.models.moe_parallel import (
     expert_bytes_per_rank,
     link_fractions,
 )
-from simulator.scenario.scenario import HardwareSpec
+from simulator.scenario.hardware_spec import HardwareSpec
 
 H200 = load_profile("h200-sxm")
 DSV3 = load_model("deepseek-v3")

@@ -15,7 +15,7 @@ from test_cli_flags import FIXED
 from simulator.common.errors import SpecsightInputError
 from simulator.costs.cost_model import CostModel, PassShape
 from simulator.hardware.hardware import MIN_LINK_GB_S, MIN_MEMORY_TB_S, load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = (ROOT / "hardware_profiles/h100-sxm.yaml").read_text()

@@ -1,4 +1,4 @@
-"""Every output goes through one checked writer (simulator/common/output_files.py): only regular files,
+"""Every output goes through one checked writer (simulator/common/atomic_files.py): only regular files,
 never through a symlink or into a device; distinct grid points get distinct folders; a path that
 is not UTF-8 is refused before any work; stdout on /dev/full or an ASCII-only stdout does not end
 in a traceback (robust to any input)."""
@@ -15,9 +15,9 @@ from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED
 
+from simulator.common.atomic_files import check_target, out_file, write_text
 from simulator.common.errors import SpecsightInputError
 from simulator.common.jsonl import open_append, read_records
-from simulator.common.output_files import check_target, out_file, write_text
 from specsight.cli import main
 from specsight.cli.args import point_folder
 

@@ -16,7 +16,7 @@ import pytest
 from simulator.common.paths import SCENARIOS_DIR
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
 from simulator.speculation.analytic import breakeven_batch, speedup

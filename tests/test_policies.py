@@ -8,10 +8,10 @@ from simulator.speculation.policies import (
     BatchSchedulePolicy,
     GoodputPolicy,
     OffPolicy,
-    PolicySpec,
     PolicyState,
     StaticPolicy,
 )
+from simulator.speculation.policy_spec import PolicySpec
 from simulator.speculation.spec_math import optimal_k
 
 STATE = PolicyState()

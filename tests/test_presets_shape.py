@@ -11,7 +11,6 @@ import pytest
 
 from simulator.common.errors import SpecsightWarning
 from simulator.run import simulate
-from simulator.speculation.acceptance import AcceptanceSpec
 from simulator.speculation.acceptance_presets import (
     PRESETS,
     SHAPES,
@@ -20,6 +19,7 @@ from simulator.speculation.acceptance_presets import (
     nearest_chain_preset,
     shape_mismatch,
 )
+from simulator.speculation.acceptance_spec import AcceptanceSpec
 from simulator.speculation.drafters import METHODS
 from specsight.cli import main
 

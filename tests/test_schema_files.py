@@ -12,7 +12,7 @@ import pytest
 from simulator.common.errors import SpecsightInputError
 from simulator.common.input_files import MAX_BYTES
 from simulator.hardware.hardware import load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 from simulator.scenario.scenario import load_scenario
 from specsight.cli import main
 

@@ -7,9 +7,9 @@ from simulator.common.errors import SpecsightInputError
 from simulator.costs.cost_model import CostModel
 from simulator.costs.pass_shape import PassShape
 from simulator.hardware.hardware import load_profile
+from simulator.models.catalog import load_model
 from simulator.models.layer_types import window_pairs
 from simulator.models.model_config import spec_from_config
-from simulator.models.model_spec import load_model
 from simulator.speculation.drafter_structure import raw_config
 
 L, TOPK = 61, 2048                                  # DeepSeek-V3.2: layers, index_topk

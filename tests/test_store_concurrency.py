@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 from scenario_files import write_scenario
 
+from simulator.common.atomic_files import replacing, write_text
 from simulator.common.errors import SpecsightInputError
-from simulator.common.output_files import replacing, write_text
 from specsight.cli import main
-from specsight.studies import executors
-from specsight.studies.executors import MAX_WORKERS, check_dask_address, check_workers, open_executor
-from specsight.studies.point_store import PointStore
-from specsight.studies.points import _task, point_key, run_points
-from specsight.studies.store_claims import StoreClaims
+from specsight.studies.shared import executors
+from specsight.studies.shared.executors import MAX_WORKERS, check_dask_address, check_workers, open_executor
+from specsight.studies.shared.point_store import PointStore
+from specsight.studies.shared.points import _task, point_key, run_points
+from specsight.studies.shared.store_claims import StoreClaims
 
 REPO = Path(__file__).resolve().parents[1]
 SPECSIGHT = [sys.executable, "-m", "specsight.cli"]

@@ -8,7 +8,7 @@ import simulator.costs.cost_model as cost_model
 from simulator.costs.cost_model import CostModel
 from simulator.costs.pass_shape import causal_pairs
 from simulator.hardware.hardware import Efficiency, load_profile
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 H100 = load_profile("h100-sxm")
 # (tokens, logits) orders in which each count recurs with another: one token and one logit

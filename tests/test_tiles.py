@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from simulator.engines.tiles import layer_matrices, quantized_flops_ratio
-from simulator.models.model_spec import load_model
+from simulator.models.catalog import load_model
 
 QNEXT = load_model("tests/data/layer_types/qwen3-next-80b-a3b.json")   # hybrid MoE: 36 linear + 12 full layers
 LLAMA8B = load_model("llama-3.1-8b")

@@ -8,8 +8,8 @@ from simulator.common.errors import SpecsightInputError
 from simulator.costs.cost_model import CostModel
 from simulator.costs.pass_shape import PassShape
 from simulator.hardware.hardware import load_profile, profile_from_dict
+from simulator.models.catalog import available_models, load_model
 from simulator.models.model_config import spec_from_config
-from simulator.models.model_spec import available_models, load_model
 from simulator.models.weight_formats import WEIGHT_BITS, bytes_per_weight, compute_dtype, formats_from_config
 
 H100, H200, B200 = load_profile("h100-sxm"), load_profile("h200-sxm"), load_profile("b200")

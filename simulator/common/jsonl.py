@@ -2,7 +2,7 @@
 
 A run killed mid-write leaves a torn last line. Reading skips it; opening for append first cuts
 the file back to its last complete line, so the next record starts on a line of its own. Reading
-goes through input_files (a regular file, its size bounded); writing through output_files (never
+goes through input_files (a regular file, its size bounded); writing through atomic_files (never
 through a symlink, never into a device).
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from .atomic_files import check_target, open_records
 from .input_files import read_bytes
-from .output_files import check_target, open_records
 
 
 def read_records(path: str | Path) -> Iterator[dict[str, Any]]:

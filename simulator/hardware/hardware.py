@@ -16,10 +16,12 @@ from typing import Any
 
 from ..common.errors import SpecsightInputError, closest_names, require_range
 from ..common.input_files import read_yaml, usable_file
+from ..common.limits import MAX_PRICE
 from ..common.paths import HARDWARE_DIR, REPO_ROOT
+from ..common.schema import check_keys, check_shape
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-MAX_PRICE_USD_PER_GPU_HOUR = 10 ** 6   # no GPU rents for more (keeps every cost finite)
+MAX_PRICE_USD_PER_GPU_HOUR = MAX_PRICE   # no GPU rents for more (keeps every cost finite)
 # Lower limits: far below any device (a CPU's DDR streams >= 10 GB/s, one core >= 1 GFLOP/s, 1 Gb
 # Ethernet 0.125 GB/s), so every pass time stays a few days at most and its soft-roofline power
 # t^p finite (p <= MAX_SHARPNESS: t^32 overflows float64 only past 4e9 s).
@@ -315,7 +317,6 @@ def profile_from_dict(raw: Mapping[str, Any], where: str) -> HardwareProfile:
     """Build and validate a profile from parsed YAML; `where` names the file in errors."""
     if not isinstance(raw, Mapping):
         raise SpecsightInputError(where, type(raw).__name__, "a hardware profile must be a YAML mapping")
-    from ..common.schema import check_keys, check_shape
     check_shape(raw, where)
     check_keys(raw, where)
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..common.errors import SpecsightInputError, require_int
+from ..common.limits import MAX_LAYERS, MAX_LIST
+from ..common.schema import Int, check
 
 
 def config_value(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> Any:
@@ -19,10 +21,8 @@ def config_value(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = 
 
 
 def config_int(cfg: Mapping[str, Any], where: str, *keys: str, default: Any = None, required: bool = False) -> int:
-    """An integer key (under any of its names), range-checked by schema_table.MODEL_CONFIG: NaN,
+    """An integer key (under any of its names), range-checked by MODEL_CONFIG: NaN,
     infinities, strings, booleans and absurd sizes are refused by name."""
-    from ..common.schema import check
-    from ..scenario.schema_table import MODEL_CONFIG
     key = next((k for k in keys if k in cfg and cfg[k] is not None), keys[0])
     v = config_value(cfg, where, *keys, default=default, required=required)
     return int(check(MODEL_CONFIG[keys[0]], v, f"{where}: {key}"))
@@ -66,3 +66,40 @@ def config_sliding_window(cfg: Mapping[str, Any], where: str) -> tuple[int, bool
     if isinstance(window, bool) or not isinstance(window, int):
         raise SpecsightInputError(f"{where}: sliding_window", window, "a number of tokens >= 0 (or null: none)")
     return require_int(f"{where}: sliding_window", window, lo=0, hi=10 ** 12), use
+
+
+# ---- the config.json keys the loader reads (simulator/models/model_spec.py), listed in docs/schema.md
+_DIM = 2 ** 20
+MODEL_CONFIG: dict[str, Int] = {k: Int(doc=doc, lo=lo, hi=hi) for k, lo, hi, doc in (
+    ("hidden_size", 1, _DIM, "model width"),
+    ("num_attention_heads", 1, 2 ** 16, "query heads"),
+    ("num_key_value_heads", 1, 2 ** 16, "KV heads"),
+    ("head_dim", 1, 2 ** 16, "per-head width"),
+    ("num_hidden_layers", 0, MAX_LAYERS, "layers"),
+    ("num_local_experts", 0, 2 ** 16, "routed experts (0: dense)"),
+    ("moe_intermediate_size", 0, 2 ** 24, "expert MLP width"),
+    ("intermediate_size", 0, 2 ** 24, "MLP width"),
+    ("vocab_size", 1, 2 ** 24, "vocabulary"),
+    ("num_experts_per_tok", 0, 2 ** 16, "experts per token"),
+    ("n_shared_experts", 0, 2 ** 16, "shared experts"),
+    ("shared_expert_intermediate_size", 0, 2 ** 24, "a shared expert's MLP width (one shared expert when set)"),
+    ("first_k_dense_replace", 0, 2 ** 16, "leading dense layers"),
+    ("q_lora_rank", 0, _DIM, "MLA query rank"),
+    ("kv_lora_rank", 0, _DIM, "MLA KV rank"),
+    ("qk_rope_head_dim", 0, _DIM, "MLA rope width"),
+    ("qk_nope_head_dim", 0, _DIM, "MLA non-rope width"),
+    ("v_head_dim", 0, _DIM, "MLA value width"),
+    ("draft_vocab_size", 0, 2 ** 24, "EAGLE-3 draft vocabulary (0: full)"),
+    ("medusa_num_heads", 0, MAX_LIST, "Medusa heads"),
+    ("medusa_num_layers", 0, MAX_LIST, "Medusa layers per head"),
+    ("max_position_embeddings", 0, 10 ** 12, "context window (0: not given)"),
+    ("sliding_window_pattern", 1, MAX_LAYERS, "every n-th layer full, the others sliding (Gemma 3)"),
+    ("full_attention_interval", 1, MAX_LAYERS, "every n-th layer full, the others linear (Qwen3-Next)"),
+    ("max_window_layers", 0, MAX_LAYERS, "layers from this index on slide (Qwen2, when the window is in use)"),
+    ("attention_chunk_size", 1, 10 ** 12, "chunked-attention chunk, priced as a window (Llama 4)"),
+    ("linear_num_key_heads", 1, 2 ** 16, "linear-attention key heads (Gated DeltaNet)"),
+    ("linear_num_value_heads", 1, 2 ** 16, "linear-attention value heads"),
+    ("linear_key_head_dim", 1, 2 ** 16, "linear-attention key head width"),
+    ("linear_value_head_dim", 1, 2 ** 16, "linear-attention value head width"),
+    ("linear_conv_kernel_dim", 1, 2 ** 8, "linear-attention short convolution taps"),
+)}

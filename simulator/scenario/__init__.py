@@ -1,3 +1,5 @@
-"""A scenario file: read and turned into specs (scenario.py), checked against the schema table
-(schema_table.py) and refused before it runs if its work is too large (work_limits.py).
+"""A scenario file: read and turned into specs (scenario.py), with its `hardware:` and `engine:`
+blocks (hardware_spec.py, engine_spec.py), checked against the schema composed from every
+concept's block (schema_table.py, which also renders docs/schema.md) and refused before it runs if
+its work is too large (work_limits.py).
 """

@@ -26,114 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
+from ..common.errors import SpecsightInputError, closest_names, require_int
 from ..common.input_files import parse_yaml, read_yaml
 from ..common.keys import reject_unknown
 from ..common.schema import check, check_shape
-from ..hardware.hardware import DTYPE_BYTES
+from ..serving.slo import SLOSpec
+from ..speculation.acceptance import tree_acceptance
+from ..speculation.acceptance_spec import AcceptanceSpec
 from ..speculation.drafters import DrafterSpec
+from ..speculation.engine_policies import check_policy_engine
+from ..speculation.policy_spec import PolicySpec
 from ..workload.workload import ARRIVAL_KEYS, WorkloadSpec
-from .schema_table import ENGINE_KINDS, HARDWARE_KINDS, ROUTERS, SCENARIO, TOP_KEYS
+from .engine_spec import EngineSpec
+from .hardware_spec import HardwareSpec
+from .schema_table import SCENARIO, TOP_KEYS
 from .work_limits import check_kernel_setup, check_work_limits
-
-
-@dataclass(frozen=True)
-class HardwareSpec:
-    """Where the model runs: a GPU profile (roofline cost model) or fixed per-step costs."""
-    kind: str = "roofline"              # "roofline": the cost model; "fixed": constant step times
-    gpu: str | None = None              # catalog name (hardware_profiles/<gpu>.yaml) or a YAML path
-    profile: str | None = None          # a calibrated profile (name or path); replaces `gpu`
-    tp: int = 1                         # tensor-parallel GPUs per replica
-    ep: int = 1                         # expert-parallel groups of the routed experts (SGLang --ep-size)
-    dp_attention: bool = False          # attention data-parallel over the tp GPUs (SGLang --enable-dp-attention)
-    replicas: int = 1                   # replicas behind the router
-    dtype: str = "bf16"                 # weight / compute dtype
-    kv_dtype: str | None = None         # KV-cache dtype (default: dtype, bf16 for fp8 weights)
-    target_step_s: float | None = None  # fixed: seconds per target pass (any batch, any content)
-    draft_step_s: float = 0.0           # fixed: seconds per draft step (K steps per round)
-
-    def __post_init__(self) -> None:
-        w = "hardware"
-        if self.kind not in HARDWARE_KINDS:
-            raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), HARDWARE_KINDS))
-        require_int(f"{w}.tp", self.tp, lo=1)
-        require_int(f"{w}.replicas", self.replicas, lo=1)
-        require_int(f"{w}.ep", self.ep, lo=1)
-        if self.tp % self.ep:
-            raise SpecsightInputError(f"{w}.ep", self.ep, f"a divisor of tp ({self.tp})")
-        if self.dp_attention and self.ep not in (1, self.tp):
-            raise SpecsightInputError(f"{w}.ep", self.ep, f"1 or tp ({self.tp}) with dp_attention "
-                                                          "(simulator/models/moe_parallel.py: the allowed layouts)")
-        if self.kind == "fixed":
-            if self.target_step_s is None:
-                raise SpecsightInputError(f"{w}.target_step_s", None,
-                                          "required for kind fixed (seconds per target pass)")
-            require_range(f"{w}.target_step_s", self.target_step_s, 0.0, lo_open=True)
-            require_range(f"{w}.draft_step_s", self.draft_step_s, 0.0)
-            if self.ep != 1 or self.dp_attention:
-                raise SpecsightInputError(f"{w}.ep", self.ep, "1 (and dp_attention false) with kind: fixed")
-        else:
-            if not (self.gpu or self.profile):
-                raise SpecsightInputError(f"{w}.gpu", None, "required: a hardware_profiles/ name or a profile path "
-                                                              "(or kind: fixed with target_step_s)")
-            for key in ("target_step_s",):
-                if getattr(self, key) is not None:
-                    raise SpecsightInputError(f"{w}.{key}", getattr(self, key), "only meaningful with kind: fixed")
-            for key in ("dtype", "kv_dtype"):
-                v = getattr(self, key)
-                if v is not None and v not in DTYPE_BYTES:
-                    raise SpecsightInputError(f"{w}.{key}", v, f"one of {', '.join(DTYPE_BYTES)}")
-
-    @property
-    def is_fixed(self) -> bool:
-        return self.kind == "fixed"
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    """The serving engine's batching limits and KV-cache layout (vLLM's names and defaults)."""
-    max_num_seqs: int = 256                 # sequences running at once, per replica
-    max_num_batched_tokens: int = 8192      # tokens per iteration (prefill chunks + decode/verify positions)
-    block_size: int = 16                    # tokens per KV-cache block
-    gpu_memory_utilization: float = 0.9     # fraction of HBM the engine may use
-    router: str = "round_robin"             # round_robin | least_outstanding
-    num_gpu_blocks: int | None = None       # override the computed KV capacity (blocks per replica)
-    activation_reserve_gb: float | None = None   # per GPU; None: estimated (docs/simulator.md)
-    kind: str = "ideal"                     # ideal | vllm | sglang | trtllm: whose rounds (docs/engines.md)
-    version: str | None = None              # the engine's version; None: the engine's default
-    profile: str | None = None              # an engine profile YAML (host constants); None: built-in
-
-    def __post_init__(self) -> None:
-        w = "engine"
-        require_int(f"{w}.max_num_seqs", self.max_num_seqs, lo=1)
-        require_int(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
-        require_int(f"{w}.block_size", self.block_size, lo=1)
-        require_range(f"{w}.gpu_memory_utilization", self.gpu_memory_utilization, 0.0, 1.0, lo_open=True)
-        if self.router not in ROUTERS:
-            raise SpecsightInputError(f"{w}.router", self.router, closest_names(str(self.router), ROUTERS))
-        if self.kind not in ENGINE_KINDS:
-            raise SpecsightInputError(f"{w}.kind", self.kind, closest_names(str(self.kind), ENGINE_KINDS))
-        if self.max_num_batched_tokens < self.max_num_seqs:   # as vLLM requires
-            raise SpecsightInputError(f"{w}.max_num_batched_tokens", self.max_num_batched_tokens,
-                                      f"must be >= max_num_seqs ({self.max_num_seqs})")
-        if self.num_gpu_blocks is not None:
-            require_int(f"{w}.num_gpu_blocks", self.num_gpu_blocks, lo=1)
-        if self.activation_reserve_gb is not None:
-            require_range(f"{w}.activation_reserve_gb", self.activation_reserve_gb, 0.0)
-
-
-@dataclass(frozen=True)
-class SLOSpec:
-    """Per-request latency targets for goodput: a request meets the SLO when its TPOT and its TTFT
-    are both at or under these thresholds (ms). None: no target on that metric."""
-    tpot_ms_p99: float | None = None
-    ttft_ms_p99: float | None = None
-
-    def __post_init__(self) -> None:
-        for key in ("tpot_ms_p99", "ttft_ms_p99"):
-            v = getattr(self, key)
-            if v is not None:
-                require_range(f"slo.{key}", v, 0.0, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -246,10 +153,6 @@ def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: I
 
 def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
     """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
-    from ..speculation.acceptance import AcceptanceSpec, tree_acceptance
-    from ..speculation.engine_policies import check_policy_engine
-    from ..speculation.policies import PolicySpec
-
     raw = checked_source(path_or_mapping, overrides)
     default_name = "scenario" if isinstance(path_or_mapping, Mapping) else Path(path_or_mapping).stem
     name = str(raw.get("name") or default_name)

@@ -15,7 +15,7 @@ Memory is checked as a run starts (check_memory): requests x 5 kB against MemAva
 so a limit raised past the machine is one line, not numpy's allocation error. Work estimated
 to take more than about a minute is announced on stderr (`specsight: note: ...`) before it starts.
 
-The defaults (LIMITS in simulator/scenario/schema_table.py) fit a laptop; a fleet study raises them, up to
+The defaults (LIMITS below) fit a laptop; a fleet study raises them, up to
 the schema's maxima (docs/schema.md). A closed loop's `concurrency` costs nothing by itself:
 users are created as their first request is issued (simulator/serving/engine.py).
 """
@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..common.errors import SpecsightInputError
-from .schema_table import LIMITS, MAX_TOKENS
+from ..common.limits import MAX_REPLICAS, MAX_REQUESTS, MAX_SEQS, MAX_TOKENS
+from ..common.schema import Int, Section
 
 
 def limit(source: Any, key: str) -> int:
@@ -163,3 +164,18 @@ def check_study_work(source: Any, point_tokens: list[float], slots: int) -> floa
                  f"{slots} process{'es' if slots > 1 else ''} (at {TOKENS_PER_S:.0e} tokens per CPU-second; "
                  "10x either way by scenario); progress below, every 30 s")
     return seconds
+
+# ---- the scenario's `limits:` block (composed into the scenario schema)
+LIMITS = Section(doc="work limits checked before a run (simulator/scenario/work_limits.py)", nullable=True, keys={
+    "max_requests": Int(doc="requests per run (memory: about 5 kB each)", lo=1, hi=MAX_REQUESTS,
+                        default=2_000_000),
+    "max_tokens": Int(doc="num_requests x (mean prompt_len + mean output_len)", unit="tokens", lo=1,
+                      hi=10 ** 15, default=2 * 10 ** 9),
+    "max_batch_slots": Int(doc="replicas x max_num_seqs (per-slot arrays)", lo=1, hi=MAX_SEQS * MAX_REPLICAS,
+                           default=10 ** 7),
+    "max_replicas": Int(doc="hardware.replicas (memory: about 100 kB each)", lo=1, hi=MAX_REPLICAS, default=10_000),
+    "max_kernel_elements": Int(doc="kernel acceptance: output tokens x (K + 1) x vocab_size probabilities drawn",
+                               lo=1, hi=10 ** 18, default=10 ** 10),
+    "max_study_tokens": Int(doc="a study (breakeven, plan, sweep): the points' max_tokens work summed", unit="tokens",
+                            lo=1, hi=10 ** 18, default=10 ** 11),
+})

@@ -37,7 +37,7 @@ from .iteration_totals import PERCENTILES, IterationTotals, weighted_percentiles
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..scenario.scenario import SLOSpec
+    from .slo import SLOSpec
 
 ITER_COLUMNS = ("replica", "start_s", "end_s", "batch", "num_decode", "num_prefill_tokens", "k",
                 "tokens_emitted", "first_tokens", "draft_s", "verify_s", "prefill_s", "overhead_s",

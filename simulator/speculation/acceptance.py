@@ -25,13 +25,11 @@ already per depth (`per_depth`: tree presets) are used as they are.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
-from ..common.keys import reject_unknown
+from ..common.errors import SpecsightInputError, require_int
 from .spec_math import expected_tokens, tree_depth_acceptance
 
 if TYPE_CHECKING:
@@ -236,11 +234,23 @@ class BetaAcceptance(AcceptanceModel):
         return f"BetaAcceptance(alpha={self.alpha}, concentration={self.concentration})"
 
 
+# The kernel's Monte Carlo set-up (calibrate/acceptance_source.py uses these): the work estimate counts them.
+ALPHA_SAMPLES = 50_000     # (p, q) draws behind expected_alpha: standard error ~1e-3
+OVERLAP_SAMPLES = 20_000   # draws per bisection step of overlap_for_alpha
+BISECTION_STEPS = 40       # its halvings at most (rho to 1e-12; it stops once alpha is within tol)
+
 class KernelAcceptance(AcceptanceModel):
-    """Accept lengths from the exact speculative-sampling kernel (calibrate.acceptance_source,
-    torch) on synthetic target/draft distributions; imported lazily so `simulator` stays torch-free.
-    Positions are i.i.d. there, so alphas(k) repeats expected_alpha()."""
+    """Accept lengths from the exact speculative-sampling kernel on synthetic target/draft
+    distributions. Positions are i.i.d. there, so alphas(k) repeats expected_alpha().
+
+    The kernel is calibrate's (calibrate.acceptance_source, torch), above the simulator in the
+    layer order (docs/layout.md): the layer that runs scenarios hands its factory over with
+    `use_kernel_source` (specsight does, in specsight/kernel_source.py), and a kernel scenario
+    loaded without one is refused by name."""
     name = "kernel"
+    # factory(vocab_size, k_max, seed, overlap=, alpha=, sharpness=) -> a source with expected_alpha()
+    # and sample_accept_lengths(n, k, rng): calibrate.acceptance_source.kernel_source
+    source_factory: Callable[..., Any] | None = None
 
     def __init__(self, vocab_size: int, k_max: int, overlap: float | None = None,
                  alpha: float | None = None, seed: int = 0, sharpness: float | None = None):
@@ -251,19 +261,19 @@ class KernelAcceptance(AcceptanceModel):
     @property
     def source(self) -> Any:
         if self._source is None:
-            from calibrate.acceptance_source import DEFAULT_SHARPNESS, KernelAcceptanceSource
-            s = DEFAULT_SHARPNESS if self.sharpness is None else self.sharpness
-            if self.overlap is not None:
-                self._source = KernelAcceptanceSource(self.vocab_size, float(self.overlap), self.k_max, self.seed, s)
-            else:
-                self._source = KernelAcceptanceSource.for_alpha(float(self.target_alpha), self.vocab_size,  # type: ignore[arg-type]
-                                                                self.k_max, self.seed, s)
+            factory = KernelAcceptance.source_factory
+            if factory is None:
+                raise SpecsightInputError("acceptance.model", "kernel", "the exact sampling kernel is calibrate's "
+                                          "(torch), which the simulator does not import: run it through specsight, "
+                                          "or first call simulator.speculation.acceptance.use_kernel_source("
+                                          "calibrate.acceptance_source.kernel_source)")
+            self._source = factory(self.vocab_size, self.k_max, self.seed, overlap=self.overlap,
+                                   alpha=self.target_alpha, sharpness=self.sharpness)
         return self._source
 
     def setup_elements(self) -> float:
         """Probabilities drawn before the first round (2 x vocab_size per (p, q) pair): the Monte
         Carlo alpha, and for a target alpha the bisection for its overlap (at most, every step)."""
-        from calibrate.acceptance_source import ALPHA_SAMPLES, BISECTION_STEPS, OVERLAP_SAMPLES
         pairs = ALPHA_SAMPLES + (0 if self.overlap is not None else (BISECTION_STEPS + 1) * OVERLAP_SAMPLES)
         return 2.0 * pairs * self.vocab_size
 
@@ -279,6 +289,11 @@ class KernelAcceptance(AcceptanceModel):
         if k > self.k_max:
             raise ValueError(f"k={k} exceeds the kernel source's k_max={self.k_max}")
         return np.asarray(self.source.sample_accept_lengths(n, int(k), rng), dtype=np.int64)
+
+
+def use_kernel_source(factory: Callable[..., Any] | None) -> None:
+    """Where `acceptance: {model: kernel}` gets its kernel: KernelAcceptance.source_factory (None: none)."""
+    KernelAcceptance.source_factory = factory
 
 
 class TreeAcceptance(AcceptanceModel):
@@ -317,65 +332,3 @@ def tree_acceptance(model: AcceptanceModel, branches: int) -> AcceptanceModel:
     if branches <= 1 or model.per_depth:
         return model
     return TreeAcceptance(model, branches)
-
-
-class AcceptanceSpec:
-    """Builds an AcceptanceModel from a scenario's `acceptance:` value."""
-
-    @staticmethod
-    def from_mapping(raw: Any, where: str = "acceptance", k_max: int = 16) -> AcceptanceModel:
-        """raw: a number (iid alpha), a preset name, or a mapping with `model`.
-        k_max bounds the K the kernel model will be asked for (the drafter's K)."""
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            return IIDAcceptance(require_range(where, raw, 0.0, 1.0))
-        if isinstance(raw, str):
-            raw = {"model": "preset", "name": raw}
-        if not isinstance(raw, Mapping):
-            raise SpecsightInputError(where, raw, "a number (iid alpha), a preset name, or a mapping {model: "
-                                      + "|".join(MODELS) + ", ...}")
-        model = raw.get("model")
-        if model not in MODELS:
-            raise SpecsightInputError(f"{where}.model", model, closest_names(str(model), MODELS))
-        keys = {"iid": ("alpha",), "per_position": ("alphas",), "beta": ("alpha", "concentration"),
-                "trace": ("path", "k", "counters"),
-                "kernel": ("vocab_size", "overlap", "alpha", "seed", "sharpness"), "preset": ("name",)}[model]
-        reject_unknown(raw, ("model",) + keys, where)
-
-        def need(key: str) -> Any:
-            if key not in raw:
-                raise SpecsightInputError(f"{where}.{key}", None, f"required for model {model}")
-            return raw[key]
-
-        if model == "iid":
-            return IIDAcceptance(require_range(f"{where}.alpha", need("alpha"), 0.0, 1.0))
-        if model == "per_position":
-            vals = need("alphas")
-            if isinstance(vals, (str, bytes, Mapping)) or not hasattr(vals, "__len__") or len(vals) == 0:
-                raise SpecsightInputError(f"{where}.alphas", vals, "a non-empty list of conditional rates in [0, 1]")
-            return PerPositionAcceptance([require_range(f"{where}.alphas[{i}]", a, 0.0, 1.0)
-                                          for i, a in enumerate(vals)])
-        if model == "beta":
-            alpha = require_range(f"{where}.alpha", need("alpha"), 0.0, 1.0, lo_open=True, hi_open=True)
-            conc = require_range(f"{where}.concentration", need("concentration"), 0.0, lo_open=True)
-            return BetaAcceptance(alpha, conc)
-        if model == "trace":
-            k = None if raw.get("k") is None else require_int(f"{where}.k", raw["k"], lo=1)
-            counters = raw.get("counters", "delta")
-            if counters not in ("delta", "cumulative"):
-                raise SpecsightInputError(f"{where}.counters", counters,
-                                          "delta (rows are summed) or cumulative (last row used)")
-            from .acceptance_trace import TraceAcceptance
-            return TraceAcceptance.from_csv(need("path"), f"{where}.path", k=k, counters=counters)
-        if model == "kernel":
-            vocab = require_int(f"{where}.vocab_size", need("vocab_size"), lo=2)
-            if ("overlap" in raw) == ("alpha" in raw):
-                raise SpecsightInputError(f"{where}.overlap", raw.get("overlap"),
-                                          "give exactly one of overlap or alpha")
-            overlap = None if "overlap" not in raw else require_range(f"{where}.overlap", raw["overlap"], 0.0, 1.0)
-            alpha = None if "alpha" not in raw else require_range(f"{where}.alpha", raw["alpha"], 0.0, 1.0)
-            seed = require_int(f"{where}.seed", raw.get("seed", 0), lo=0)
-            sharp = None if raw.get("sharpness") is None else require_range(f"{where}.sharpness", raw["sharpness"], 0.0)
-            return KernelAcceptance(vocab, require_int("k_max", k_max, lo=0), overlap=overlap, alpha=alpha, seed=seed,
-                                    sharpness=sharp)
-        from .acceptance_presets import preset_model
-        return preset_model(need("name"), f"{where}.name")

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..common.csvio import as_counts, read_csv_columns, resolve_path
 from ..common.errors import SpecsightInputError
+from ..common.limits import MAX_K
 from .acceptance import PerPositionAcceptance
-from .spec_math import MAX_K
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike

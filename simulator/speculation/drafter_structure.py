@@ -61,7 +61,8 @@ from ..common.input_files import read_json, usable_file
 from ..costs.cost_model import CostModel, PassCost, soft_roofline
 from ..costs.pass_shape import PassShape, causal_pairs
 from ..hardware.hardware import DTYPE_BYTES
-from ..models.model_spec import ModelSpec, available_models, config_path
+from ..models.catalog import available_models, config_path
+from ..models.model_spec import ModelSpec
 
 VERIFY_SHAPES = ("chain", "tree", "block")
 KV_SOURCES = ("own", "target", "none")

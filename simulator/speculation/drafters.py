@@ -40,10 +40,13 @@ from typing import Any
 import numpy as np
 
 from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
+from ..common.limits import MAX_K, MAX_LIST, MAX_TP, path_field, rate_field, tokens_field
+from ..common.schema import REQUIRED, Bool, Float, Int, Section, Str
 from ..costs.cost_model import CostModel
 from ..costs.pass_shape import causal_pairs
 from ..hardware.hardware import DTYPE_BYTES
-from ..models.model_spec import HEAD_KINDS, ModelSpec, load_model
+from ..models.catalog import load_model
+from ..models.model_spec import HEAD_KINDS, ModelSpec
 from .drafter_structure import (
     MLPSpeculator,
     assistant_spec,
@@ -320,3 +323,27 @@ class Drafter:
         if self.structure.kv_source != "target" or self.spec.method == SELF_SPEC or self.draft_cost is None:
             return 0.0
         return float(self.draft_cost.kv_bytes_per_token)
+
+
+# ---- the scenario's `drafter:` block (composed into the scenario schema: simulator/scenario/schema_table.py)
+DRAFTER = Section(doc="the drafter (none: no speculation)", nullable=True, keys={
+    "method": Str(doc="drafting method", choices=METHODS, default=REQUIRED),
+    "num_speculative_tokens": Int(doc="K, and the largest K a dynamic policy may pick", unit="tokens", lo=0,
+                                  hi=MAX_K, default=3),
+    "model": path_field("draft model or head config: catalog name or config.json path (model-based methods)",
+                   nullable=True),
+    "tree": Bool(doc="eagle/eagle3: verify a token tree instead of a chain", default=False),
+    "tree_nodes": Int(doc="tree candidates (0: 63 medusa, 59 eagle)", unit="tokens", lo=0, hi=MAX_LIST, default=0),
+    "tree_branches": Int(doc="candidates per depth", lo=1, hi=MAX_LIST, default=1),
+    "match_probability": rate_field("ngram/suffix: chance a sequence finds a match in a round", default=1.0),
+    "host_base_us": Float(doc="ngram/suffix host lookup cost per round", unit="µs", lo=0.0, hi=1e9, default=50.0),
+    "host_us_per_seq": Float(doc="ngram/suffix host lookup cost per sequence", unit="µs", lo=0.0, hi=1e9,
+                             default=5.0),
+    "layer_fraction": Float(doc="self_spec: fraction of the target's layers the draft runs", lo=0.0, hi=1.0,
+                            lo_open=True, default=1.0),
+    "kv_budget_tokens": tokens_field("self_spec: bounded draft KV (0: full)", lo=0, default=0),
+    "draft_tp": Int(doc="draft_model/parallel TP degree (default: the target's)", unit="GPUs", lo=1, hi=MAX_TP,
+                    nullable=True),
+    "lookahead_window": Int(doc="lookahead: W, the lookahead branch's window (candidates G: tree_branches)",
+                            unit="tokens", lo=0, hi=MAX_LIST, default=0),
+})

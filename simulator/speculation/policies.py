@@ -23,14 +23,12 @@ Kinds (scenario `policy:` block, key `kind`; a bare string is the kind):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
-from ..common.keys import reject_unknown
 from .spec_math import expected_tokens_by_k
 
 if TYPE_CHECKING:
@@ -279,71 +277,3 @@ class GoodputPolicy(Policy):
         if state.iteration_s is not None:
             return int(np.argmax(self.net_saving_s(batch_size, state)))
         return int(np.argmax(self.expected_rates(batch_size, state)))   # first max = smallest K
-
-
-class PolicySpec:
-    """Builds a Policy from a scenario's `policy:` value."""
-
-    @staticmethod
-    def from_mapping(raw: Any, where: str = "policy", k_max: int = 0,
-                     prior_alphas: Sequence[float] | np.ndarray | None = None) -> Policy:
-        """raw: None (static), a kind name, or a mapping with `kind`. k_max: the drafter's
-        num_speculative_tokens. prior_alphas: the acceptance model's alphas(k_max), for goodput."""
-        from ..common.schema import check
-        from ..scenario.schema_table import POLICY
-        k_max = require_int(f"{where}.k_max", k_max, lo=0)
-        raw = check(POLICY, raw, where)      # types, ranges, names: the schema's table
-        if raw is None:
-            raw = {"kind": "static"}
-        if isinstance(raw, str):
-            raw = {"kind": raw}
-        if not isinstance(raw, Mapping):
-            raise SpecsightInputError(where, raw, "a kind name or a mapping {kind: " + "|".join(KINDS) + ", ...}")
-        kind = raw.get("kind")
-        if kind not in KINDS:
-            raise SpecsightInputError(f"{where}.kind", kind, closest_names(str(kind), KINDS))
-        if kind in ENGINE_RULES:
-            from .engine_policies import KEYS, engine_policy
-            reject_unknown(raw, ("kind",) + KEYS[kind], where)
-            return engine_policy(kind, raw, where, k_max)
-        keys = {"static": ("k",), "off": (), "batch_schedule": ("schedule",),
-                "adaptive": ("up", "down", "ema_decay", "k_min", "k_init"),
-                "goodput": ("prior_strength",)}[kind]
-        reject_unknown(raw, ("kind",) + keys, where)
-        if kind == "static":
-            k = None if raw.get("k") is None else require_int(f"{where}.k", raw["k"], lo=0, hi=k_max)
-            return StaticPolicy(k_max, k)
-        if kind == "off":
-            return OffPolicy(k_max)
-        if kind == "batch_schedule":
-            return BatchSchedulePolicy(k_max, _schedule_rows(raw.get("schedule"), f"{where}.schedule", k_max))
-        if kind == "adaptive":
-            up = require_range(f"{where}.up", raw.get("up", 0.8), 0.0, 1.0)
-            down = require_range(f"{where}.down", raw.get("down", 0.4), 0.0, 1.0)
-            if down > up:
-                raise SpecsightInputError(f"{where}.down", down, f"must be <= up ({up})")
-            decay = require_range(f"{where}.ema_decay", raw.get("ema_decay", 0.8), 0.0, 1.0, hi_open=True)
-            k_min = require_int(f"{where}.k_min", raw.get("k_min", 1), lo=1, hi=max(1, k_max))
-            if k_max < 1:
-                raise SpecsightInputError(f"{where}.kind", kind,
-                                          "adaptive needs a drafter with num_speculative_tokens >= 1")
-            k_init = require_int(f"{where}.k_init", raw.get("k_init", k_max), lo=k_min, hi=k_max)
-            return AdaptivePolicy(k_max, up, down, decay, k_min, k_init)
-        strength = require_range(f"{where}.prior_strength", raw.get("prior_strength", 10.0), 0.0, lo_open=True)
-        return GoodputPolicy(k_max, prior_alphas, strength)
-
-
-def _schedule_rows(rows: Any, where: str, k_max: int) -> tuple[tuple[int, int], ...]:
-    """[[max_batch, k], ...] with max_batch strictly increasing and 0 <= k <= k_max."""
-    if isinstance(rows, (str, bytes, Mapping)) or not hasattr(rows, "__len__") or len(rows) == 0:
-        raise SpecsightInputError(where, rows, "a non-empty list of [max_batch, k] rows, max_batch increasing")
-    out: list[tuple[int, int]] = []
-    for i, row in enumerate(rows):
-        if isinstance(row, (str, bytes, Mapping)) or not hasattr(row, "__len__") or len(row) != 2:
-            raise SpecsightInputError(f"{where}[{i}]", row, "must be [max_batch, k]")
-        b = require_int(f"{where}[{i}][0]", row[0], lo=1)
-        k = require_int(f"{where}[{i}][1]", row[1], lo=0, hi=k_max)
-        if out and b <= out[-1][0]:
-            raise SpecsightInputError(f"{where}[{i}][0]", b, f"max_batch must increase (previous row {out[-1][0]})")
-        out.append((b, k))
-    return tuple(out)

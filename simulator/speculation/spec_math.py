@@ -14,8 +14,6 @@ import numpy as np
 
 from ..common.errors import SpecsightInputError, require_int, require_range
 
-MAX_K = 64                        # drafts per round (the schema's limit: simulator/scenario/schema_table.py)
-
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 

@@ -28,10 +28,12 @@ import numpy as np
 
 from ..common.csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from ..common.errors import SpecsightInputError
+from ..common.limits import MAX_NAME, MAX_TOKENS, path_field, tokens_field
+from ..common.schema import REQUIRED, Float, OneOf, Str, Variants, check
 
 DISTS = ("fixed", "uniform", "lognormal", "empirical")
 ORDERS = ("random", "sequential")
-MAX_LENGTH_TOKENS = 10 ** 7      # the longest prompt or output (the longest context windows are ~10^7)
+MAX_LENGTH_TOKENS = MAX_TOKENS   # the longest prompt or output (the schema's limit)
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,7 @@ class LengthDist:
     @classmethod
     def from_value(cls, v: Any, field: str) -> LengthDist:
         """An int (fixed length) or a {dist: ...} mapping; errors name `field` and the key."""
-        from ..common.schema import check
-        from ..scenario.schema_table import LENGTH
-        v = check(LENGTH, v, field)            # types, ranges, names: the schema's table
+        v = check(LENGTH, v, field)            # types, ranges, names: LENGTH below
         if isinstance(v, Mapping):
             return cls._from_mapping(v, field)
         return cls(dist="fixed", value=v)
@@ -129,3 +129,22 @@ class LengthDist:
                 x = self._values[rng.integers(0, len(self._values), size=n)]
         hi = self.max_len if self.max_len is not None else MAX_LENGTH_TOKENS
         return np.clip(x, max(1, self.min_len), hi).astype(np.int64)
+
+
+# ---- a length in the scenario (workload.prompt_len, output_len), composed into WORKLOAD
+LENGTH = OneOf(doc="token length: an integer (fixed) or a distribution", nullable=True, options=(
+    tokens_field("an integer: a fixed length"),
+    Variants(doc="length distribution", tag="dist", variants={
+        "fixed": {"value": tokens_field("the length", default=REQUIRED)},
+        "uniform": {"low": tokens_field("smallest length", default=REQUIRED),
+                    "high": tokens_field("largest length (inclusive)", default=REQUIRED)},
+        "lognormal": {"mean": Float(doc="mean length (or median)", unit="tokens", lo=1.0, hi=MAX_TOKENS),
+                      "median": Float(doc="median length exp(mu) (or mean)", unit="tokens", lo=1.0, hi=MAX_TOKENS),
+                      "sigma": Float(doc="std of ln(length)", lo=0.0, hi=5.0, default=REQUIRED)},
+        "empirical": {"path": path_field("CSV file", default=REQUIRED),
+                      "column": Str(doc="column name", max_len=MAX_NAME, default=REQUIRED),
+                      "order": Str(doc="random: rows with replacement; sequential: in order, cycling",
+                                   choices=ORDERS, default="random")},
+    }, common={"min": tokens_field("clip below", default=1),
+               "max": tokens_field(f"clip above (samples never exceed {MAX_TOKENS:,})", nullable=True)}),
+))

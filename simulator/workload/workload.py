@@ -47,9 +47,21 @@ import numpy as np
 
 from ..common.csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
-from .length_dist import MAX_LENGTH_TOKENS, LengthDist
-from .rate_schedule import SCHEDULE_OPTIONS, RateSchedule
-from .workload_presets import preset_lengths
+from ..common.limits import (
+    MAX_LIST,
+    MAX_QPS,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    MAX_USERS,
+    MIN_QPS,
+    POS,
+    path_field,
+)
+from ..common.schema import REQUIRED, Float, Int, ListOf, Pair, Section, Str, Variants, check
+from .length_dist import LENGTH, LengthDist
+from .rate_schedule import DEFAULT_PERIOD_S, SCHEDULE_OPTIONS, SHAPES, RateSchedule
+from .workload_presets import PRESETS, preset_lengths
 
 ARRIVALS = ("poisson", "gamma", "constant", "closed_loop", "trace", "schedule")
 ARRIVAL_KEYS = {
@@ -130,9 +142,7 @@ class WorkloadSpec:
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], where: str = "workload") -> WorkloadSpec:
         """Build from a scenario's `workload:` mapping; unknown keys name their path."""
-        from ..common.schema import check
-        from ..scenario.schema_table import WORKLOAD
-        raw = check(WORKLOAD, raw, where)       # types, ranges, names: the schema's table
+        raw = check(WORKLOAD, raw, where)       # types, ranges, names: WORKLOAD below
         arr = raw["arrival"]
         proc = arr["process"]
         kw: dict[str, Any] = {"arrival": proc}
@@ -196,9 +206,9 @@ def load_trace(path: object, field: str) -> dict[str, np.ndarray]:
         raise SpecsightInputError(field, str(p), "arrived_at must be >= 0 and nondecreasing")
     return {"arrived_at": t,
             "num_prefill_tokens": as_counts(cols["num_prefill_tokens"], field, "num_prefill_tokens", lo=1,
-                                        hi=MAX_LENGTH_TOKENS),
+                                        hi=MAX_TOKENS),
             "num_decode_tokens": as_counts(cols["num_decode_tokens"], field, "num_decode_tokens", lo=1,
-                                       hi=MAX_LENGTH_TOKENS)}
+                                       hi=MAX_TOKENS)}
 
 
 def arrival_times(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -241,3 +251,40 @@ def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> Requests:
         output = spec._trace["num_decode_tokens"][:n].copy()
     return Requests(arrival_s=t, prompt_len=prompt, output_len=output)
 
+
+# ---- the scenario's `workload:` block (composed into the scenario schema)
+_QPS = Float(doc="requests per second", unit="1/s", lo=MIN_QPS, hi=MAX_QPS, default=REQUIRED)
+ARRIVAL = Variants(doc="arrival process (a string names the process, its keys then sit in workload)",
+                   tag="process", default=REQUIRED, variants={
+    "poisson": {"qps": _QPS},
+    "gamma": {"qps": _QPS, "cv": Float(doc="coefficient of variation of the gaps", lo=1e-3, hi=1e3, default=REQUIRED)},
+    "constant": {"qps": _QPS},
+    "closed_loop": {"concurrency": Int(doc="simultaneous users", unit="users", lo=1, hi=MAX_USERS, default=REQUIRED),
+                    "think_time_s": Float(doc="pause between a reply and the next request", unit="s", lo=0.0,
+                                          hi=MAX_SECONDS, default=0.0)},
+    "trace": {"path": path_field("CSV with arrived_at, num_prefill_tokens, num_decode_tokens", default=REQUIRED),
+              "time_scale": Float(doc="multiply arrival times by this", hi=1e6, **POS, default=1.0),
+              "max_requests": Int(doc="replay at most this many rows", lo=1, hi=MAX_REQUESTS, nullable=True)},
+    "schedule": {
+        "rates": ListOf(doc="rows [start_s, qps]: the rate from start_s (the first row at 0, starts increasing); "
+                            "num_requests null: the expected count of one period", max_len=MAX_LIST, default=REQUIRED,
+                        item=Pair(items=(Float(doc="start_s", unit="s", lo=0.0, hi=MAX_SECONDS),
+                                         Float(doc="qps", unit="1/s", lo=0.0, hi=MAX_QPS)))),
+        "shape": Str(doc="step: each rate holds until the next row; linear: straight lines between rows (the last "
+                         "back to the first)", choices=SHAPES, default="step"),
+        "period_s": Float(doc="the schedule repeats after this (> the last start_s)", unit="s", hi=MAX_SECONDS, **POS,
+                          default=DEFAULT_PERIOD_S),
+        "time_compression": Float(doc="the clock runs this many times faster: times divide by it, rates do not "
+                                      "(60: an hour lasts a minute)", lo=1e-6, hi=1e6, default=1.0),
+        "rate_scale": Float(doc="multiply every rate", hi=1e6, **POS, default=1.0)},
+})
+
+WORKLOAD = Section(doc="requests", default=REQUIRED, keys={
+    "arrival": ARRIVAL,
+    "num_requests": Int(doc="requests (trace: default every row)", lo=1, hi=MAX_REQUESTS, nullable=True,
+                        default=1000),
+    "preset": Str(doc="published dataset lengths (simulator/workload/workload_presets.py); prompt_len / output_len win",
+                  choices=tuple(PRESETS), nullable=True),
+    "prompt_len": LENGTH,
+    "output_len": LENGTH,
+})

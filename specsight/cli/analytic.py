@@ -35,7 +35,7 @@ def closed_forms(alpha: float, k: int, c: float | None) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.scenario.schema_table import MAX_K
+    from simulator.common.limits import MAX_K
     from simulator.speculation import spec_math
 
     from ..studies.shared.inputs import int_list

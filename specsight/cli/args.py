@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from simulator.common.output_files import out_file, out_folder
+from simulator.common.atomic_files import out_file, out_folder
 
 HARDWARE_FLAGS = ("--hardware", "--gpu", "--profile")
 MAX_FOLDER_CHARS = 200          # a grid point's folder name (a file system allows 255 bytes)

@@ -17,8 +17,8 @@ from typing import Any
 
 from calibrate.grids import GRIDS
 from calibrate.machine import CPU_DRAFT_LAYERS, CPU_LAYERS, CPU_SCALE, CPU_THREADS, GPU_LAYERS, MachineConfig
+from simulator.common.atomic_files import write_text
 from simulator.common.errors import SpecsightInputError
-from simulator.common.output_files import write_text
 
 from .args import add_hardware, add_json, add_set, check_out_file, scenario_overrides
 from .emit import emit_json

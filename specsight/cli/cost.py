@@ -28,10 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from simulator.common.errors import require_int
+    from simulator.common.limits import MAX_SEQS, MAX_TOKENS, MAX_TP
     from simulator.costs.cost_model import CostModel, PassShape
     from simulator.hardware.hardware import load_profile
-    from simulator.models.model_spec import load_model
-    from simulator.scenario.schema_table import MAX_SEQS, MAX_TOKENS, MAX_TP
+    from simulator.models.catalog import load_model
 
     batch = require_int("--batch", args.batch, lo=1, hi=MAX_SEQS)
     new = require_int("--new-tokens", args.new_tokens, lo=1, hi=MAX_TOKENS)

@@ -35,7 +35,7 @@ def model_kind(m: ModelSpec) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.models.model_spec import available_models, load_model
+    from simulator.models.catalog import available_models, load_model
 
     if args.action == "show":
         if not args.name:

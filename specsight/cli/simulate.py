@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulator.common.atomic_files import replacing, write_text
 from simulator.common.errors import SpecsightInputError
-from simulator.common.output_files import replacing, write_text
 
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, check_out_dir, scenario_overrides
 from .emit import dumps, emit_json

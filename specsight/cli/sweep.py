@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from simulator.common.output_files import write_csv
+from simulator.common.atomic_files import write_csv
 
 from .args import (
     SCENARIO_HARDWARE_HELP,

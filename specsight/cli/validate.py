@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from simulator.common.atomic_files import write_text
 from simulator.common.errors import SpecsightInputError
-from simulator.common.output_files import write_text
 
 from .args import add_hardware, add_json, check_out_file
 from .emit import emit_json

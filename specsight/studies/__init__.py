@@ -13,9 +13,10 @@ the `specsight` command line is a thin layer over them. See docs/api.md.
 | published/       | study.validate_published(...)        | the validation table         |
 | sweep.py         | sweep(scenario, grid)                | SweepResult (.frame)         |
 
-Underneath them all: shared/ (overrides, the resumable point store and its executors, atomic
-files, the saturation rule, plots). A study may import shared/ and the studies listed after it
+Underneath them all: shared/ (overrides, the resumable point store and its executors, the
+saturation rule, plots). A study may import shared/ and the studies listed after it
 (breakeven -> plan and published; fleet_day, deploy -> plan), never one before it.
 moved.py keeps the old flat module paths importable for one release.
 """
+from .. import kernel_source  # noqa: F401  (acceptance model kernel: calibrate's kernel, for the simulator)
 from . import moved  # noqa: F401  (the old flat paths, for one release)

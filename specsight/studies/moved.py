@@ -17,42 +17,42 @@ from types import ModuleType
 from typing import Any
 
 PACKAGE = "specsight.studies"
-# old module under specsight.studies -> its new path under specsight.studies
+# old module under specsight.studies -> the module at its new path
 MOVED = {
-    "analytic": "breakeven.analytic",
-    "atomic_files": "shared.atomic_files",
-    "breakeven": "breakeven.study",
-    "breakeven_axes": "breakeven.axes",
-    "breakeven_capacity": "breakeven.capacity",
-    "breakeven_drafters": "breakeven.drafters",
-    "breakeven_engines": "breakeven.engines",
-    "breakeven_outputs": "breakeven.outputs",
-    "capacity_plan": "plan.study",
-    "capacity_plan_outputs": "plan.outputs",
-    "capacity_plan_price": "plan.price",
-    "crossings": "breakeven.crossings",
-    "deploy": "deploy.study",
-    "deploy_sglang": "deploy.sglang",
-    "deploy_trtllm": "deploy.trtllm",
-    "deploy_vllm": "deploy.vllm",
-    "engine_plots": "breakeven.engine_plots",
-    "executors": "shared.executors",
-    "fleet_day": "fleet_day.study",
-    "fleet_day_outputs": "fleet_day.outputs",
-    "inputs": "shared.inputs",
-    "jsonable": "shared.jsonable",
-    "overrides": "shared.overrides",
-    "plan_search": "plan.search",
-    "plan_search_outputs": "plan.search_outputs",
-    "plan_search_plot": "plan.search_plot",
-    "plot_labels": "shared.plot_labels",
-    "plots": "shared.plots",
-    "point_store": "shared.point_store",
-    "points": "shared.points",
-    "published": "published.study",
-    "published_report": "published.report",
-    "saturation": "shared.saturation",
-    "store_claims": "shared.store_claims",
+    "analytic": "specsight.studies.breakeven.analytic",
+    "atomic_files": "simulator.common.atomic_files",
+    "breakeven": "specsight.studies.breakeven.study",
+    "breakeven_axes": "specsight.studies.breakeven.axes",
+    "breakeven_capacity": "specsight.studies.breakeven.capacity",
+    "breakeven_drafters": "specsight.studies.breakeven.drafters",
+    "breakeven_engines": "specsight.studies.breakeven.engines",
+    "breakeven_outputs": "specsight.studies.breakeven.outputs",
+    "capacity_plan": "specsight.studies.plan.study",
+    "capacity_plan_outputs": "specsight.studies.plan.outputs",
+    "capacity_plan_price": "specsight.studies.plan.price",
+    "crossings": "specsight.studies.breakeven.crossings",
+    "deploy": "specsight.studies.deploy.study",
+    "deploy_sglang": "specsight.studies.deploy.sglang",
+    "deploy_trtllm": "specsight.studies.deploy.trtllm",
+    "deploy_vllm": "specsight.studies.deploy.vllm",
+    "engine_plots": "specsight.studies.breakeven.engine_plots",
+    "executors": "specsight.studies.shared.executors",
+    "fleet_day": "specsight.studies.fleet_day.study",
+    "fleet_day_outputs": "specsight.studies.fleet_day.outputs",
+    "inputs": "specsight.studies.shared.inputs",
+    "jsonable": "specsight.studies.shared.jsonable",
+    "overrides": "specsight.studies.shared.overrides",
+    "plan_search": "specsight.studies.plan.search",
+    "plan_search_outputs": "specsight.studies.plan.search_outputs",
+    "plan_search_plot": "specsight.studies.plan.search_plot",
+    "plot_labels": "specsight.studies.shared.plot_labels",
+    "plots": "specsight.studies.shared.plots",
+    "point_store": "specsight.studies.shared.point_store",
+    "points": "specsight.studies.shared.points",
+    "published": "specsight.studies.published.study",
+    "published_report": "specsight.studies.published.report",
+    "saturation": "specsight.studies.shared.saturation",
+    "store_claims": "specsight.studies.shared.store_claims",
 }
 NOW_PACKAGES = ("breakeven", "fleet_day", "deploy", "published")   # old modules, now packages: forward()
 
@@ -79,7 +79,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         new = MOVED.get(leaf) if head == PACKAGE and leaf not in NOW_PACKAGES else None
         if new is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _Alias(f"{PACKAGE}.{new}"))
+        return importlib.util.spec_from_loader(fullname, _Alias(new))
 
 
 def forward(package: str, name: str) -> Any:  # noqa: ANN401

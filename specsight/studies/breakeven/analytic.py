@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from simulator.common.atomic_files import out_folder, write_csv
 from simulator.common.errors import SpecsightInputError, require_int
 
-from ..shared.atomic_files import out_folder, write_csv
 from ..shared.inputs import int_list
 
 BATCH_GRID = np.unique(np.round(np.geomspace(1, 1024, 61)))
@@ -145,15 +145,15 @@ def analytic_breakeven(model: str, hardware: str, drafter: str, alpha: float, ks
     acceptance rate; context: cached tokens per sequence."""
     import pandas as pd
 
+    from simulator.common.limits import MAX_K, MAX_TOKENS, MAX_TP
     from simulator.costs.cost_model import CostModel
     from simulator.hardware.hardware import load_profile
-    from simulator.models.model_spec import load_model
-    from simulator.scenario.schema_table import MAX_K, MAX_TOKENS, MAX_TP
+    from simulator.models.catalog import load_model
     from simulator.speculation import spec_math
     from simulator.speculation.analytic import breakeven_batch, max_batch_in_memory, speedup
     from simulator.speculation.drafters import Drafter
 
-    from ...drafter_arg import resolve_drafter
+    from ..shared.drafter_arg import resolve_drafter
 
     alpha = spec_math.check_alpha(alpha)
     ks = int_list("--k", ks, lo=1, hi=MAX_K)

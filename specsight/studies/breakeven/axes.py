@@ -30,6 +30,8 @@ AXIS_LABELS = {"batch": "concurrent sequences B (closed-loop users)",
                "context": "prompt length (tokens)",
                "alpha": "per-token acceptance rate alpha (i.i.d.)",
                "k": "draft tokens per round K"}
+# metric capacity: what an axis value caps where that differs from the axis above
+CAPACITY_AXIS_LABELS = {"batch": "batch cap (engine.max_num_seqs; Poisson load searched)"}
 MIN_REQUESTS = 24            # batch axis: fewest requests per point (B = 1 still sees 24 requests)
 REQUESTS_PER_USER = 4        # batch axis: requests per closed-loop user (steady state, then drain)
 

@@ -4,7 +4,7 @@ without speculation, at each point of an axis.
 `breakeven(scenario, axis, metric="capacity")`: at each value of `axis` (one of CAPACITY_AXES:
 on `batch` the value caps the running batch, engine.max_num_seqs, since the load is the
 searched rate itself; on `drafter` each value is a drafter with its acceptance,
-breakeven_drafters.py), plain decoding and every curve are searched for their capacity with the
+drafters.py), plain decoding and every curve are searched for their capacity with the
 search of `specsight plan` (capacity_plan.plan: bracket and bisect on the Poisson rate; a rate
 passes when TPOT p99 and TTFT p99 meet the scenario's slo: block and the queue is not growing,
 saturation.py). The speedup is capacity with speculation / capacity without; break-even, best K
@@ -24,15 +24,16 @@ from typing import Any
 
 from simulator.common.errors import SpecsightInputError
 
-from ..plan.study import SLO, TOLERANCE, no_rate_meets, plan, replica_tp
+from ..plan.statuses import no_rate_meets
+from ..plan.study import SLO, TOLERANCE, plan, replica_tp
 from ..shared.point_store import PointStore
 from .axes import AXES, REQUESTS_PER_USER, axis_overrides
 from .crossings import CAPACITY, as_number, verdict
+from .curves import BreakevenResult, _freeze, baseline_overrides, curve_point
 from .drafters import DRAFTER, DrafterValue, drafter_verdict
 
 CAPACITY_AXES = tuple(a for a in AXES if a != "qps") + (DRAFTER,)
 QUICK_TOLERANCE = 0.1       # relative bracket of the capacities a qps-axis study reports (plan's default: 0.05)
-AXIS_LABELS = {"batch": "batch cap (engine.max_num_seqs; Poisson load searched)"}
 PLAIN_CONFIG = ("plain", {"policy": {"kind": "off"}})
 
 
@@ -112,7 +113,6 @@ def capacity_rows(source: Mapping[str, Any], axis: str, values: Sequence[float |
                   progress: bool) -> tuple[list[dict[str, Any]], int, int]:
     """One row per (point, curve): both capacities, the speedup and what limits each; plus
     (simulations run, probes in all)."""
-    from .study import _freeze, baseline_overrides, curve_point
     slo = scenario_slo(source)
     cells = [(v.label if isinstance(v, DrafterValue) else v, capacity_overrides(axis, v, source)) for v in values]
     configs: dict[str, dict[str, Any]] = {}
@@ -149,7 +149,6 @@ def capacity_study(source: Mapping[str, Any], axis: str, values: Sequence[float 
     import pandas as pd
 
     from ..shared.overrides import describe_scenario
-    from .study import BreakevenResult
     check_axis(axis)
     rows, ran, probes = capacity_rows(source, axis, values, curves, TOLERANCE if tol is None else tol,
                                       store_path, executor, progress)

@@ -30,7 +30,7 @@ METRICS = {  # name: (summary key, higher is better) -> speedup = spec/base (thr
     "e2e_p50": ("e2e_ms_p50", False),
     "itl_p50": ("itl_ms_p50", False),
 }
-CAPACITY = "capacity"       # not a summary key: the SLO-bound rate per GPU, searched (breakeven_capacity.py)
+CAPACITY = "capacity"       # not a summary key: the SLO-bound rate per GPU, searched (capacity.py)
 METRIC_LABELS = {CAPACITY: "max Poisson requests/s per GPU within the SLO, speculative / plain",
                  "throughput": "output tokens/s, speculative / plain",
                  "goodput": "requests/s within SLO, speculative / plain",

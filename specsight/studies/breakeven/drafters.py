@@ -3,7 +3,7 @@
 `breakeven(scenario, axis="drafter", values="ngram,eagle3@minimax-m3-eagle3", metric="capacity")`.
 A value is `DRAFTER[@ACCEPTANCE]`:
 
-  DRAFTER     as `specsight breakeven --analytic --drafter` takes it (specsight/drafter_arg.py): a
+  DRAFTER     as `specsight breakeven --analytic --drafter` takes it (specsight/studies/shared/drafter_arg.py): a
               method (`ngram`; `eagle3`: the head eagle3-<target> from models/), `method:model`
               (`draft_model:llama-3.2-1b`) or a catalog name (`eagle3-llama-3.1-70b`);
   ACCEPTANCE  an acceptance preset (`minimax-m3-eagle3`: simulator/speculation/acceptance_presets.py, the table
@@ -82,7 +82,7 @@ def parse_drafters(field: str, text: str | Sequence[str] | None, source: Mapping
     scenario with it (an unknown drafter, preset or head fails here, before anything runs)."""
     from simulator.scenario.scenario import load_scenario
 
-    from ...drafter_arg import resolve_drafter
+    from ..shared.drafter_arg import resolve_drafter
     from ..shared.overrides import override_strings
     if text is None:
         raise SpecsightInputError(field, None, f"the drafter axis needs --values: {VALUE_FORM}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError
-from simulator.scenario.schema_table import ENGINE_KINDS
+from simulator.scenario.engine_spec import ENGINE_KINDS
 from simulator.speculation.policies import ENGINE_RULES
 
 from ..published.study import engine_refusal
@@ -28,7 +28,7 @@ from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy
 from .axes import LOG_AXES
 from .crossings import as_number, line_verdict
-from .study import BreakevenResult, comma_names, run_study
+from .curves import BreakevenResult, comma_names, run_study
 
 BEST_K = "best K"           # the line of the best static K at each point
 
@@ -84,7 +84,8 @@ class EngineBreakevenResult:
     def write(self, out_dir: str | Path, plot: bool = True) -> dict[str, str]:
         """breakeven_<axis>_engines.csv (every row), ..._engines_lines.csv (the lines drawn) and,
         with `plot`, breakeven_<axis>_engines.png; returns {kind: path}."""
-        from ..shared.atomic_files import write_csv
+        from simulator.common.atomic_files import write_csv
+
         from .axes import AXIS_LABELS
         from .crossings import METRIC_LABELS
         out = Path(out_dir)

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..shared.atomic_files import write_csv
-from .axes import ANALYTIC_AXES, AXIS_LABELS, LOG_AXES
-from .capacity import AXIS_LABELS as CAPACITY_AXIS_LABELS
+from simulator.common.atomic_files import write_csv
+
+from .axes import ANALYTIC_AXES, AXIS_LABELS, CAPACITY_AXIS_LABELS, LOG_AXES
 from .crossings import CAPACITY, METRIC_LABELS
 from .drafters import DRAFTER, plot_drafters
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .study import BreakevenResult
+    from .curves import BreakevenResult
 
 
 def _legend_note(breakeven: Mapping[str, Any], analytic: pd.DataFrame | None) -> str:

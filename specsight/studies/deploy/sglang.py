@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from .study import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
+from .command import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
 
 ENGINE = "sglang"
 ADAPTIVE_FILE = "sglang_adaptive.json"

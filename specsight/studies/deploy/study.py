@@ -1,12 +1,13 @@
 """Deployable output: a simulated configuration as each serving engine launches it.
 
 `deployment(scenario)` resolves the scenario (model, TP, dtype, drafter, K, policy, batch cap)
-into a `ServingConfig`, then asks each engine module for its command: deploy_vllm.py
-(`vllm serve MODEL ... --speculative-config '{...}'`), deploy_sglang.py (`python -m
-sglang.launch_server ...`) and deploy_trtllm.py (`trtllm-serve MODEL ... --extra_llm_api_options
-trtllm.yaml`). Each returns an `EngineCommand`: the argv and the files it reads, or the reason
-the engine cannot run what was simulated (a drafter method or policy it lacks); nothing is
-mapped silently. Every flag and field name, and the file@commit it was read in: docs/deploy.md.
+into a `ServingConfig`, then asks each engine module for its command: vllm.py
+(`vllm serve MODEL ... --speculative-config '{...}'`), sglang.py (`python -m
+sglang.launch_server ...`) and trtllm.py (`trtllm-serve MODEL ... --extra_llm_api_options
+trtllm.yaml`). Each returns an `EngineCommand` (command.py, beside the `ServingConfig` it
+reads): the argv and the files it reads, or the reason the engine cannot run what was
+simulated (a drafter method or policy it lacks); nothing is mapped silently. Every flag and
+field name, and the file@commit it was read in: docs/deploy.md.
 
 Model names: the Hugging Face repo id a catalog config records as `_name_or_path` (the key
 transformers itself writes into config.json); a config.json path: its `_name_or_path` when that
@@ -18,78 +19,22 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError
+
+from . import sglang as deploy_sglang
+from . import trtllm as deploy_trtllm
+from . import vllm as deploy_vllm
+from .command import EngineCommand, ServingConfig
 
 ENGINES = ("vllm", "sglang", "trtllm")
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")   # org/name
 # drafter methods whose engines load the drafter from the target's own checkpoint (no draft path)
 IN_TARGET = ("mtp",)
 NO_MODEL = ("ngram", "suffix", "self_spec")
-# specsight dtype -> the engines' dtype name (fp8 weights: bfloat16 activations, the quantization set apart)
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    """What a serving engine needs to run the simulated configuration (one replica)."""
-    scenario: str
-    model: str                         # HF repo id or local folder
-    tp: int                            # tensor-parallel GPUs
-    dtype: str                         # specsight weight dtype: bf16 | fp16 | fp32 | fp8
-    kv_dtype: str | None               # KV-cache dtype when it differs from the weights'
-    max_num_seqs: int                  # sequences running at once
-    max_num_batched_tokens: int        # tokens per iteration
-    gpu_memory_utilization: float      # fraction of HBM the engine may use
-    engine_kind: str                   # the engine whose rounds were simulated (ideal: none)
-    method: str | None = None          # drafter method (simulator/speculation/drafters.py METHODS); None: none
-    draft_model: str | None = None     # HF repo id or local folder (None: methods without one)
-    draft_tp: int | None = None        # draft TP when the scenario sets one
-    k: int = 0                         # num_speculative_tokens (K, the maximum for dynamic policies)
-    tree: bool = False                 # eagle/eagle3 token tree
-    tree_nodes: int = 0
-    tree_branches: int = 1
-    ep: int = 1                        # expert-parallel groups of the routed experts (hardware.ep)
-    dp_attention: bool = False         # data-parallel attention over the tp GPUs (hardware.dp_attention)
-    policy: str = "off"                # policy kind (simulator/speculation/policies.py KINDS)
-    policy_params: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @property
-    def speculates(self) -> bool:
-        return self.method is not None and self.k > 0 and self.policy != "off"
-
-
-@dataclass(frozen=True)
-class EngineCommand:
-    """One engine's launch: argv and the files it reads (name, text), or why it cannot run it."""
-    engine: str
-    argv: tuple[str, ...] = ()
-    files: tuple[tuple[str, str], ...] = ()
-    notes: tuple[str, ...] = ()
-    unsupported: str | None = None
-
-    @property
-    def supported(self) -> bool:
-        return self.unsupported is None
-
-    @property
-    def command(self) -> str | None:
-        """The argv as one shell line (None when unsupported)."""
-        return shlex.join(self.argv) if self.supported else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "supported": self.supported, "command": self.command,
-                "argv": list(self.argv), "files": dict(self.files), "notes": list(self.notes),
-                "unsupported": self.unsupported}
-
-
-def unsupported(engine: str, why: str) -> EngineCommand:
-    return EngineCommand(engine, unsupported=why)
-
-
 @dataclass(frozen=True)
 class Deployment:
     """The serving commands for one configuration, one `EngineCommand` per engine."""
@@ -122,7 +67,7 @@ class Deployment:
     def write(self, out_dir: str | Path) -> dict[str, str]:
         """serve_<engine>.sh and the files each reads (trtllm.yaml, sglang_adaptive.json) under
         out_dir, for the engines that can run the configuration; returns {file name: path}."""
-        from ..shared.atomic_files import out_folder, write_text
+        from simulator.common.atomic_files import out_folder, write_text
         out = out_folder(out_dir)
         written: dict[str, str] = {}
         for e in self.engines:
@@ -158,7 +103,7 @@ def hub_name(name_or_path: str, field_name: str) -> str:
     """The Hugging Face repo id (or local folder) an engine loads for a catalog name or a
     config.json path (the rule in the module docstring)."""
     from simulator.common.input_files import read_json
-    from simulator.models.model_spec import config_path  # load_model's own rule
+    from simulator.models.catalog import config_path  # load_model's own rule
     cfg_path, _, catalog = config_path(name_or_path)
     cfg = read_json(cfg_path, field_name)
     hub = cfg.get("_name_or_path") if isinstance(cfg, Mapping) else None
@@ -193,25 +138,6 @@ def policy_params(policy: Any) -> dict[str, Any]:
     return {}
 
 
-ENGINE_OF_RULE = {"vllm_dynamic": "vllm", "sglang_adaptive": "sglang", "trtllm_schedule": "trtllm"}
-SPECSIGHT_ONLY = {"adaptive": "specsight's acceptance-EMA rule", "goodput": "specsight's goodput-maximising rule"}
-
-
-def policy_refusal(cfg: ServingConfig, engine: str, runs: Iterable[str]) -> str | None:
-    """Why `engine` cannot run cfg's policy (it runs the kinds in `runs`), or None."""
-    if cfg.policy in runs:
-        return None
-    if cfg.policy in ENGINE_OF_RULE:
-        return (f"policy {cfg.policy} is {ENGINE_OF_RULE[cfg.policy]}'s own rule; {engine} has no such field "
-                f"(plan or simulate a static K, or this engine's rule, to deploy on {engine})")
-    if cfg.policy == "batch_schedule":
-        return (f"{engine} has no per-batch-size K schedule (vLLM and TensorRT-LLM have one); it runs "
-                f"{', '.join(sorted(runs))}")
-    what = SPECSIGHT_ONLY.get(cfg.policy, f"policy {cfg.policy}")
-    return (f"{what} is not an engine feature; {engine} runs {', '.join(sorted(runs))} "
-            "(plan a static K: `--policies static`)")
-
-
 # ---- scenario -> ServingConfig -> Deployment ------------------------------------------------
 def serving_config(scenario: Any, overrides: Iterable[str] = (), *, model_path: str | None = None,
                    draft_path: str | None = None) -> ServingConfig:
@@ -241,9 +167,6 @@ def serving_config(scenario: Any, overrides: Iterable[str] = (), *, model_path: 
 
 def deploy_config(cfg: ServingConfig) -> Deployment:
     """Each engine's command for cfg."""
-    from . import sglang as deploy_sglang
-    from . import trtllm as deploy_trtllm
-    from . import vllm as deploy_vllm
     return Deployment(cfg, (deploy_vllm.build(cfg), deploy_sglang.build(cfg), deploy_trtllm.build(cfg)))
 
 
@@ -281,7 +204,7 @@ def plan_deployment(plan: Any, scenario: Any, overrides: Iterable[str] = (), pol
     overrides, policies, ks)."""
     import math
 
-    from simulator.scenario.schema_table import MAX_K
+    from simulator.common.limits import MAX_K
 
     from ..plan.study import DEFAULT_POLICIES, configurations
     from ..shared.inputs import int_list

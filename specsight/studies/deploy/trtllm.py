@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import yaml
 
-from .study import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
+from .command import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
 
 ENGINE = "trtllm"
 YAML_FILE = "trtllm.yaml"

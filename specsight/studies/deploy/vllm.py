@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from .study import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
+from .command import DTYPES, EngineCommand, ServingConfig, policy_refusal, unsupported
 
 ENGINE = "vllm"
 # specsight drafter method -> SpeculativeConfig.method (parallel: a draft model with parallel_drafting)

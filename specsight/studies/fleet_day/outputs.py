@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulator.common.atomic_files import out_folder, write_csv, write_text
+
 from ..plan.outputs import _f, format_markdown, format_table
-from ..shared.atomic_files import out_folder, write_csv, write_text
 
 if TYPE_CHECKING:
     from .study import FleetDay

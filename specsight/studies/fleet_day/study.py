@@ -17,7 +17,6 @@ GPUs = replicas x tp; GPU-hours per day = GPUs x the schedule's period on the re
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,45 +31,14 @@ from ..shared.overrides import describe_scenario, scenario_source
 from ..shared.points import run_points, study_executor
 
 if TYPE_CHECKING:
-    import pandas as pd
 
-    from simulator.workload.rate_schedule import RateSchedule
+    pass
 
 DEFAULT_MAX_REPLICAS = 256
 MAX_PROBES = 24               # per setting: enough to bracket and bisect up to MAX_REPLICAS
 
 
-# ---- one probe's windows ------------------------------------------------------------------------
-def window_stats(requests: pd.DataFrame, schedule: RateSchedule) -> dict[str, Any]:
-    """Per window of the schedule (each row's span, every period the run covers) the requests that
-    arrived in it and their p99 TTFT and TPOT (ms; TTFT infinite where a request never got its
-    first token); and the worst window of each."""
-    import numpy as np
-
-    from simulator.serving.metrics import per_request_latencies
-    lat = per_request_latencies(requests)
-    t = requests["arrival_s"].to_numpy()
-    starts = np.asarray(schedule.start_s)
-    cycle = np.floor(t / schedule.period_s)
-    piece = np.clip(np.searchsorted(starts, t - cycle * schedule.period_s, side="right") - 1, 0, len(starts) - 1)
-    win = (cycle * len(starts) + piece).astype(np.int64)
-    windows = []
-    for w in np.unique(win):
-        m = win == w
-        ttft, tpot = lat["ttft"][m] * 1e3, lat["tpot"][m] * 1e3
-        tpot = tpot[np.isfinite(tpot)]
-        c, p = divmod(int(w), len(starts))
-        windows.append({"start_s": c * schedule.period_s + float(starts[p]), "requests": int(m.sum()),
-                        "ttft_ms_p99": math.inf if np.isnan(ttft).any() else float(np.percentile(ttft, 99)),
-                        "tpot_ms_p99": float(np.percentile(tpot, 99)) if tpot.size else math.nan})
-
-    def worst(key: str) -> float:
-        vals = [w[key] for w in windows if not math.isnan(w[key])]
-        return max(vals) if vals else math.nan
-    return {"windows": windows, "window_ttft_ms_p99_max": worst("ttft_ms_p99"),
-            "window_tpot_ms_p99_max": worst("tpot_ms_p99")}
-
-
+# ---- one probe's verdict ------------------------------------------------------------------------
 def day_verdict(summary: Mapping[str, Any] | None, slo: SLO) -> tuple[bool, str]:
     """(passes, reason): every window's p99 TPOT and TTFT within the SLO."""
     if not summary:
@@ -183,8 +151,8 @@ def fleet_day(scenario: Any, *, slo_tpot_ms_p99: float | None = None, slo_ttft_m
     batch_schedule. The SLO defaults to the scenario's slo: block; store: the JSON-lines point store."""
     import pandas as pd
 
+    from simulator.common.limits import MAX_K, MAX_REPLICAS
     from simulator.scenario.scenario import load_scenario
-    from simulator.scenario.schema_table import MAX_K, MAX_REPLICAS
 
     cap = require_int("--max-replicas", max_replicas, lo=1, hi=MAX_REPLICAS)
     source = scenario_source(scenario, overrides)

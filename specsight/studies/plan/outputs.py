@@ -5,8 +5,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..shared.atomic_files import out_folder, write_csv, write_text
-from .study import no_rate_meets
+from simulator.common.atomic_files import out_folder, write_csv, write_text
+
+from .statuses import no_rate_meets
 
 if TYPE_CHECKING:
     from .study import CapacityPlan

@@ -18,7 +18,7 @@ GIVE_ONE = f"pass {FLAG} or set pricing.usd_per_gpu_hour in the scenario"
 
 def gpu_hour_price(source: Mapping[str, Any], given: float | None = None) -> tuple[float, str]:
     """(USD per GPU-hour, where it comes from in words) for the scenario mapping `source`."""
-    from simulator.scenario.schema_table import MAX_PRICE
+    from simulator.common.limits import MAX_PRICE
 
     if given is not None:
         return require_range(FLAG, given, 0.0, MAX_PRICE, lo_open=True), FLAG

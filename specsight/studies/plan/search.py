@@ -8,7 +8,7 @@ Poisson rate one replica sustains within the SLO. All configurations' probes run
 at a time, on the executor (a process pool or a dask cluster) through the point store, so a rerun
 resumes where an interrupted one stopped and configurations that share a probe share its point.
 Per configuration: replicas = ceil(target / max rate), GPUs = replicas x tp, $/hour = GPUs x its
-price per GPU-hour (capacity_plan_price.py: the caller's, the scenario's pricing block, or its
+price per GPU-hour (price.py: the caller's, the scenario's pricing block, or its
 hardware profile's), $/M output tokens = $/hour / (target x mean output tokens x 3600) x 10^6. Then
 one more probe per configuration that meets the SLO: one replica at target / replicas, the load
 each replica of that fleet serves, for the latency its users see.
@@ -37,6 +37,7 @@ from ..shared.jsonable import json_safe
 from ..shared.overrides import check_points, describe_scenario, grid_points, override_strings, scenario_source
 from ..shared.points import run_points, study_executor
 from .price import gpu_hour_price, without_pricing
+from .statuses import AT_LOAD, CANNOT_RUN, ERROR_PREFIX, MEETS, NO_FIT, NO_FIT_STATUS, NO_RATE, STATUS_ORDER
 from .study import (
     DEFAULT_POLICIES,
     SLO,
@@ -52,15 +53,6 @@ from .study import (
     start_rate,
     verdict,
 )
-
-# The simulator's words when memory is what refuses a configuration: simulator/costs/kv_cache.py kv_budget
-# (weights and activation reserve leave no KV blocks) and simulator/run.py (the KV cache cannot hold
-# the longest request). tests/test_plan_search.py checks both still read so.
-NO_FIT = ("no room for a KV cache", "cannot hold the longest request")
-MEETS, AT_LOAD, NO_RATE = "meets SLO", "misses SLO at load", "no rate meets SLO"
-NO_FIT_STATUS, CANNOT_RUN = "does not fit", "cannot run"
-STATUS_ORDER = (MEETS, AT_LOAD, NO_RATE, NO_FIT_STATUS, CANNOT_RUN)
-ERROR_PREFIX = "SpecsightInputError: "          # how points.py writes an input error (dropped in the tables)
 
 
 @dataclass(frozen=True)
@@ -201,7 +193,7 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
     unpriced profile) fails before any probe runs."""
     import pandas as pd
 
-    from simulator.scenario.schema_table import MAX_K
+    from simulator.common.limits import MAX_K
 
     source, target, slo, tol = checked_inputs(scenario, target_qps, slo_tpot_ms_p99, slo_ttft_ms_p99, tolerance,
                                               overrides)

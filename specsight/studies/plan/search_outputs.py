@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..shared.atomic_files import out_folder, write_csv, write_text
+from simulator.common.atomic_files import out_folder, write_csv, write_text
+
 from .outputs import _f, serving_section
-from .search import MEETS
+from .statuses import MEETS
 
 if TYPE_CHECKING:
     from .search import PlanSearch

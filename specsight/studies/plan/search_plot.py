@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..shared.plot_labels import place_labels
 from ..shared.plots import _save, plt
-from .search import MEETS
+from .statuses import MEETS
 
 if TYPE_CHECKING:
     from .search import PlanSearch

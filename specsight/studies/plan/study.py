@@ -8,7 +8,7 @@ at the scenario's rate (or 1/s), double or halve until a passing and a failing r
 limit, then bisect geometrically until they are within `tolerance` (relative). Every probe is a
 point of the point store, so a rerun resumes. A probe that errors (the configuration does not fit
 in memory, or cannot run at all) ends its configuration's search: no rate would help. replicas =
-ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price (capacity_plan_price.py); $/M
+ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price (price.py); $/M
 output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6.
 """
 from __future__ import annotations
@@ -27,11 +27,11 @@ from ..shared.overrides import describe_scenario, own_policy, scenario_source
 from ..shared.points import run_points, study_executor
 from ..shared.saturation import queue_growth
 from .price import gpu_hour_price, without_pricing
+from .statuses import MIN_QPS
 
 DEFAULT_POLICIES = ("off", "static", "goodput")
 TOLERANCE = 0.05             # bisection stops when hi / lo - 1 <= this
 MAX_PROBES = 16              # per configuration
-MIN_QPS = 1e-3               # below this a configuration is declared unable to meet the SLO
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,6 @@ def probe_point(overrides: Mapping[str, Any], qps: float) -> dict[str, Any]:
     return {**overrides, "workload.arrival": {"process": "poisson", "qps": round(qps, 6)}, "hardware.replicas": 1}
 
 
-def no_rate_meets(who: str, limited_by: str) -> str:
-    """Why a search found no capacity: no probed rate down to MIN_QPS meets the SLO."""
-    return f"{who}: no rate >= {MIN_QPS} requests/s meets the SLO ({limited_by})"
-
-
 def run_searches(source: Mapping[str, Any], searches: Sequence[Search], *, store_path: str | Path | None = None,
                  executor: Any = None, progress: bool = True, expected: Sequence[type[BaseException]] = ()) -> None:
     """Feed every search its probes, one round of all unfinished searches at a time (so a round
@@ -207,7 +202,7 @@ class CapacityPlan:
     price_per_gpu_hour: float
     rows: list[dict[str, Any]]
     frame: Any                              # pandas.DataFrame
-    price_source: str = ""                  # where the price comes from (capacity_plan_price.py)
+    price_source: str = ""                  # where the price comes from (price.py)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: what `specsight plan --json` prints, less timing and files."""
@@ -227,7 +222,7 @@ def checked_inputs(scenario: Any, target_qps: float, slo_tpot_ms_p99: float | No
                    tolerance: float, overrides: Iterable[str]) -> tuple[dict[str, Any], float, SLO, float]:
     """(scenario source, target, SLO, tolerance), each checked; the SLO limits default to the
     scenario's slo: block."""
-    from simulator.scenario.schema_table import MAX_QPS
+    from simulator.common.limits import MAX_QPS
 
     target = require_range("--target-qps", target_qps, 0.0, MAX_QPS, lo_open=True)
     tol = require_range("--tolerance", tolerance, 0.001, 1.0)
@@ -237,7 +232,7 @@ def checked_inputs(scenario: Any, target_qps: float, slo_tpot_ms_p99: float | No
 
 def resolve_slo(source: Mapping[str, Any], tpot_ms_p99: float | None, ttft_ms_p99: float | None) -> SLO:
     """The SLO: the flags' limits, else the scenario's slo: block; at least one limit is required."""
-    from simulator.scenario.schema_table import MAX_MS
+    from simulator.common.limits import MAX_MS
     raw_slo = source.get("slo") or {}
     slo = SLO(tpot_ms_p99 if tpot_ms_p99 is not None else raw_slo.get("tpot_ms_p99"),
               ttft_ms_p99 if ttft_ms_p99 is not None else raw_slo.get("ttft_ms_p99"))
@@ -263,11 +258,11 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
                   progress: bool = True) -> CapacityPlan:
     """Plan the fleet that serves `target_qps` requests/s. The SLO limits default to the
     scenario's slo: block; the price to the scenario's pricing block, then the hardware profile's
-    (capacity_plan_price.py); policies: off (no speculation), static (the scenario's K, or each of
+    (price.py); policies: off (no speculation), static (the scenario's K, or each of
     `ks`), goodput, adaptive, batch_schedule; store: the JSON-lines point store (None: in memory)."""
     import pandas as pd
 
-    from simulator.scenario.schema_table import MAX_K
+    from simulator.common.limits import MAX_K
 
     source, target, slo, tol = checked_inputs(scenario, target_qps, slo_tpot_ms_p99, slo_ttft_ms_p99, tolerance,
                                               overrides)

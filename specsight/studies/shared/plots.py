@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from simulator.common.output_files import replacing  # noqa: E402
+from simulator.common.atomic_files import replacing  # noqa: E402
 
 from .plot_labels import has_placed_labels, place_labels  # noqa: E402
 
@@ -27,7 +27,7 @@ def _save(fig: Figure, path: str | Path) -> Path:
         fig.tight_layout()
     path = Path(path)
     try:
-        with replacing(path) as tmp:          # whole or not at all (simulator/common/output_files.py)
+        with replacing(path) as tmp:          # whole or not at all (simulator/common/atomic_files.py)
             fig.savefig(tmp)
     finally:
         plt.close(fig)

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from simulator.common.atomic_files import check_target
 from simulator.common.jsonl import open_append, write_record
-from simulator.common.output_files import check_target
 
 from .store_claims import unusable_store
 

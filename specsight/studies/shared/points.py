@@ -82,8 +82,8 @@ def evaluate_point(source: Mapping[str, Any], overrides: Mapping[str, Any], base
     r = simulate(sc, baseline=baseline)
     summary = dict(r.summary)
     summary.update(queue_stats(r.requests))
-    if sc.workload.schedule is not None:            # a day of traffic: the SLO per window (fleet_day.py)
-        from ..fleet_day.study import window_stats
+    if sc.workload.schedule is not None:            # a day of traffic: the SLO per window (fleet_day/study.py)
+        from .windows import window_stats
         summary.update(window_stats(r.requests, sc.workload.schedule))
     return json_safe(summary)
 

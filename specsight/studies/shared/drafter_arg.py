@@ -7,7 +7,7 @@ kind gives the method; any other model is an independent `draft_model`).
 from __future__ import annotations
 
 from simulator.common.errors import SpecsightInputError
-from simulator.models.model_spec import available_models, load_model
+from simulator.models.catalog import available_models, load_model
 from simulator.speculation.drafters import HEAD_METHODS, METHODS, NEEDS_MODEL, DrafterSpec
 
 
