@@ -6,10 +6,11 @@ time.perf_counter for every repeat; the caller keeps a statistic of the repeats.
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import torch
 
@@ -85,13 +86,40 @@ class _NoBar:
         pass
 
 
-def progress_bar(total: int, initial: int, enabled: bool, desc: str = "calibrate") -> ProgressBar:
-    """A progress bar on stderr when it is a terminal (tqdm's disable=None), else none."""
+class LineProgress:
+    """Progress as lines on a stream that is not a terminal (a log, a pipe, CI): `desc: done/total
+    points (P %)` at each tenth of the work and at the end, so a long run is never silent."""
+
+    def __init__(self, total: int, initial: int, desc: str, stream: TextIO):
+        self.total, self.done, self.desc, self.stream = max(1, total), initial, desc, stream
+        self.shown = self._tenth()
+
+    def _tenth(self) -> int:
+        return 10 * self.done // self.total
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        if self._tenth() > self.shown or self.done >= self.total:
+            self.shown = self._tenth()
+            print(f"{self.desc}: {self.done}/{self.total} points ({100 * self.done // self.total} %)",
+                  file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, initial: int, enabled: bool, desc: str = "calibrate",
+                 stream: TextIO | None = None) -> ProgressBar:
+    """A progress bar on stderr (`stream`) when it is a terminal, progress lines when it is not
+    (LineProgress), nothing when not `enabled`."""
     if not enabled:
         return _NoBar()
+    stream = sys.stderr if stream is None else stream
+    if not stream.isatty():
+        return LineProgress(total, initial, desc, stream)
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, initial=initial, desc=desc, unit="pt", dynamic_ncols=True, disable=None)
+    return tqdm(total=total, initial=initial, desc=desc, unit="pt", dynamic_ncols=True, file=stream)
 

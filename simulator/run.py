@@ -19,12 +19,12 @@ import numpy as np
 from .common.errors import SpecsightInputError, SpecsightWarning
 from .costs.cost_model import CostModel
 from .costs.kv_cache import KVBudget, blocks_for, estimate_activation_reserve_bytes, kv_budget
-from .engines import EngineLimits, engine_defaults, engine_for
+from .engines import EngineLimits, engine_defaults, engine_for, engine_label
 from .engines.host import load_host_overrides
 from .engines.step_cost import EngineStepCost, engine_profile
 from .engines.tiles import TiledCostModel
 from .hardware.hardware import load_profile
-from .models.catalog import load_model
+from .models.catalog import head_target_mismatch, load_model
 from .scenario.scenario import Scenario, load_scenario
 from .scenario.work_limits import check_memory
 from .serving.engine import Engine
@@ -33,7 +33,7 @@ from .serving.metrics import RequestTable, speedups, summarize
 from .serving.replica import Replica
 from .serving.step_cost import FixedStepCost, RooflineStepCost
 from .speculation.acceptance import tree_acceptance
-from .speculation.acceptance_presets import shape_mismatch
+from .speculation.acceptance_presets import k_extrapolation, shape_mismatch
 from .speculation.drafters import Drafter
 from .workload.workload import generate_requests
 
@@ -60,6 +60,11 @@ class SimResult:
     kv: KVBudget | None = None         # memory breakdown per GPU (None for hardware.kind fixed)
     baseline: SimResult | None = None
     trace: list | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> str:
+        """The engine the run was priced under (`ideal`, `vllm v1`, ...)."""
+        return engine_label(self.scenario.engine.kind, self.scenario.engine.version)
 
 
 @dataclass(frozen=True)
@@ -238,13 +243,19 @@ def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: b
 
 
 def _warn_shape_mismatch(sc: Scenario) -> None:
-    """A chain drafter given a tree-measured acceptance preset: warn, naming a chain preset (results unchanged)."""
-    preset = getattr(sc.acceptance, "preset", None)
-    if sc.drafter is None or preset is None:
+    """Doubtful inputs, each a warning (results unchanged): a chain drafter given a tree-measured
+    acceptance preset (naming a chain preset), a preset measured at a smaller K than the scenario
+    runs, a drafter head trained for another target than the scenario's."""
+    if sc.drafter is None:
         return
-    message = shape_mismatch(preset.name, sc.drafter.method, sc.drafter.branches)
-    if message:
-        warnings.warn(message, SpecsightWarning, stacklevel=3)
+    preset = getattr(sc.acceptance, "preset", None)
+    messages = [] if preset is None else [shape_mismatch(preset.name, sc.drafter.method, sc.drafter.branches),
+                                          k_extrapolation(preset.name, sc.k_max)]
+    if sc.drafter.model and sc.model:
+        messages.append(head_target_mismatch(str(sc.drafter.model), str(sc.model)))
+    for message in messages:
+        if message:
+            warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
 def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimResult:

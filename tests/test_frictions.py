@@ -1,6 +1,9 @@
 """What a new user meets first, fixed as they expect: a padded draft vocabulary accepted, a new
 profile written whole and a broken one reported whole, errors that name their fix, a sliding window
-priced without a word, plot labels that never overlap, and argparse errors in the one-line form."""
+priced without a word, plot labels that never overlap, and argparse errors in the one-line form; a
+shipped scenario by its name, a negative flag value checked by its command, a key of another
+acceptance model answered with the mapping to write, and a `profiles new` profile that warns until
+it is finished."""
 import copy
 import dataclasses
 import json
@@ -9,11 +12,13 @@ import warnings
 import pytest
 import yaml
 
+import specsight
 from simulator.common.errors import SpecsightInputError, SpecsightWarning
 from simulator.costs.cost_model import CostModel
 from simulator.hardware.hardware import load_profile, profile_from_dict
 from simulator.models.catalog import load_model
 from simulator.models.model_config import spec_from_config
+from simulator.scenario.scenario import load_scenario
 from simulator.speculation.drafters import VOCAB_PAD_MULTIPLE, Drafter, DrafterSpec, vocab_mismatch
 from specsight.cli import main
 
@@ -309,3 +314,46 @@ def test_breakeven_ticks_are_the_simulated_values(tmp_path, monkeypatch, logx, v
 def test_drafter_mapping_misspelt_key_gets_did_you_mean():
     with pytest.raises(SpecsightInputError, match="did you mean num_speculative_tokens"):
         DrafterSpec.from_mapping({"method": "ngram", "num_speculative_token": 3})
+
+
+# ---- issue 26: a planner's frictions ---------------------------------------------------------
+def test_a_shipped_scenario_loads_by_its_name():
+    sc = load_scenario("llama8b-h100-eagle3-chat", ["workload.num_requests=4"])
+    assert sc.name == "llama8b-h100-eagle3-chat" and sc.model == "llama-3.1-8b"
+    res = specsight.simulate(load_scenario("llama8b-h100-eagle3-chat", ["workload.num_requests=4"]))
+    assert res.summary["num_requests"] == 4
+    with pytest.raises(SpecsightInputError, match="did you mean llama8b-h100-eagle3-chat"):
+        load_scenario("llama8b-h100-eagle3-chatt")
+
+
+@pytest.mark.parametrize("flag, value, field", [("--values", "-3,5", "--values"), ("--k", "-1", "k")])
+def test_a_negative_value_gets_the_commands_own_message(flag, value, field, capsys):
+    rc, _, err = _cli(["breakeven", "scenarios/llama8b-h100-eagle3-chat.yaml", "--axis", "batch", flag, value], capsys)
+    assert rc == 2
+    assert err.startswith(f"specsight: error: {field}=") and "must be an integer >= 1" in err
+    assert "expected one argument" not in err
+
+
+def test_a_key_of_another_acceptance_model_says_what_to_write(capsys):
+    rc, _, err = _cli(["simulate", "scenarios/llama8b-h100-eagle3-chat.yaml", "--set", "acceptance.alpha=0.6"],
+                      capsys)
+    assert rc == 2
+    assert err.strip() == ("specsight: error: acceptance.alpha=0.6: unknown key for model preset; a key of model "
+                           "iid or beta or kernel: replace the mapping, model iid with it "
+                           "(--set 'acceptance={model: iid, alpha: 0.6}')")
+    assert load_scenario("scenarios/llama8b-h100-eagle3-chat.yaml",
+                         ["acceptance={model: iid, alpha: 0.6}"]).acceptance.alpha == 0.6
+
+
+def test_a_new_profile_warns_until_its_sources_and_description_are_replaced(tmp_path, capsys):
+    path = tmp_path / "my-gpu.yaml"
+    rc, _, err = _cli(["profiles", "new", "my-gpu", "--from", "h100-sxm", "--out", str(path)], capsys)
+    assert rc == 0 and "warning" not in err
+    with pytest.warns(SpecsightWarning, match=r"my-gpu .* is unfinished: \d+ source\(s\) still marked REPLACE:.* "
+                                              r"and its description still marked EDIT:"):
+        load_profile(str(path))
+    finished = path.read_text().replace("REPLACE: carried over", "measured").replace("EDIT: describe", "my")
+    path.write_text(finished)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpecsightWarning)
+        load_profile(str(path))

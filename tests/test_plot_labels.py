@@ -147,7 +147,7 @@ def _search(points):
              "pareto": p} for c, t, usd, p in points]
     cheapest = min(rows, key=lambda r: r["cost_per_million_output_tokens_usd"])
     return SimpleNamespace(rows=rows, chosen=cheapest, slo=SimpleNamespace(tpot_ms_p99=50.0), scenario="s",
-                           target_qps=10.0)
+                           meta={"scenario": "s", "engine": "ideal"}, target_qps=10.0)
 
 
 def test_pareto_front_of_one_point_is_a_marker_and_labels_clear(tmp_path, saved_figures):

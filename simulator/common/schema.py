@@ -22,6 +22,7 @@ it. Eight small classes do all of it and keep the limits in one readable table.
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Mapping
@@ -281,6 +282,13 @@ class Variants(Field):
                 f"one of {', '.join(self.variants)}, not {_kind_of(name)}"
             raise SpecsightInputError(tag_where, name, hint)
         keys = {**self.variants[name], **self.common}
+        for k in value:                  # a key of another variant: say which, and what to set
+            owners = [v for v, ks in self.variants.items() if k in ks] if k not in keys and k != self.tag else []
+            if owners:
+                raise SpecsightInputError(f"{where}.{k}", value[k],
+                                          f"unknown key for {self.tag} {name}; a key of {self.tag} "
+                                          f"{' or '.join(owners)}: replace the mapping, {self.tag} {owners[0]} with it "
+                                          f"(--set '{where}={{{self.tag}: {owners[0]}, {k}: {json.dumps(value[k])}}}')")
         sec = Section(keys={self.tag: Str(choices=tuple(self.variants)), **keys})
         return sec.check(value, where)
 

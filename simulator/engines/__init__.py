@@ -19,7 +19,8 @@ from .vllm import VLLM
 
 ENGINES: dict[str, type[EngineDef]] = {"vllm": VLLM, "sglang": SGLang, "trtllm": TRTLLM}
 
-__all__ = ["ENGINES", "EngineDef", "EngineLimits", "Pass", "engine_for", "engine_defaults"]
+__all__ = ["ENGINES", "EngineDef", "EngineLimits", "Pass", "engine_for", "engine_defaults", "engine_label"]
+IDEAL = "ideal"         # engine.kind ideal: the cost model's passes alone, no serving engine's rounds
 
 
 def engine_for(kind: str, version: str | None) -> EngineDef:
@@ -27,6 +28,13 @@ def engine_for(kind: str, version: str | None) -> EngineDef:
     if kind not in ENGINES:
         raise SpecsightInputError("engine.kind", kind, f"one of {', '.join(ENGINES)} (or ideal)")
     return ENGINES[kind](version)
+
+
+def engine_label(kind: str | None, version: str | None = None) -> str:
+    """The engine a result was priced under, in words: `ideal`, or the engine and its version
+    (`vllm v1`, `sglang v0.5`); what every header, column and title names."""
+    kind = IDEAL if kind is None else str(kind)
+    return IDEAL if kind == IDEAL else engine_for(kind, version).label
 
 
 def engine_defaults(engine: EngineDef, source_engine: Mapping[str, Any] | None, speculating: bool,

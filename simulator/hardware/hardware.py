@@ -9,12 +9,13 @@ datasheet defaults only when it is named explicitly, and says so (`describe()`).
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..common.errors import SpecsightInputError, closest_names, require_range
+from ..common.errors import SpecsightInputError, SpecsightWarning, closest_names, require_range
 from ..common.input_files import read_yaml, usable_file
 from ..common.limits import MAX_PRICE
 from ..common.paths import HARDWARE_DIR, REPO_ROOT
@@ -407,4 +408,20 @@ def load_profile(name_or_path: str) -> HardwareProfile:
     prof = profile_from_dict(raw, str(p))
     if p.parent == HARDWARE_DIR and prof.name != p.stem:
         raise SpecsightInputError(f"{p}: name", prof.name, f"must equal the file stem {p.stem!r}")
+    warn_unfinished(prof)
     return prof
+
+
+REPLACE_MARK, EDIT_MARK = "REPLACE:", "EDIT:"      # what `specsight profiles new` leaves for the user to replace
+
+
+def warn_unfinished(prof: HardwareProfile) -> None:
+    """A profile `profiles new` wrote, not yet edited: warn while a source still says REPLACE: (its
+    number is still the base GPU's) or the description EDIT:."""
+    left = [k for k, v in prof.sources.items() if str(v).startswith(REPLACE_MARK)]
+    if left or prof.description.startswith(EDIT_MARK):
+        what = (f"{len(left)} source(s) still marked {REPLACE_MARK} (e.g. {left[0]}: its number is still the "
+                f"base GPU's)" if left else "") + (" and " if left and prof.description.startswith(EDIT_MARK) else "") \
+            + (f"its description still marked {EDIT_MARK}" if prof.description.startswith(EDIT_MARK) else "")
+        warnings.warn(f"hardware profile {prof.name} ({prof.path}) is unfinished: {what}", SpecsightWarning,
+                      stacklevel=3)

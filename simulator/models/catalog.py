@@ -34,6 +34,25 @@ def config_path(name_or_path: str | Path) -> tuple[Path, str, bool]:
     return MODELS_DIR / f"{name_or_path}.json", str(name_or_path), True
 
 
+def head_target_mismatch(head: str, target: str) -> str | None:
+    """The warning text when a drafter head's config says it was trained for another model
+    (`"specsight": {"trained_for": HF id}`) than the target's config names (`_name_or_path`),
+    else None (either config silent, or the two agree)."""
+    def raw(name: str) -> Mapping:
+        p, _, catalog = config_path(name)
+        if catalog and usable_file(p) is None:
+            return {}
+        cfg = read_json(p, "model", "config")
+        return cfg if isinstance(cfg, Mapping) else {}
+    meta = raw(head).get("specsight")
+    trained = meta.get("trained_for") if isinstance(meta, Mapping) else None
+    target_id = raw(target).get("_name_or_path")
+    if not trained or not target_id or str(trained) == str(target_id):
+        return None
+    return (f"drafter {head} was trained for {trained}, not for the target {target} ({target_id}): its acceptance "
+            f"on this target is not what its publications measured")
+
+
 def load_model(name_or_path: str, field: str = "model", _head: bool = False) -> ModelSpec:
     """A model by catalog name (models/<name>.json) or by path to any HF config.json.
     (_head: loading a head's target, which may not be a head itself.)"""

@@ -29,6 +29,7 @@ from typing import Any
 from ..common.errors import SpecsightInputError, closest_names, require_int
 from ..common.input_files import parse_yaml, read_yaml
 from ..common.keys import reject_unknown
+from ..common.paths import SCENARIOS_DIR
 from ..common.schema import check, check_shape
 from ..serving.slo import SLOSpec
 from ..speculation.acceptance import tree_acceptance
@@ -137,6 +138,7 @@ def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: I
         check_shape(path_or_mapping, "scenario")
         raw: Any = copy.deepcopy(dict(path_or_mapping))
     else:
+        path_or_mapping = scenario_path(path_or_mapping)
         raw = read_yaml(path_or_mapping, "scenario", "scenario")
         check_shape(raw, str(path_or_mapping))
     if not isinstance(raw, dict):
@@ -151,10 +153,29 @@ def checked_source(path_or_mapping: str | Path | Mapping[str, Any], overrides: I
     return check(SCENARIO, raw, "")
 
 
+def scenario_path(name_or_path: str | Path) -> str | Path:
+    """A shipped scenario by name (scenarios/<name>.yaml, as models and GPUs go by name), else the
+    path as given (an unknown name without a YAML suffix gets "did you mean")."""
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or "/" in text or not text:
+        return name_or_path
+    shipped = SCENARIOS_DIR / f"{text}.yaml"
+    try:
+        if Path(text).exists():
+            return name_or_path
+        if shipped.is_file():
+            return shipped
+    except OSError:                  # a name the file system refuses (too long): read_yaml says so
+        return name_or_path
+    names = sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml"))
+    raise SpecsightInputError("scenario", text, "a scenario file or a shipped scenario's name: "
+                              + closest_names(text, names))
+
+
 def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: Iterable[str] = ()) -> Scenario:
     """Read (a YAML path, or an already-parsed mapping), apply `key.path=value` overrides, validate."""
     raw = checked_source(path_or_mapping, overrides)
-    default_name = "scenario" if isinstance(path_or_mapping, Mapping) else Path(path_or_mapping).stem
+    default_name = "scenario" if isinstance(path_or_mapping, Mapping) else Path(scenario_path(path_or_mapping)).stem
     name = str(raw.get("name") or default_name)
     seed = require_int("seed", raw.get("seed", 0), lo=0)
     hardware = _dataclass_from(HardwareSpec, raw.get("hardware"), "hardware")

@@ -280,6 +280,17 @@ def shape_mismatch(preset_name: str, drafter_method: str, tree_branches: int) ->
             f"{c.name} ({why}, measured on a chain)")
 
 
+def k_extrapolation(preset_name: str, k_max: int) -> str | None:
+    """The warning text when a preset measured at K = k drafts (a tau, per-position or AL(K)
+    figure) is used at a larger K, else None. A per-token alpha (kind alpha) holds at any K."""
+    p = PRESETS.get(preset_name)
+    if p is None or p.kind == "alpha" or k_max <= p.k:
+        return None
+    return (f"acceptance preset {p.name} was measured at K={p.k} ({p.conditions}); at a larger K the positions "
+            f"past {p.k} reuse position {p.k}'s rate, an extrapolation, not a measurement (a preset measured at the "
+            f"K you run, or acceptance: {{model: trace, ...}} from your own engine, avoids it)")
+
+
 def preset_model(name: object, field: str = "acceptance.name") -> IIDAcceptance | PerPositionAcceptance:
     """The acceptance model of a named preset (i.i.d. or per position), with .source set."""
     if name not in PRESETS:

@@ -32,7 +32,8 @@ ACCEPTANCE = OneOf(doc="acceptance model (docs/simulator_models.md)", nullable=T
                                 default=REQUIRED),
                  "concentration": Float(doc="Beta concentration (higher: requests more alike)", hi=1e9, **POS,
                                         default=REQUIRED)},
-        "trace": {"path": path_field("CSV of accept lengths or vLLM counters", default=REQUIRED),
+        "trace": {"path": path_field("CSV of accept lengths or vLLM counters, a vLLM /metrics scrape or a vllm "
+                                      "bench serve result JSON", default=REQUIRED),
                   "k": Int(doc="drafts proposed per row when the CSV has no k column", lo=1, hi=MAX_K,
                            nullable=True),
                   "counters": Str(doc="vLLM counters: delta rows summed, cumulative: last row",

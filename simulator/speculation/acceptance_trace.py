@@ -18,6 +18,12 @@ Two formats (other columns are ignored):
    Rows are summed (`counters: delta`, one row per scrape interval) or the last row is taken
    (`counters: cumulative`, snapshots of monotone counters).
 
+3. What vLLM writes itself, read directly (acceptance_vllm.py): a Prometheus `/metrics` scrape
+   (`vllm:spec_decode_num_drafts_total`, `vllm:spec_decode_num_accepted_tokens_per_pos_total{position=i}`)
+   or a `vllm bench serve` result JSON (`spec_decode_num_drafts`,
+   `spec_decode_per_position_acceptance_rates`), converted from vLLM's cumulative per-position
+   figures to the conditional rates above.
+
 Positions past the recorded ones reuse the last rate; a position that was never attempted ends
 the list there.
 """
@@ -30,8 +36,10 @@ import numpy as np
 
 from ..common.csvio import as_counts, read_csv_columns, resolve_path
 from ..common.errors import SpecsightInputError
+from ..common.input_files import read_text
 from ..common.limits import MAX_K
 from .acceptance import PerPositionAcceptance
+from .acceptance_vllm import counters_from_bench, counters_from_prometheus, is_prometheus
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -61,6 +69,12 @@ def alphas_from_counters(num_drafts: float, per_pos: np.ndarray) -> np.ndarray:
     return np.asarray(rates)
 
 
+def check_counters(num_drafts: float, per_pos: np.ndarray, field: str, path: object) -> None:
+    """vLLM's counters are cumulative over positions: drafts >= pos_0 >= pos_1 >= ... >= 0."""
+    if np.any(per_pos < 0) or np.any(np.diff(np.concatenate(([num_drafts], per_pos))) > 1e-9 * max(num_drafts, 1.0)):
+        raise SpecsightInputError(field, str(path), "counters must satisfy num_drafts >= pos_0 >= pos_1 >= ... >= 0")
+
+
 class TraceAcceptance(PerPositionAcceptance):
     """Per-position acceptance estimated from a recorded trace (see the module docstring)."""
     name = "trace"
@@ -73,6 +87,16 @@ class TraceAcceptance(PerPositionAcceptance):
     def from_csv(cls, path: object, field: str, k: int | None = None,
                  counters: str = "delta") -> TraceAcceptance:
         p = resolve_path(path, field)
+        text = read_text(p, field, "csv")
+        if text.lstrip().startswith("{") or is_prometheus(text):     # what vLLM itself writes (acceptance_vllm.py)
+            read = counters_from_bench if text.lstrip().startswith("{") else counters_from_prometheus
+            n, per = read(text, field, p)
+            fmt = "vllm_bench_json" if read is counters_from_bench else "vllm_prometheus"
+            check_counters(n, per, field, p)
+            rates = alphas_from_counters(n, per)
+            if len(rates) == 0:
+                raise SpecsightInputError(field, str(p), "no position was ever attempted (no speculative rounds)")
+            return cls(rates, str(p), fmt, int(n))
         cols = read_csv_columns(p, field)
         pos_cols = sorted((int(m.group(1)), c) for c in cols if (m := POS_COLUMN.match(c)))
         if "accepted" in cols:
@@ -98,9 +122,7 @@ class TraceAcceptance(PerPositionAcceptance):
                 n, per = float(drafts[-1]), per_pos[-1]
             else:
                 n, per = float(drafts.sum()), per_pos.sum(axis=0)
-            if np.any(per < 0) or np.any(np.diff(np.concatenate(([n], per))) > 0):
-                raise SpecsightInputError(field, str(p),
-                                          "counters must satisfy num_drafts >= pos_0 >= pos_1 >= ... >= 0")
+            check_counters(n, per, field, p)
             rates, fmt, rounds = alphas_from_counters(n, per), "vllm_counters", int(n)
         else:
             raise SpecsightInputError(field, str(p), "needs column `accepted` (optionally `k`), or `num_drafts` and "

@@ -99,12 +99,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """parse_args, with arguments no command knows reported by that command's parser (its options
-    are the ones a "did you mean" should offer)."""
+    are the ones a "did you mean" should offer). A value that starts with a minus sign (`--values
+    -3,5`) is the flag's value, so the command's own check says what is allowed."""
+    argv = negative_values(sys.argv[1:] if argv is None else list(argv))
     args, extra = parser.parse_known_args(argv)
     if extra:
         subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         subs.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+def negative_values(argv: list[str]) -> list[str]:
+    """`--flag -3,5` -> `--flag=-3,5` (argparse would take `-3,5` for an option and say only
+    "expected one argument")."""
+    out: list[str] = []
+    for a in argv:
+        if out and re.match(r"^-\d", a) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -127,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            warnings.simplefilter("default", SpecsightWarning)     # each shown once, whatever filters the caller set
             rc = _run(args)
         sys.stdout.flush()
     except StdoutFailed as e:              # stdout on a full disk or /dev/full: say so, once

@@ -149,6 +149,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
             lines.append("saturation not judged: trace arrivals are not stationary (a burst near the end is "
                          "no overload); a Poisson rate is (--set 'workload.arrival={process: poisson, qps: Q}')")
         lines += [MARKS["M"]] if (df["kv_limited"] | df["base_kv_limited"]).any() else []
+    lines.append(edge_line(df, axis, summ.best_k))
     lines += capacity_lines(res.capacity, labels)
     if capacity:
         lines.append("cells: speculative capacity (Poisson requests/s per GPU within the SLO) and its speedup "
@@ -161,6 +162,22 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
     lines.append(simulated_line(res.points_simulated, res.points_total, elapsed))
     lines += [f"wrote {p}" for p in files.values()]
     return "\n".join(x for x in lines if x)
+
+
+def edge_line(df: pd.DataFrame, axis: str, best_k: Mapping[str, Any]) -> str:
+    """'' unless the best K at some point is the largest static K tried (of two or more): then where,
+    and which flag tries a larger one (a best K at the grid's edge is not known to be the best)."""
+    ks = sorted({int(k) for k in df.loc[df["policy"] == "static", "k"].dropna()}) if len(df) else []
+    if len(ks) < 2:
+        return ""
+    flat = {f"{v} ({tag})": k for tag, sub in best_k.items() for v, k in sub.items()} \
+        if any(isinstance(b, Mapping) for b in best_k.values()) else best_k
+    at = [str(v) for v, k in flat.items() if k == ks[-1]]
+    if not at:
+        return ""
+    where = "over the whole axis" if axis == "k" else f"at {axis} = {', '.join(at)}"
+    return (f"best K {where} is the largest K tried (K={ks[-1]}): a larger K may pay more; extend "
+            f"{'--values' if axis == 'k' else '--k'}")
 
 
 def simulated_line(simulated: int, total: int, elapsed_s: float) -> str:

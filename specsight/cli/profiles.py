@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError
+from simulator.hardware.hardware import EDIT_MARK, REPLACE_MARK
 
 from .args import add_json
 from .emit import emit_json
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-NEW_NOTE = "REPLACE: carried over from {base}; cite this GPU's own source. Was: "
+NEW_NOTE = REPLACE_MARK + " carried over from {base}; cite this GPU's own source. Was: "
 
 
 def profile_template(base: Any, name: str) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def profile_template(base: Any, name: str) -> dict[str, Any]:
     d = base.to_dict()
     d.pop("calibration", None)
     d["name"] = name
-    d["description"] = f"EDIT: describe this GPU (copied from {base.name}: {base.description})"
+    d["description"] = f"{EDIT_MARK} describe this GPU (copied from {base.name}: {base.description})"
     d["sources"] = {k: NEW_NOTE.format(base=base.name) + str(v) for k, v in d["sources"].items()}
     return d
 

@@ -1,7 +1,8 @@
 """`specsight simulate SCENARIO.yaml [--set key.path=value ...] [--baseline] [--out DIR] [--json]`
 
 Runs a scenario through the SimPy serving simulator (simulator.run.simulate). stdout gets the
-summary (a table, or one JSON object on one line with --json) with `saturated` (the queue grows
+summary (a table, or one JSON object on one line with --json) with `engine` (the engine the run
+is priced under: `ideal` or e.g. `vllm v1`), `saturated` (the queue grows
 through the run), `kv_limited` (the KV cache ran out) and `achieved_mean_batch` added
 (specsight.studies.shared.saturation); stderr gets which hardware profile the numbers come from. --out
 DIR writes requests.parquet, iterations.parquet (CSV when pyarrow is missing), summary.json and
@@ -57,7 +58,7 @@ def _fmt(v: Any) -> str:
 
 
 TABLE_GROUPS = (
-    ("run", ("scenario", "hardware_profile", "policy", "k_max", "replicas", "num_requests", "num_iterations",
+    ("run", ("scenario", "engine", "hardware_profile", "policy", "k_max", "replicas", "num_requests", "num_iterations",
              "duration_s", "output_tokens")),
     ("throughput", ("output_tokens_per_s", "requests_per_s", "goodput_requests_per_s", "slo_attainment")),
     ("latency (ms)", tuple(f"{m}_ms_{s}" for m in ("ttft", "tpot", "itl", "e2e")
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             from simulator.hardware.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
-        summary = {**result.summary, **result_flags(result)}
+        summary = {"engine": result.engine, **result.summary, **result_flags(result)}
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):
                 print(f"wrote {p}", file=sys.stderr)

@@ -127,8 +127,9 @@ class AnalyticBreakeven:
         out = out_folder(out_dir)
         csv = write_csv(self.frame, out / "breakeven_analytic.csv")
         png = out / "breakeven_analytic.png"
-        title = (f"{self.model} on {self.hardware} x{self.tp}, drafter {self.drafter}, alpha={self.alpha:g}, "
-                 f"context {self.context}\nanalytic speedup vs batch (break-even where the curve crosses 1)")
+        title = (f"{self.model} on {self.hardware} x{self.tp}, engine ideal, drafter {self.drafter}, "
+                 f"alpha={self.alpha:g}, context {self.context}\nanalytic speedup vs batch (break-even where the "
+                 f"curve crosses 1)")
         plot_speedup_curves(self.frame, x="batch", curve="k", y="speedup",
                             breakeven={f"K={int(k)}": be.breakeven_batch for k, be in self.results.items()},
                             title=title, xlabel="batch size (sequences decoding together)", path=png, logx=True,

@@ -152,8 +152,10 @@ def capacity_study(source: Mapping[str, Any], axis: str, values: Sequence[float 
     check_axis(axis)
     rows, ran, probes = capacity_rows(source, axis, values, curves, TOLERANCE if tol is None else tol,
                                       store_path, executor, progress)
+    meta = describe_scenario(source)
     df = pd.DataFrame(rows)
+    df.insert(0, "engine", meta["engine"])       # the engine every capacity of the row was searched under
     shown = [v.label if isinstance(v, DrafterValue) else v for v in values]
     return BreakevenResult(axis, None, shown, [], CAPACITY, df,   # type: ignore[arg-type]
                            drafter_verdict(df) if axis == DRAFTER else verdict(df, axis, None), list(curves),
-                           describe_scenario(source), None, ran, probes, source, None)
+                           meta, None, ran, probes, source, None)

@@ -202,9 +202,11 @@ def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks:
             rec = by_key[_freeze(spec_pts[i])]
             i += 1
             rows.append(_row(axis, v, axis2, v2, c, ov, m, rec, base, analytic, block_size, process))
+    meta = describe_scenario(source)
     df = pd.DataFrame(rows)
+    df.insert(0, "engine", meta["engine"])       # the engine every number of the row was priced under
     return BreakevenResult(axis, axis2, list(values), list(values2), df["metric"].iloc[0] if len(df) else "throughput",
-                           df, verdict(df, axis, axis2), curves, describe_scenario(source), schedule,
+                           df, verdict(df, axis, axis2), curves, meta, schedule,
                            sum(1 for r in recs if not r["cached"]), len(recs), source, analytic)
 
 

@@ -132,9 +132,12 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
         res = run_study(src, axis, values, ks, pols, None, [], metric, requests_per_user, store_path, executor,
                         progress)
         results[e] = res
+        failed: dict[str, list[str]] = {}       # the error -> the curves whose every point failed with it
         for label, g in res.frame.groupby("curve", sort=False):
             if (g["error"] != "").all():
-                skipped.append(f"{label} under engine {e}: every point failed, e.g. {g['error'].iloc[0]}")
+                failed.setdefault(str(g["error"].iloc[0]), []).append(str(label))
+        skipped += [f"{', '.join(labels)} under engine {e}: every point failed, e.g. {err}"
+                    for err, labels in failed.items()]
     frames = [_engine_frame(r.frame, e) for e, r in results.items()]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["engine", axis, "curve"])
     lines = pd.DataFrame([row for e, r in results.items() for row in engine_lines(r, e)],
@@ -155,7 +158,7 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
 def _engine_frame(df: Any, engine: str) -> Any:
     """One engine's rows with the `engine` column first; the analytic model (the ideal engine's
     passes alone) only on ideal's rows."""
-    out = df.assign(engine=engine)[["engine", *df.columns]]
+    out = df.assign(engine=engine)[["engine", *(c for c in df.columns if c != "engine")]]
     if engine != "ideal":
         out["analytic_speedup"] = float("nan")
     return out

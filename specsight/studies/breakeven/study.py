@@ -17,7 +17,7 @@ metric "capacity" searches the SLO-bound rate per GPU instead (capacity.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from simulator.common.limits import MAX_K
 from simulator.speculation.policies import ENGINE_RULES
 
 from ..shared.inputs import int_list
-from ..shared.overrides import scenario_source
+from ..shared.overrides import describe_scenario, scenario_source
 from ..shared.points import study_executor
 from .axes import (
     AXES,
@@ -63,7 +63,20 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | Sequ
     `capacity` (qps axis, one axis): also search each curve's capacity at the scenario, to
     `tolerance` (default QUICK_TOLERANCE) into `.capacity`; None: when the scenario has an SLO
     and its arrivals are not a trace."""
+    overrides = list(overrides)
     source = scenario_source(scenario, overrides)
+    res = _study(source, axis, values, ks, policies, axis2, values2, metric, requests_per_user, store, workers, dask,
+                 executor, progress, engines, capacity, tolerance)
+    names = (getattr(res, "ran", None) or getattr(res, "engines", None)) if hasattr(res, "ran") else None
+    return dataclasses.replace(res, meta=describe_scenario(source, overrides, names))
+
+
+def _study(source: Mapping[str, Any], axis: str, values: Any, ks: Sequence[int] | str, policies: Sequence[str] | str,
+           axis2: str | None, values2: Any, metric: str | None, requests_per_user: int, store: str | Path | None,
+           workers: int | None, dask: str | None, executor: Any, progress: bool,
+           engines: Sequence[str] | str | None, capacity: bool | None,
+           tolerance: float | None) -> BreakevenResult | EngineBreakevenResult:
+    """breakeven() on the scenario as a mapping, its overrides applied."""
     if axis == DRAFTER and metric != CAPACITY:
         raise SpecsightInputError("--axis", axis, "the drafter axis needs --metric capacity (the highest rate per GPU "
                                                   "within the SLO for each drafter)")

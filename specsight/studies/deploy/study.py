@@ -186,13 +186,22 @@ class PlanDeployment:
     skipped: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chosen": self.config, **self.deployment.to_dict(),
-                "skipped": [{"config": c, "why": w} for c, w in self.skipped]}
+        return {"chosen": self.config, "priced_engine": self.deployment.config.engine_kind,
+                **self.deployment.to_dict(), "skipped": [{"config": c, "why": w} for c, w in self.skipped]}
 
     def text(self) -> str:
-        head = [f"serving commands for {self.config} (docs/deploy.md):"]
+        head = [f"serving commands for {self.config} (docs/deploy.md):", "  " + priced_line(self.deployment.config)]
         head += [f"  (cheaper {c} skipped: {w})" for c, w in self.skipped]
         return "\n".join(head) + "\n" + self.deployment.text()
+
+
+def priced_line(cfg: ServingConfig) -> str:
+    """Which engine's rounds the plan's capacities were priced under, beside commands for all three."""
+    if cfg.engine_kind == "ideal":
+        return ("priced under engine ideal (the cost model's passes alone, no serving engine's rounds or host "
+                "work): --set engine.kind=vllm (sglang, trtllm) prices the plan as that engine runs it")
+    return (f"priced under engine {cfg.engine_kind}: its command runs what was priced; the others run the same "
+            f"configuration, not priced under their own rounds")
 
 
 def plan_deployment(plan: Any, scenario: Any, overrides: Iterable[str] = (), policies: Any = None,

@@ -26,7 +26,8 @@ def table(day: FleetDay) -> str:
 def headline(day: FleetDay) -> str:
     """The Markdown heading and its one-paragraph setting."""
     d, slo = day.schedule, day.slo
-    return (f"# Fleet day: {day.scenario}\n\n{day.meta['deployment']} per replica, drafter {day.meta['drafter']}; "
+    return (f"# Fleet day: {day.meta['scenario']}\n\n{day.meta['hardware']} per replica, engine {day.meta['engine']}, "
+            f"drafter {day.meta['drafter']}; "
             f"{d['windows']} windows over {d['period_h']:g} h (simulated {d['time_compression']:g}x faster), "
             f"peak {d['peak_qps']:g} requests/s, mean {d['mean_qps']:.3g} requests/s, {d['requests']:,} requests; "
             f"SLO in every window: TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "

@@ -155,6 +155,7 @@ def fleet_day(scenario: Any, *, slo_tpot_ms_p99: float | None = None, slo_ttft_m
     from simulator.scenario.scenario import load_scenario
 
     cap = require_int("--max-replicas", max_replicas, lo=1, hi=MAX_REPLICAS)
+    overrides = list(overrides)
     source = scenario_source(scenario, overrides)
     sc = load_scenario(source)
     if sc.workload.arrival != "schedule":
@@ -176,4 +177,4 @@ def fleet_day(scenario: Any, *, slo_tpot_ms_p99: float | None = None, slo_ttft_m
                                    store_path=None if store is None else Path(store), executor=ex, progress=progress)
     rows = [_row(s, int(sc.hardware.tp), period_h) for s in searches]
     flat = pd.DataFrame([{k: v for k, v in r.items() if k not in ("probes", "windows")} for r in rows])
-    return FleetDay(source.get("name"), describe_scenario(source), slo, day, rows, flat)
+    return FleetDay(source.get("name"), describe_scenario(source, overrides), slo, day, rows, flat)

@@ -50,7 +50,8 @@ def format_markdown(rows: list[dict[str, Any]], head: str, table: tuple = TABLE)
 def headline(p: CapacityPlan) -> str:
     """The plan's Markdown heading and its one-paragraph setting."""
     slo = p.slo
-    return (f"# Capacity plan: {p.scenario}\n\n{p.meta['deployment']} per replica, drafter {p.meta['drafter']}; "
+    return (f"# Capacity plan: {p.meta['scenario']}\n\n{p.meta['hardware']} per replica, engine {p.meta['engine']}, "
+            f"drafter {p.meta['drafter']}; "
             f"target {p.target_qps:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
             f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour"
             + (f" ({p.price_source.split(':')[0]})." if p.price_source else "."))
@@ -73,5 +74,6 @@ def write_outputs(p: CapacityPlan, out: Path, serving: str | None = None) -> dic
     csv = write_csv(p.frame, out / "plan.csv")
     md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)) + serving_section(serving))
     png = plot_plan_probes(p.rows, slo_tpot_ms=p.slo.tpot_ms_p99, slo_ttft_ms=p.slo.ttft_ms_p99, path=out / "plan.png",
-                           title=f"{p.scenario}: p99 latency vs offered load per replica (search probes)")
+                           title=f"{p.meta['scenario']}, engine {p.meta['engine']}: p99 latency vs offered load "
+                                 f"per replica (search probes)")
     return {"csv": str(csv), "markdown": str(md), "plot": str(png)}

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError
+from simulator.engines import engine_label
 
 from ..shared.inputs import int_list
 from ..shared.jsonable import json_safe
@@ -195,6 +196,7 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
 
     from simulator.common.limits import MAX_K
 
+    overrides = list(overrides)
     source, target, slo, tol = checked_inputs(scenario, target_qps, slo_tpot_ms_p99, slo_ttft_ms_p99, tolerance,
                                               overrides)
     points = grid_points(grid)
@@ -216,7 +218,13 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
             rows.append(row)
         load_probes(source, rows, cands, target, slo, store_path, ex, progress)
     ranked = rank(rows)
-    flat = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("probes", "point", "overrides")}, **r["point"]}
-                         for r in ranked])
-    return PlanSearch(source.get("name"), describe_scenario(source), target, slo, list(points[0]), ranked, flat,
-                      source)
+    own = source.get("engine") or {}
+    for r in ranked:        # the engine each configuration was searched under (a grid may set engine.kind)
+        kind = r["point"].get("engine.kind", own.get("kind"))
+        r["engine"] = engine_label(kind, r["point"].get("engine.version",
+                                                        own.get("version") if kind == own.get("kind") else None))
+    flat = pd.DataFrame([{"engine": r["engine"],
+                          **{k: v for k, v in r.items() if k not in ("probes", "point", "overrides", "engine")},
+                          **r["point"]} for r in ranked])
+    return PlanSearch(source.get("name"), describe_scenario(source, overrides), target, slo, list(points[0]), ranked,
+                      flat, source)

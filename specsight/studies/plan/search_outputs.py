@@ -54,7 +54,8 @@ def unserved_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def headline(s: PlanSearch) -> str:
     slo = s.slo
-    return (f"# Configuration search: {s.scenario}\n\n{s.meta['deployment']} per replica (before the grid), drafter "
+    return (f"# Configuration search: {s.meta['scenario']}\n\n{s.meta['hardware']} per replica (before the grid), "
+            f"engine {s.meta['engine']}, drafter "
             f"{s.meta['drafter']}; grid over {', '.join(s.grid)}; target {s.target_qps:g} requests/s; SLO TPOT p99 "
             f"<= {_f(slo.tpot_ms_p99, 'g')} ms, TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms.")
 

@@ -40,7 +40,9 @@ def plot_pareto(s: PlanSearch, path: str | Path) -> Path:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),     # outside: labels never meet it
               title=f"{left_out} more miss the SLO or cannot run:\nsee search.md" if left_out else None,
               title_fontsize=7)
-    ax.set_title(f"{s.scenario}: cost against latency at {s.target_qps:g} requests/s", fontsize=10)
+    engines = sorted({str(r.get("engine", s.meta["engine"])) for r in s.rows}) or [s.meta["engine"]]
+    ax.set_title(f"{s.meta['scenario']}, engine{'s' if len(engines) > 1 else ''} {', '.join(engines)}: "
+                 f"cost against latency at {s.target_qps:g} requests/s", fontsize=10)
     place_labels(ax, [(r["tpot_ms_p99_at_load"], r["cost_per_million_output_tokens_usd"]) for r in front],
                  [r["config"].replace(" (no speculation)", "") for r in front], fontsize=7)
     return _save(fig, path)

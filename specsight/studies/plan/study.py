@@ -196,7 +196,7 @@ class CapacityPlan:
     limits it, latencies at the max, replicas, GPUs, costs, capacity against `off`, and the
     search's probes); `frame`: the rows without their probes."""
     scenario: str | None
-    meta: dict[str, Any]                    # {scenario, deployment, drafter} in words
+    meta: dict[str, Any]                    # {scenario, deployment, drafter, engine} in words
     target_qps: float
     slo: SLO
     price_per_gpu_hour: float
@@ -206,9 +206,9 @@ class CapacityPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: what `specsight plan --json` prints, less timing and files."""
-        return json_safe({"scenario": self.scenario, "target_qps": self.target_qps, "slo": vars(self.slo),
-                          "price_per_gpu_hour": self.price_per_gpu_hour, "price_source": self.price_source,
-                          "plans": self.rows})
+        return json_safe({"scenario": self.scenario, "engine": self.meta["engine"], "target_qps": self.target_qps,
+                          "slo": vars(self.slo), "price_per_gpu_hour": self.price_per_gpu_hour,
+                          "price_source": self.price_source, "plans": self.rows})
 
     def write(self, out_dir: str | Path, serving: str | None = None) -> dict[str, str]:
         """plan.csv, plan.md and plan.png under out_dir; returns {csv, markdown, plot}. `serving`:
@@ -264,6 +264,7 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
 
     from simulator.common.limits import MAX_K
 
+    overrides = list(overrides)
     source, target, slo, tol = checked_inputs(scenario, target_qps, slo_tpot_ms_p99, slo_ttft_ms_p99, tolerance,
                                               overrides)
     configs = configurations(source, policy_names(policies), int_list("--k", ks, lo=1, hi=MAX_K) if ks else [])
@@ -271,5 +272,7 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
     with study_executor(executor, workers, dask, len(configs)) as ex:
         rows = plan(source, target, slo, price, configs, tol=tol, store_path=None if store is None else Path(store),
                     executor=ex, progress=progress)
+    meta = describe_scenario(source, overrides)
     flat = pd.DataFrame([{k: v for k, v in r.items() if k != "probes"} for r in rows])
-    return CapacityPlan(source.get("name"), describe_scenario(source), target, slo, price, rows, flat, price_source)
+    flat.insert(0, "engine", meta["engine"])     # the engine every capacity was searched under
+    return CapacityPlan(source.get("name"), meta, target, slo, price, rows, flat, price_source)

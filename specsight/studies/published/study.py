@@ -113,9 +113,10 @@ class PublishedCatalog:
     excluded: tuple[Mapping[str, str], ...]    # rows that are not rows, and why
 
 
-def load_published(path: Path | str = RESULTS_FILE) -> PublishedCatalog:
-    """The rows, dataset lengths, and the waiting and excluded lists of the results file."""
-    raw = yaml.safe_load(Path(path).read_text())
+def load_published(path: Path | str | None = None) -> PublishedCatalog:
+    """The rows, dataset lengths, and the waiting and excluded lists of the results file (default
+    RESULTS_FILE, looked up when called)."""
+    raw = yaml.safe_load(Path(RESULTS_FILE if path is None else path).read_text())
     rows = tuple(PublishedRow(**r) for r in raw["rows"])
     names = [r.name for r in rows]
     if len(set(names)) != len(names):
@@ -328,7 +329,7 @@ def unpriced(row: PublishedRow, pred: Mapping[str, float]) -> str:
     return out
 
 
-def validate_published(path: Path | str = RESULTS_FILE) -> Any:
+def validate_published(path: Path | str | None = None) -> Any:
     """The validation table: one row per published measurement (a pandas DataFrame) with name,
     engine, figure, published, predicted, error, side_ok, acceptance, why, and the simulated
     TPOTs, tokens/s and accept length behind the prediction."""

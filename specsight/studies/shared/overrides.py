@@ -18,16 +18,40 @@ from simulator.common.errors import SpecsightInputError
 from simulator.common.input_files import parse_yaml
 
 
-def describe_scenario(source: Mapping[str, Any]) -> dict[str, Any]:
-    """{scenario, deployment, drafter} in words, for titles and headers."""
+def describe_scenario(source: Mapping[str, Any], overrides: Iterable[str] = (),
+                      engines: Sequence[str] | None = None) -> dict[str, Any]:
+    """{scenario, deployment, drafter, engine, hardware} in words, for titles and headers: the scenario's
+    name with the `--set` overrides applied to it, the model on its profile (a profile file outside
+    hardware_profiles/ by its name and path) at its TP under its engine (`engines`: each of those
+    kinds, a study run once per engine), and the drafter."""
+    from simulator.engines import engine_label
     hw = source.get("hardware") or {}
     d = source.get("drafter") or {}
+    eng = source.get("engine") or {}
+    engine = engine_label(eng.get("kind"), eng.get("version")) if engines is None else ", ".join(
+        engine_label(e, eng.get("version") if e == eng.get("kind") else None) for e in engines)
     if hw.get("kind", "roofline") == "fixed":
         where = f"fixed step costs ({hw.get('target_step_s')} s per pass)"
     else:
-        where = f"{source.get('model')} on {hw.get('profile') or hw.get('gpu')} x{hw.get('tp', 1)}"
+        where = f"{source.get('model')} on {profile_shown(hw.get('profile') or hw.get('gpu'))} x{hw.get('tp', 1)}"
     drafter = d.get("method", "?") + (f" ({d['model']})" if d.get("model") else "")
-    return {"scenario": source.get("name"), "deployment": where, "drafter": drafter}
+    overrides = list(overrides)
+    shown = " ".join(f"--set {o}" for o in overrides)
+    name = f"{source.get('name')} ({shown})" if shown else source.get("name")
+    return {"scenario": name, "deployment": f"{where}, engine{'s' if engines else ''} {engine}", "drafter": drafter,
+            "engine": engine, "hardware": where}
+
+
+def profile_shown(gpu: Any) -> str:
+    """A catalog profile by its name; a profile file by the name it declares and its path."""
+    from simulator.hardware.hardware import load_profile
+    text = str(gpu)
+    if not text.endswith((".yaml", ".yml")):
+        return text
+    try:
+        return f"{load_profile(text).name} ({text})"
+    except SpecsightInputError:
+        return text
 
 
 def own_policy(source: Mapping[str, Any]) -> Mapping[str, Any]:

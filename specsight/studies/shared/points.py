@@ -5,7 +5,7 @@ dotted key paths to values, see overrides.py) with `simulator.run.simulate` and 
 line per finished point to the store:
 
     {"key": "3f9a...", "overrides": {...}, "baseline": false, "summary": {...} | null,
-     "error": null | "SpecsightInputError: ...", "elapsed_s": 1.9, "scenario": "name"}
+     "error": null | "SpecsightInputError: ...", "elapsed_s": 1.9, "warnings": [...], "scenario": "name"}
 
 The key hashes the scenario content, the overrides, the baseline flag and the simulator's own
 source and data (simulator/*.py, hardware_profiles/, models/), so a rerun skips every point
@@ -24,6 +24,7 @@ import hashlib
 import json
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future
 from concurrent.futures import wait as wait_futures
@@ -89,14 +90,24 @@ def evaluate_point(source: Mapping[str, Any], overrides: Mapping[str, Any], base
 
 
 def _task(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline: bool) -> dict[str, Any]:
-    """Worker entry: never raises; an exception becomes the record's error."""
+    """Worker entry: never raises; an exception becomes the record's error, and the point's
+    SpecsightWarnings its `warnings` (run_points says each once for the whole study)."""
+    from simulator.common.errors import SpecsightWarning
     t0 = time.perf_counter()
-    try:
-        summary, error = evaluate_point(source, overrides, baseline), None
-    except Exception as e:   # noqa: BLE001 - a failing point is recorded and the sweep goes on
-        summary, error = None, f"{type(e).__name__}: {e}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SpecsightWarning)
+        try:
+            summary, error = evaluate_point(source, overrides, baseline), None
+        except Exception as e:   # noqa: BLE001 - a failing point is recorded and the sweep goes on
+            summary, error = None, f"{type(e).__name__}: {e}"
+    said = []
+    for w in caught:
+        if issubclass(w.category, SpecsightWarning):
+            said.append(str(w.message))
+        else:                    # any other warning as it would have been shown
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return {"overrides": json_safe(dict(overrides)), "baseline": bool(baseline), "summary": summary,
-            "error": error, "elapsed_s": round(time.perf_counter() - t0, 3)}
+            "error": error, "elapsed_s": round(time.perf_counter() - t0, 3), "warnings": list(dict.fromkeys(said))}
 
 
 def point_tokens(source: Mapping[str, Any], todo: Iterable[tuple[Mapping[str, Any], bool]]) -> list[float]:
@@ -135,7 +146,9 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
     `key`, `overrides`, `summary` (None on error), `error`, `elapsed_s` and `cached` (True unless
     this call computed it). A point that fails prints a line on stderr, unless its exception is of
     an `expected` type (a refusal the caller reports itself, e.g. SpecsightInputError for a
-    configuration that does not fit in a plan search); it is recorded either way."""
+    configuration that does not fit in a plan search); it is recorded either way. An error that
+    repeats is printed for its first point only, with the count of the others once the points are
+    done; a SpecsightWarning of any point (stored or computed) is warned once per call."""
     from tqdm import tqdm
 
     source = scenario_source(scenario) if not isinstance(scenario, Mapping) else dict(scenario)
@@ -153,6 +166,7 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
     before = {k: store.get(k) for k in todo}     # a record written since then settles the point
     quiet = tuple(f"{e.__name__}: " for e in expected)     # how _task writes an error of each type
     computed: set[str] = set()
+    failed: dict[str, int] = {}        # error text -> points that failed with it
 
     seconds = check_study_work(source, point_tokens(source, todo.values()), parallel_slots(executor)) if todo else 0
     long_run = seconds > ANNOUNCE_S              # progress printed even off a terminal, every 30 s
@@ -176,10 +190,24 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
             computed.add(k)
             bar.update(1)
             if rec["error"] and not rec["error"].startswith(quiet):
-                bar.write(f"point {json.dumps(rec['overrides'])} failed: {rec['error']}", file=sys.stderr)
+                failed[rec["error"]] = failed.get(rec["error"], 0) + 1
+                if failed[rec["error"]] == 1:
+                    bar.write(f"point {json.dumps(rec['overrides'])} failed: {rec['error']}", file=sys.stderr)
 
         _drive(source, todo, executor, claim, finish, settle=lambda k: bar.update(1))
-    return [{**store.get(k), "cached": k not in computed} for k in keys]   # type: ignore[misc]
+    for n in failed.values():
+        if n > 1:
+            print(f"{n - 1} more point(s) failed with the same error", file=sys.stderr)
+    records = [{**store.get(k), "cached": k not in computed} for k in keys]   # type: ignore[misc]
+    warn_once(records)
+    return records
+
+
+def warn_once(records: Sequence[Mapping[str, Any]]) -> None:
+    """Each distinct SpecsightWarning the points' simulations gave, once, in the order first met."""
+    from simulator.common.errors import SpecsightWarning
+    for message in dict.fromkeys(m for r in records for m in r.get("warnings") or ()):
+        warnings.warn(message, SpecsightWarning, stacklevel=2)
 
 
 def _drive(source: Mapping[str, Any], todo: Mapping[str, tuple[Mapping[str, Any], bool]], executor: Any,
