@@ -36,12 +36,12 @@ import numpy as np
 import torch
 
 from calibrate.sampling import verify_chain
+from simulator.speculation.acceptance import ALPHA_SAMPLES, BISECTION_STEPS, OVERLAP_SAMPLES
 from simulator.speculation.spec_math import expected_tokens_per_round
 
 # inverse temperature s; at s = 3, alpha(rho = 0) is about 0.08 at V = 64 and 0.035 at V = 32000
 # (Monte Carlo, 2000 draws), and alpha(rho = 1) = 1: most published alphas are reachable.
 DEFAULT_SHARPNESS = 3.0
-ALPHA_SAMPLES = 50_000  # Monte Carlo (p, q) draws behind expected_alpha: standard error ~1e-3
 _CHUNK_ELEMENTS = 1 << 22  # float32 values per chunk of draws (16 MiB), bounds memory
 
 
@@ -181,7 +181,7 @@ def kernel_source(vocab_size: int, k_max: int, seed: int = 0, *, overlap: float 
 
 
 def overlap_for_alpha(alpha: float, vocab_size: int, sharpness: float = DEFAULT_SHARPNESS,
-                      seed: int = 0, num_samples: int = 20_000, tol: float = 1e-4) -> float:
+                      seed: int = 0, num_samples: int = OVERLAP_SAMPLES, tol: float = 1e-4) -> float:
     """The overlap rho whose Monte Carlo alpha (num_samples draws, common random numbers)
     equals `alpha` within tol, by bisection on [0, 1].
 
@@ -203,7 +203,7 @@ def overlap_for_alpha(alpha: float, vocab_size: int, sharpness: float = DEFAULT_
                          f"target (overlap 0) at sharpness {sharpness} and V = {vocab_size}; "
                          f"raise the sharpness")
     # NOTE: 40 halvings pin rho to 1e-12; the loop stops earlier once alpha is within tol.
-    for _ in range(40):
+    for _ in range(BISECTION_STEPS):
         mid = 0.5 * (low + high)
         value = alpha_at(mid)
         if abs(value - alpha) <= tol:

@@ -21,13 +21,13 @@ A run is speculative when its acceptance length is present. Lengths are the mean
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import parse_json, read_json_lines, read_text
 
 ACCEPT_KEY = {"vllm": "spec_decode_acceptance_length", "sglang": "accept_length"}
 FORMAT = {"vllm": "a `vllm bench serve --save-result` JSON object",
@@ -103,20 +103,13 @@ def read_bench_file(path: str | Path, engine: str) -> list[BenchRun]:
         raise SpecsightInputError("--engine", engine,
                                   f"one of {', '.join(FORMAT)} (a benchmark format specsight reads)")
     p = Path(path)
+    text = read_text(p, "--from-bench", "json")
     try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecsightInputError("--from-bench", str(path), f"a readable file ({type(e).__name__})") from None
-    try:
-        objs = [json.loads(text)]
-    except json.JSONDecodeError:
-        objs = []
-        for i, ln in enumerate(text.splitlines(), 1):
-            if ln.strip():
-                try:
-                    objs.append(json.loads(ln))
-                except json.JSONDecodeError:
-                    raise SpecsightInputError(f"{p}:{i}", ln[:40], FORMAT[engine]) from None
+        objs = [parse_json(text, "--from-bench", str(p))]
+    except SpecsightInputError as e:
+        if "malformed JSON" not in e.allowed:
+            raise
+        objs = [v for _, v in read_json_lines(p, "--from-bench", "json")]     # SGLang's JSONL
     if not objs:
         raise SpecsightInputError("--from-bench", str(path), f"{FORMAT[engine]}; the file is empty")
     return [run_from_result(o, engine, str(p), i) for i, o in enumerate(objs, 1)]

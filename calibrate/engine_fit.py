@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.common.errors import SpecsightInputError
+from simulator.common.errors import SpecsightInputError, SpecsightWarning
 from simulator.engines import engine_for
 from simulator.engines.host import MS, PROFILE_CONSTANTS_MS, check_profile_engine
 from simulator.run import simulate
@@ -98,7 +99,12 @@ def run_scenario(deployment: Scenario, run: BenchRun, engine: str, profile_path:
         if deployment.drafter is None:
             raise SpecsightInputError(run.label, "speculative run",
                                       "a deployment with a drafter (the scenario has none)")
-        raw["acceptance"] = {"model": "iid", "alpha": accept_alpha(run.accept_length, int(deployment.k_max))}
+        k = int(deployment.k_max)
+        if run.accept_length > k + 1:         # a round emits at most K drafts and the bonus token
+            raise SpecsightInputError(f"{run.label}: accept length", run.accept_length,
+                                      f"at most K + 1 = {k + 1} tokens a round (the deployment's drafter proposes "
+                                      f"K = {k}): a benchmark of another deployment, or set --scenario's K")
+        raw["acceptance"] = {"model": "iid", "alpha": accept_alpha(run.accept_length, k)}
     else:
         for key in ("drafter", "acceptance", "policy"):
             raw.pop(key, None)
@@ -225,9 +231,24 @@ def fit_engine(deployment: Scenario, files: Sequence[Sequence[BenchRun]], engine
                 v, _ = _fit(model, values, names, inside)
                 for i, p in zip(out, model.tpot_ms(v, out)):
                     held[runs[i].label] = float(p / runs[i].tpot_ms - 1)
+    warn_loose_fit({n: values[n] for n in names}, se)
     return EngineFit(engine, version, {n: values[n] for n in names}, se,
                      {n: builtin[n] for n in builtin if n not in names}, why, builtin, train, held,
                      tuple(str(Path(f[0].file)) for f in files if f))
+
+
+def warn_loose_fit(values_ms: Mapping[str, float], se_ms: Mapping[str, float | None]) -> None:
+    """A SpecsightWarning for each fitted constant the runs do not pin down: its standard error
+    larger than its value (e.g. sync_ms = 100 +- 220), or stopped at the fit's bound UPPER_MS."""
+    for n, v in values_ms.items():
+        e = se_ms.get(n)
+        if v >= UPPER_MS * (1 - 1e-6):
+            warnings.warn(f"{n} = {v:.3g} ms stopped at the fit's bound ({UPPER_MS:g} ms): the runs do not "
+                          "determine it; check the deployment (--scenario) matches the benchmark", SpecsightWarning,
+                          stacklevel=2)
+        elif e is not None and e > abs(v):
+            warnings.warn(f"{n} = {v:.3g} +- {e:.2g} ms: the runs do not pin it down (the error exceeds the value); "
+                          "add runs at other loads", SpecsightWarning, stacklevel=2)
 
 
 def profile_dict(fit: EngineFit, deployment: str, command: str = "") -> dict[str, Any]:

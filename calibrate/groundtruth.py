@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from simulator.common.input_files import read_json
 from simulator.models.model_spec import ModelSpec
 
 from .host_work import commit, draw
@@ -266,7 +267,7 @@ def load_run(path: str | Path) -> dict:
     p = Path(path)
     if p.is_dir():
         p = p / "groundtruth.json"
-    run = json.loads(p.read_text())
-    if run.get("kind") != "specsight-groundtruth":
+    run = read_json(p, "run", "json")
+    if not isinstance(run, dict) or run.get("kind") != "specsight-groundtruth":
         raise ValueError(f"{p}: not a specsight ground-truth run")
     return run

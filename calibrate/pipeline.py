@@ -36,6 +36,7 @@ import pandas as pd
 from simulator.common.errors import SpecsightInputError
 from simulator.hardware.hardware import HardwareProfile, load_profile
 
+from . import memory_estimate as mem
 from .configs import CalibrationConfig, GroundTruthConfig
 from .grids import GRIDS
 from .inputs import check_calibration, check_groundtruth
@@ -78,6 +79,9 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
         raise SpecsightInputError("--stat", cfg.stat, f"one of {', '.join(STATS)}")
     evict = device == "cpu" if cfg.evict is None else bool(cfg.evict)
     target, draft = model_specs(cfg.model, cfg.draft, scale)
+    need = mem.weight_bytes(target, n_layers, dtype) + (mem.weight_bytes(draft, draft_layers, dtype) if draft else 0)
+    mem.check_fits(need, device, f"the weights timed (--model {cfg.model}, --layers {n_layers}, --scale {scale})",
+                   "--model", cfg.model, "raise --scale or lower --layers")
     grid_name = cfg.passes or (f"{device}-quick" if cfg.quick else device)
     if grid_name not in GRIDS:
         raise SpecsightInputError("--passes", grid_name, f"one of {', '.join(GRIDS)}")
@@ -248,6 +252,11 @@ def record_groundtruth(cfg: GroundTruthConfig, progress: bool = False) -> Ground
                   prompt_len=cfg.prompt_len, temperature=cfg.temperature, seed=cfg.machine.seed,
                   interleave=cfg.interleave)
     n_layers, draft_layers = depths(cfg.layers, cfg.draft_layers, m.device)
+    need, which = mem.groundtruth_bytes(target, draft, n_layers, draft_layers, m.dtype, cfg.batches, cfg.ks,
+                                    cfg.prompt_len, lambda b: cfg.warmup + gt.steps_for(b))
+    mem.check_fits(need, m.device, f"the run's largest configuration ({which}, --prompt-len {cfg.prompt_len}, "
+               f"--layers {n_layers}, --scale {m.scale})", "--batch", max(cfg.batches),
+               "lower --batch, --k, --prompt-len or --layers, or raise --scale")
     run = run_groundtruth(target, draft, target_layers=n_layers, draft_layers=draft_layers, device=m.device,
                           dtype=m.dtype, cfg=gt, graphs=m.graphs, progress=progress)
     arguments = cfg.arguments if cfg.arguments is not None else _fields(cfg)
@@ -287,13 +296,17 @@ def validate_run(run: str | Path | Mapping[str, Any], hardware: str | None = Non
     """Predict a ground-truth run (a record, RUN.json or its folder) with a hardware profile (name
     or YAML; default: the datasheet profile of the run's GPU) and compare (calibrate.validate)."""
     from .groundtruth import load_run
+    from .run_record import check_run_record
     from .validate import report_markdown, validate
     where = run if not isinstance(run, Mapping) else "the run record"
     if not isinstance(run, Mapping):
         try:
             run = load_run(run)
+        except SpecsightInputError:
+            raise
         except (OSError, ValueError, AttributeError) as e:      # (json.JSONDecodeError is a ValueError)
             raise SpecsightInputError("run", where, f"a groundtruth RUN.json or folder ({e})") from None
+    run = check_run_record(run, str(where))
     try:
         if hardware is None:
             if run["provenance"].get("device") != "cuda":

@@ -38,6 +38,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import read_csv_frame
 from simulator.common.paths import REPO_ROOT
 from simulator.costs.cost_model import CostModel, soft_roofline
 from simulator.hardware.hardware import HardwareProfile, Interconnect, load_profile
@@ -102,7 +103,7 @@ def load_compute(data_dir: str | Path, sku: str, tokens: str = "geometric") -> p
         raise SpecsightInputError("--sku", sku, f"no {root}/<org>/<model>/mlp.csv files")
     frames = []
     for f in files:
-        raw = pd.read_csv(f)
+        raw = read_csv_frame(f, "--from-vidur")
         model = f"{f.parent.parent.name}/{f.parent.name}"
         for op in LINEAR_OPS:
             col = f"time_stats.{op}.median"
@@ -135,7 +136,7 @@ def load_allreduce(data_dir: str | Path, topology: str) -> pd.DataFrame:
     f = Path(data_dir) / "network" / topology / "all_reduce.csv"
     if not f.exists():
         raise SpecsightInputError("topology", topology, f"no {f}")
-    raw = pd.read_csv(f)
+    raw = read_csv_frame(f, "--from-vidur")
     raw = raw[(raw["devices_per_node"] == raw["num_workers"]) & (raw["num_workers"] > 1)]
     return pd.DataFrame({"num_workers": raw["num_workers"].astype(int).to_numpy(),
                          "bytes": raw["size"].astype(float).to_numpy(),

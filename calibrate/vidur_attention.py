@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import read_csv_frame
 from simulator.common.paths import REPO_ROOT
 from simulator.costs.cost_model import PREFILL_QUERY_TILE, CostModel, soft_roofline
 from simulator.costs.pass_shape import causal_pairs
@@ -71,7 +72,7 @@ def load_attention(path: str | Path | None = None) -> pd.DataFrame:
     f = Path(path) if path is not None else default_csv()
     if not f.is_file():
         raise SpecsightInputError("attention csv", str(f), "Vidur's attention.csv (or its reduced copy)")
-    raw = pd.read_csv(f)
+    raw = read_csv_frame(f, "--from-vidur")
     need = set(SHAPE) | {"batch_size", "kv_cache_size", "prefill_chunk_size", DECODE_COL, PREFILL_COL}
     if need - set(raw.columns):
         raise SpecsightInputError("attention csv", str(f), f"columns {sorted(need)}")

@@ -28,6 +28,7 @@ from .engines.tiles import TiledCostModel
 from .hardware.hardware import load_profile
 from .models.catalog import head_target_mismatch, load_model
 from .scenario.scenario import Scenario, load_scenario
+from .scenario.work_limits import check_memory
 from .serving.engine import Engine
 from .serving.engine_replica import EngineReplica
 from .serving.metrics import RequestTable, speedups, summarize
@@ -250,6 +251,7 @@ def simulate(scenario: Scenario | str | Path | Mapping[str, Any], *, baseline: b
     if iterations not in ITERATION_OUTPUTS:
         raise SpecsightInputError("iterations", iterations, " or ".join(ITERATION_OUTPUTS))
     sc = _as_scenario(scenario)
+    check_memory(sc)
     _warn_shape_mismatch(sc)
     result = _simulate_one(sc, trace, iterations)
     if not baseline:

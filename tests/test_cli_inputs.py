@@ -4,6 +4,7 @@ code 2, before any work; never a traceback (robust to any input)."""
 from __future__ import annotations
 
 import pytest
+from cli_errors import one_error
 from scenario_files import write_scenario
 from test_cli_flags import FIXED as FLAGS_SCENARIO
 
@@ -27,14 +28,6 @@ def files(tmp_path):
     return sc, tmp_path / "file", tmp_path / "dir"
 
 
-def _one_error(capsys, argv: list[str], *words: str) -> str:
-    assert main(argv) == 2, argv
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("specsight: error:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
 
 
 def test_helpers_name_the_flag_and_create_nothing_wrong(tmp_path):
@@ -73,7 +66,7 @@ def test_a_bad_out_is_one_line_before_any_work(command, files, capsys, monkeypat
             "plan": ["plan", str(sc), "--target-qps", "1", "--out", str(f / "x")],
             "sweep": ["sweep", str(sc), "--grid", "seed=1,2", "--out", str(f)],
             "simulate": ["simulate", str(sc), "--out", str(f / "x")]}[command]
-    _one_error(capsys, argv, "--out=")
+    one_error(capsys, argv, "--out=")
     assert main(["validate", str(sc), "--out", str(d)]) == 2
     assert "not a folder" in capsys.readouterr().err
     assert main(["calibrate", "--device", "cpu", "--out", str(d / "p.yaml"), "--points", str(d)]) == 2
@@ -110,7 +103,7 @@ def test_numbers_beyond_their_bound_are_one_line(argv, flag, files, tmp_path, ca
     argv = [str(files[0]) if a == "SC" else a for a in argv]
     if argv[0] in ("calibrate", "groundtruth", "plan"):
         argv += ["--out", str(tmp_path / ("out.json" if argv[0] == "groundtruth" else "out"))]
-    line = _one_error(capsys, argv, f"{flag}=")
+    line = one_error(capsys, argv, f"{flag}=")
     assert "in [" in line or "lie in" in line, line
     assert "1000000000000000000" not in line.replace(HUGE, ""), line      # the value as given, not rounded
 
@@ -120,5 +113,5 @@ def test_numbers_beyond_their_bound_are_one_line(argv, flag, files, tmp_path, ca
 def test_validate_a_malformed_run_record_is_one_line(text, tmp_path, capsys):
     """A RUN.json with the right kind but not what groundtruth writes: one line naming the run."""
     (tmp_path / "run.json").write_text(text)
-    _one_error(capsys, ["validate", str(tmp_path / "run.json"), "--hardware", "h100-sxm"], "run=")
-    _one_error(capsys, ["validate", str(tmp_path / "run.json")])
+    one_error(capsys, ["validate", str(tmp_path / "run.json"), "--hardware", "h100-sxm"], str(tmp_path / "run.json"))
+    one_error(capsys, ["validate", str(tmp_path / "run.json")])

@@ -13,6 +13,9 @@ from .errors import SpecsightInputError
 from .input_files import read_text, usable_file
 from .paths import REPO_ROOT
 
+MAX_CELL = 2 ** 53        # |value| of any cell: every integer up to it is exact in float64, and sums of
+                          # a CSV's worth of rows stay finite
+
 
 def resolve_path(path: object, field: str) -> Path:
     """`path` as given if it exists (relative to the cwd), else relative to the repository root."""
@@ -54,7 +57,12 @@ def read_csv_columns(path: Path, field: str) -> dict[str, np.ndarray]:
                 raise SpecsightInputError(field, str(path),
                                           f"row {i + 2}, column {name!r}: {cell!r} is not a number") from None
         if not np.all(np.isfinite(vals)):
-            raise SpecsightInputError(field, str(path), f"column {name!r} holds NaN or infinite values")
+            row = int(np.flatnonzero(~np.isfinite(vals))[0]) + 2
+            raise SpecsightInputError(field, str(path), f"row {row}, column {name!r}: NaN or infinite")
+        if np.any(np.abs(vals) > MAX_CELL):
+            row = int(np.flatnonzero(np.abs(vals) > MAX_CELL)[0]) + 2
+            raise SpecsightInputError(field, str(path), f"row {row}, column {name!r}: a value beyond +-{MAX_CELL:.3g} "
+                                                        "(2^53, the largest exact integer)")
         cols[name] = vals
     return cols
 
@@ -65,9 +73,11 @@ def require_columns(cols: dict[str, np.ndarray], names: tuple[str, ...], field: 
         raise SpecsightInputError(field, str(path), f"missing column(s) {', '.join(missing)}; found {', '.join(cols)}")
 
 
-def as_counts(values: np.ndarray, field: str, column: str, lo: int = 0) -> np.ndarray:
-    """A float column that must hold integers >= lo, as int64."""
-    if np.any(values != np.round(values)) or np.any(values < lo):
-        bad = values[(values != np.round(values)) | (values < lo)][0]
-        raise SpecsightInputError(field, float(bad), f"column {column!r} must hold integers >= {lo}")
+def as_counts(values: np.ndarray, field: str, column: str, lo: int = 0, hi: int = MAX_CELL) -> np.ndarray:
+    """A float column that must hold integers in [lo, hi], as int64."""
+    bad = (values != np.round(values)) | (values < lo) | (values > hi)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise SpecsightInputError(field, float(values[i]), f"row {i + 2}, column {column!r}: integers in "
+                                                           f"[{lo}, {hi:,}]")
     return values.astype(np.int64)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.errors import SpecsightInputError
+from ..common.input_files import read_yaml
 
 MS = 1e-3
 US = 1e-6
@@ -162,13 +163,7 @@ def overrides_from_mapping(raw: Any, where: str = "engine.profile") -> HostOverr
 
 def load_host_overrides(path: str | Path, engine: str, version: str) -> HostOverrides:
     """Read an engine profile YAML for `engine` at `version` (an input error if it was fitted on another)."""
-    import yaml
-    p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise SpecsightInputError("engine.profile", str(path),
-                                  f"a readable engine profile YAML ({type(e).__name__})") from None
+    raw = read_yaml(Path(path), "engine.profile", "profile")
     ov = overrides_from_mapping(raw)
     if (ov.engine, ov.version) != (engine, version):
         raise SpecsightInputError("engine.profile", str(path), f"a profile fitted on {engine} {version} "

@@ -23,6 +23,13 @@ from ..common.schema import check_keys, check_shape
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 MAX_PRICE_USD_PER_GPU_HOUR = MAX_PRICE   # no GPU rents for more (keeps every cost finite)
+# Lower limits: far below any device (a CPU's DDR streams >= 10 GB/s, one core >= 1 GFLOP/s, 1 Gb
+# Ethernet 0.125 GB/s), so every pass time stays a few days at most and its soft-roofline power
+# t^p finite (p <= MAX_SHARPNESS: t^32 overflows float64 only past 4e9 s).
+MIN_MEMORY_TB_S = 1e-4           # 0.1 GB/s
+MIN_TFLOPS = 1e-4                # 0.1 GFLOP/s
+MIN_LINK_GB_S = 1e-3             # 1 MB/s per direction
+MAX_SHARPNESS = 32.0             # roofline_sharpness (fits give 1 to 2.2; 32 is max() to 2 %)
 # peak_tflops keys: the dtypes above, and fp4 (FP4 tensor cores, Blackwell: the rate NVFP4 weights and
 # activations run at, simulator/models/weight_formats.py); fp4 is a compute rate only, not a model dtype
 PEAK_DTYPES = (*DTYPE_BYTES, "fp4")
@@ -52,7 +59,7 @@ def _check_internode(name: str, ic: Interconnect) -> None:
     if g is not None and (isinstance(g, bool) or not isinstance(g, numbers.Integral) or not 1 <= g <= 10 ** 6):
         raise SpecsightInputError(f"{name}.interconnect.gpus_per_node", g, "a whole number >= 1 (or absent)")
     _optional_number(f"{name}.interconnect.internode_bandwidth_gb_s", ic.internode_bandwidth_gb_s,
-                     "a number > 0 (or absent)", 0, 1e7, lo_open=True)
+                     f"a number in [{MIN_LINK_GB_S:g}, 1e7] (or absent)", MIN_LINK_GB_S, 1e7)
     _optional_number(f"{name}.interconnect.internode_latency_us", ic.internode_latency_us,
                      "a number >= 0 (or absent)", 0, 1e9)
 
@@ -167,17 +174,18 @@ class HardwareProfile:
     def __post_init__(self) -> None:
         # upper limits: no device has more (they keep every derived figure finite)
         require_range(f"{self.name}.memory_capacity_gb", self.memory_capacity_gb, 0, 1e5, lo_open=True)
-        require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, 0, 1e4, lo_open=True)
+        require_range(f"{self.name}.memory_bandwidth_tb_s", self.memory_bandwidth_tb_s, MIN_MEMORY_TB_S, 1e4)
         for dt, v in self.peak_tflops.items():
             if dt not in PEAK_DTYPES:
                 raise SpecsightInputError(f"{self.name}.peak_tflops.{dt}", v,
                                           f"dtype must be one of {sorted(PEAK_DTYPES)}")
-            require_range(f"{self.name}.peak_tflops.{dt}", v, 0, 1e7, lo_open=True)
+            require_range(f"{self.name}.peak_tflops.{dt}", v, MIN_TFLOPS, 1e7)
         require_range(f"{self.name}.efficiency.memory", self.efficiency.memory, 0, 1, lo_open=True)
         require_range(f"{self.name}.efficiency.compute", self.efficiency.compute, 0, 1, lo_open=True)
-        require_range(f"{self.name}.efficiency.roofline_sharpness", self.efficiency.roofline_sharpness, 1, 1e3)
-        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, 0, 1e7,
-                      lo_open=True)
+        require_range(f"{self.name}.efficiency.roofline_sharpness", self.efficiency.roofline_sharpness, 1,
+                      MAX_SHARPNESS)
+        require_range(f"{self.name}.interconnect.bandwidth_gb_s", self.interconnect.bandwidth_gb_s, MIN_LINK_GB_S,
+                      1e7)
         require_range(f"{self.name}.interconnect.latency_us", self.interconnect.latency_us, 0, 1e9)
         _check_internode(self.name, self.interconnect)
         require_range(f"{self.name}.overheads.kernel_launch_us", self.overheads.kernel_launch_us, 0, 1e9)

@@ -53,6 +53,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str, where: str, target: Mode
     n_layers_default = 0 if head_kind == "medusa" else None
     n_layers = config_int(merged, where, "num_hidden_layers", "n_layer", default=n_layers_default,
                           required=n_layers_default is None)
+    if n_layers < 1 and head_kind != "medusa":          # every pass, KV byte and per-layer share divides by it
+        raise SpecsightInputError(f"{where}: num_hidden_layers", n_layers,
+                                  "an integer >= 1 (0 only for a Medusa head)")
     n_experts = config_int(merged, where, "num_local_experts", "n_routed_experts", "num_experts", default=0)
     moe_inter = config_int(merged, where, "moe_intermediate_size", default=0)
     inter = config_int(merged, where, "intermediate_size", default=4 * d if head_kind != "medusa" else 0)

@@ -41,7 +41,7 @@ from ..workload.workload import ARRIVAL_KEYS, WorkloadSpec
 from .engine_spec import EngineSpec
 from .hardware_spec import HardwareSpec
 from .schema_table import SCENARIO, TOP_KEYS
-from .work_limits import check_work_limits
+from .work_limits import check_kernel_setup, check_work_limits
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,7 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
             raise SpecsightInputError("acceptance", None, "required with a drafter, e.g. {model: iid, alpha: 0.7}")
         acc_raw = {"model": "iid", "alpha": 0.0}
     acceptance = AcceptanceSpec.from_mapping(acc_raw, where="acceptance", k_max=max(k_max, 1))
+    check_kernel_setup(acceptance, raw)             # its Monte Carlo set-up runs on the next line
 
     pol_raw = raw.get("policy")
     if pol_raw is None:

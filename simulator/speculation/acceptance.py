@@ -234,6 +234,11 @@ class BetaAcceptance(AcceptanceModel):
         return f"BetaAcceptance(alpha={self.alpha}, concentration={self.concentration})"
 
 
+# The kernel's Monte Carlo set-up (calibrate/acceptance_source.py uses these): the work estimate counts them.
+ALPHA_SAMPLES = 50_000     # (p, q) draws behind expected_alpha: standard error ~1e-3
+OVERLAP_SAMPLES = 20_000   # draws per bisection step of overlap_for_alpha
+BISECTION_STEPS = 40       # its halvings at most (rho to 1e-12; it stops once alpha is within tol)
+
 class KernelAcceptance(AcceptanceModel):
     """Accept lengths from the exact speculative-sampling kernel on synthetic target/draft
     distributions. Positions are i.i.d. there, so alphas(k) repeats expected_alpha().
@@ -265,6 +270,12 @@ class KernelAcceptance(AcceptanceModel):
             self._source = factory(self.vocab_size, self.k_max, self.seed, overlap=self.overlap,
                                    alpha=self.target_alpha, sharpness=self.sharpness)
         return self._source
+
+    def setup_elements(self) -> float:
+        """Probabilities drawn before the first round (2 x vocab_size per (p, q) pair): the Monte
+        Carlo alpha, and for a target alpha the bisection for its overlap (at most, every step)."""
+        pairs = ALPHA_SAMPLES + (0 if self.overlap is not None else (BISECTION_STEPS + 1) * OVERLAP_SAMPLES)
+        return 2.0 * pairs * self.vocab_size
 
     def alphas(self, k: int) -> np.ndarray:
         return np.full(k, self.source.expected_alpha())

@@ -37,6 +37,7 @@ import numpy as np
 from ..common.csvio import as_counts, read_csv_columns, resolve_path
 from ..common.errors import SpecsightInputError
 from ..common.input_files import read_text
+from ..common.limits import MAX_K
 from .acceptance import PerPositionAcceptance
 from .acceptance_vllm import counters_from_bench, counters_from_prometheus, is_prometheus
 
@@ -99,11 +100,11 @@ class TraceAcceptance(PerPositionAcceptance):
         cols = read_csv_columns(p, field)
         pos_cols = sorted((int(m.group(1)), c) for c in cols if (m := POS_COLUMN.match(c)))
         if "accepted" in cols:
-            acc = as_counts(cols["accepted"], field, "accepted", lo=0)
+            acc = as_counts(cols["accepted"], field, "accepted", lo=0, hi=MAX_K)
             if len(acc) == 0:
                 raise SpecsightInputError(field, str(p), "has no rows")
             if "k" in cols:
-                ks = as_counts(cols["k"], field, "k", lo=1)
+                ks = as_counts(cols["k"], field, "k", lo=1, hi=MAX_K)
             else:
                 ks = np.full(len(acc), k if k is not None else max(1, int(acc.max())), dtype=np.int64)
             if np.any(acc > ks):

@@ -95,7 +95,7 @@ class LengthDist:
             col = need("column")
             cols = read_csv_columns(p, f"{where}.path")
             require_columns(cols, (str(col),), f"{where}.column", p)
-            values = as_counts(cols[str(col)], f"{where}.column", str(col), lo=1)
+            values = as_counts(cols[str(col)], f"{where}.column", str(col), lo=1, hi=MAX_LENGTH_TOKENS)
             if len(values) == 0:
                 raise SpecsightInputError(f"{where}.path", str(p), "has no rows")
             order = raw.get("order", "random")

@@ -47,7 +47,17 @@ import numpy as np
 
 from ..common.csvio import as_counts, read_csv_columns, require_columns, resolve_path
 from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
-from ..common.limits import MAX_LIST, MAX_QPS, MAX_REQUESTS, MAX_SECONDS, MAX_USERS, MIN_QPS, POS, path_field
+from ..common.limits import (
+    MAX_LIST,
+    MAX_QPS,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    MAX_USERS,
+    MIN_QPS,
+    POS,
+    path_field,
+)
 from ..common.schema import REQUIRED, Float, Int, ListOf, Pair, Section, Str, Variants, check
 from .length_dist import LENGTH, LengthDist
 from .rate_schedule import DEFAULT_PERIOD_S, SCHEDULE_OPTIONS, SHAPES, RateSchedule
@@ -195,8 +205,10 @@ def load_trace(path: object, field: str) -> dict[str, np.ndarray]:
     if np.any(np.diff(t) < 0) or t[0] < 0:
         raise SpecsightInputError(field, str(p), "arrived_at must be >= 0 and nondecreasing")
     return {"arrived_at": t,
-            "num_prefill_tokens": as_counts(cols["num_prefill_tokens"], field, "num_prefill_tokens", lo=1),
-            "num_decode_tokens": as_counts(cols["num_decode_tokens"], field, "num_decode_tokens", lo=1)}
+            "num_prefill_tokens": as_counts(cols["num_prefill_tokens"], field, "num_prefill_tokens", lo=1,
+                                        hi=MAX_TOKENS),
+            "num_decode_tokens": as_counts(cols["num_decode_tokens"], field, "num_decode_tokens", lo=1,
+                                       hi=MAX_TOKENS)}
 
 
 def arrival_times(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import re
 import sys
@@ -132,12 +133,79 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def main(argv: list[str] | None = None) -> int:
+    _printable_streams()
     parser = build_parser()
     args = parse_args(parser, argv)
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        warnings.simplefilter("default", SpecsightWarning)     # each shown once, whatever filters the caller set
-        return _run(args)
+    real = sys.stdout
+    sys.stdout = _GuardedStdout(real)        # type: ignore[assignment]
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            warnings.simplefilter("default", SpecsightWarning)     # each shown once, whatever filters the caller set
+            rc = _run(args)
+        sys.stdout.flush()
+    except StdoutFailed as e:              # stdout on a full disk or /dev/full: say so, once
+        return _stdout_failed(e.error)
+    finally:
+        sys.stdout = real
+    return rc
+
+
+class StdoutFailed(Exception):
+    """Writing to stdout failed (not a closed pipe: that is BrokenPipeError, handled as cat does)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class _GuardedStdout:
+    """sys.stdout, its write errors (ENOSPC on /dev/full, EIO) raised as StdoutFailed, so they are
+    told apart from every other OSError."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise StdoutFailed(e) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise StdoutFailed(e) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _printable_streams() -> None:
+    """stdout and stderr print any text: a character their encoding lacks (PYTHONIOENCODING=ascii
+    and a scenario named café; a file name of non-UTF-8 bytes) as a backslash escape, never a
+    UnicodeEncodeError that would lose a finished run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")       # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):           # not a TextIOWrapper, or closed
+            pass
+
+
+def _stdout_failed(e: OSError) -> int:
+    """One line for a stdout that cannot be written; stdout -> /dev/null so the exit's flush is quiet."""
+    print(f"specsight: error: stdout: cannot be written ({e.strerror or e}); files written under --out "
+          "were kept", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 2
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 from simulator.common.atomic_files import out_file, out_folder
 
 HARDWARE_FLAGS = ("--hardware", "--gpu", "--profile")
+MAX_FOLDER_CHARS = 200          # a grid point's folder name (a file system allows 255 bytes)
 
 
 SCENARIO_HARDWARE_HELP = ("hardware profile for the scenario's deployment: sets hardware.profile, which replaces "
@@ -93,7 +94,14 @@ def grid_cases(args: argparse.Namespace) -> list[tuple[dict[str, Any] | None, li
 
 
 def point_folder(point: dict[str, Any]) -> str:
-    """A folder name for a grid point: `key=value,key2=value2`, other characters as `_`."""
+    """A folder name for a grid point: `key=value,key2=value2`, other characters as `_`. Distinct
+    points get distinct names: when that replacement (or a cut to MAX_FOLDER_CHARS) changed the
+    text, the name ends in `~` and 8 hex digits of the exact text's hash."""
+    import hashlib
     import json
     text = ",".join(f"{k}={v if isinstance(v, (str, int, float)) else json.dumps(v)}" for k, v in point.items())
-    return re.sub(r"[^\w.=,+-]+", "_", text)
+    name = re.sub(r"[^\w.=,+-]+", "_", text, flags=re.ASCII)
+    if name == text and len(name) <= MAX_FOLDER_CHARS:
+        return name
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{name[:MAX_FOLDER_CHARS - 9]}~{digest}"

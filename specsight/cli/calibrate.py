@@ -12,6 +12,7 @@ torch is imported or a pass is timed.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from calibrate.grids import GRIDS
@@ -108,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         return run_from_bench(args)
     if args.from_groundtruth:
         return run_from_groundtruth(args)
-    if args.points:
-        check_out_file(args.points, "--points")
+    out = Path(args.out)
+    check_out_file(args.points or out.with_name(out.stem + ".points.jsonl"), "--points" if args.points else "--out")
     if args.from_vidur:
         return _calibrate_vidur(args)
     from calibrate.inputs import check_calibration

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.common.errors import SpecsightInputError, require_range
+from simulator.common.limits import MAX_K
 from simulator.speculation.policies import ENGINE_RULES
 
 from ..shared.inputs import int_list
@@ -91,7 +92,7 @@ def _study(source: Mapping[str, Any], axis: str, values: Any, ks: Sequence[int] 
     tol = None if tolerance is None else require_range("--tolerance", tolerance, 0.001, 1.0)
     values = parse_drafters("--values", values, source) if axis == DRAFTER else \
         parse_values("--values", values if values is not None else default_values(axis, source), axis)
-    ks = int_list("k", ks, lo=1)
+    ks = int_list("k", ks, lo=1, hi=MAX_K)
     policies = comma_names("--policies", policies, POLICIES)
     vals2: list[float] = []
     if axis2:

@@ -28,6 +28,7 @@ from simulator.common.errors import SpecsightInputError
 
 MAX_WORKERS = 1024                  # local processes: more than any machine's cores
 DASK_CONNECT_TIMEOUT_S = 10.0       # an unreachable scheduler is reported after this long
+DASK_WORKER_WAIT_S = 60.0          # a scheduler with no worker would hold the points forever: wait this long
 PARENT_POLL_S = 0.5                 # how often a pool worker checks that its parent lives
 DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -121,6 +122,12 @@ def _dask_client(address: str) -> Iterator[Any]:
         raise SpecsightInputError("--dask", address, f"a reachable dask scheduler; none answered within "
                                   f"{DASK_CONNECT_TIMEOUT_S:g} s ({e})") from None
     try:
+        try:
+            client.wait_for_workers(1, timeout=DASK_WORKER_WAIT_S)
+        except (OSError, TimeoutError) as e:       # (dask raises TimeoutError)
+            raise SpecsightInputError("--dask", address, f"a scheduler with workers; none joined within "
+                                      f"{DASK_WORKER_WAIT_S:g} s ({type(e).__name__}): start one with "
+                                      f"`dask worker {address}`") from None
         yield client
     finally:
         client.close()

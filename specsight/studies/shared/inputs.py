@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from simulator.common.errors import SpecsightInputError, require_int
 
 
-def int_list(field: str, value: str | int | Sequence[int], lo: int = 0, hi: int | None = None) -> list[int]:
+def int_list(field: str, value: str | int | Sequence[int], lo: int, hi: int) -> list[int]:
     """Integers in [lo, hi] from `1,2,3` text, one integer or a sequence of them (integral floats
     such as 3.0 count as integers)."""
     if isinstance(value, str):

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from simulator.common.atomic_files import check_target
 from simulator.common.jsonl import open_append, write_record
 
 from .store_claims import unusable_store
@@ -39,6 +40,7 @@ class PointStore:
         so `get(key) is not old` tells a record written meanwhile)."""
         if self.path is None:
             return
+        check_target(self.path, "store")      # a symlink, FIFO or device is refused, never read
         try:
             with self.path.open("rb") as f:
                 size = f.seek(0, 2)

@@ -25,13 +25,14 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
 from typing import Any
 
 from simulator.common.paths import HARDWARE_DIR, MODELS_DIR, REPO_ROOT
+from simulator.scenario.work_limits import ANNOUNCE_S, check_study_work
 
 from .executors import default_workers, is_dask_client, open_executor, parallel_slots, study_executor  # noqa: F401
 from .jsonable import json_safe
@@ -109,6 +110,29 @@ def _task(source: Mapping[str, Any], overrides: Mapping[str, Any], baseline: boo
             "error": error, "elapsed_s": round(time.perf_counter() - t0, 3), "warnings": list(dict.fromkeys(said))}
 
 
+def point_tokens(source: Mapping[str, Any], todo: Iterable[tuple[Mapping[str, Any], bool]]) -> list[float]:
+    """Tokens each point simulates (its num_requests, else the scenario's, x the scenario's mean
+    prompt + output length; twice with a baseline run): the work estimate. Empty when the
+    scenario alone does not load (its points say why as they run)."""
+    from simulator.scenario.scenario import load_scenario
+    from simulator.scenario.work_limits import mean_tokens
+    try:
+        sc = load_scenario(dict(source))
+    except (ValueError, TypeError):
+        return []
+    wl, trace = sc.workload, sc.workload._trace or {}
+    n = int(wl.n_requests)
+    per_request = mean_tokens(wl.prompt_len, trace.get("num_prefill_tokens")) + \
+        mean_tokens(wl.output_len, trace.get("num_decode_tokens"))
+    out = []
+    for p, baseline in todo:
+        m = p.get("workload.num_requests", (p.get("workload") or {}).get("num_requests", n)
+                  if isinstance(p.get("workload"), Mapping) else n)
+        m = m if isinstance(m, (int, float)) and not isinstance(m, bool) and m == m else n
+        out.append(float(m) * per_request * (2 if baseline else 1))
+    return out
+
+
 def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: str | Path | None = None,
                executor: Executor | Any | None = None, *, baseline: bool | Sequence[bool] = False,
                progress: bool = True, desc: str = "points", retry_errors: bool = False,
@@ -144,8 +168,11 @@ def run_points(scenario: Any, points: Sequence[Mapping[str, Any]], store_path: s
     computed: set[str] = set()
     failed: dict[str, int] = {}        # error text -> points that failed with it
 
+    seconds = check_study_work(source, point_tokens(source, todo.values()), parallel_slots(executor)) if todo else 0
+    long_run = seconds > ANNOUNCE_S              # progress printed even off a terminal, every 30 s
     with tqdm(total=len(todo), desc=desc, unit="pt", file=sys.stderr, dynamic_ncols=True,
-              disable=True if not progress or not todo else None) as bar, \
+              mininterval=30 if long_run and not sys.stderr.isatty() else 0.1,
+              disable=True if not progress or not todo else (False if long_run else None)) as bar, \
             (StoreClaims(store.path) if store.path is not None and todo else contextlib.nullcontext()) as claims:
 
         def claim(pending: list[str], limit: int) -> tuple[list[str], list[str]]:
