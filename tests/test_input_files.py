@@ -133,3 +133,31 @@ def test_every_reader_refuses_every_bad_kind_in_one_line(argv_tail, kind, tmp_pa
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("specsight: error:")]
     assert len(lines) == 1 and "Traceback" not in err and str(path) in lines[0], err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "binary"])
+def test_engine_groundtruth_results_refuse_a_fifo_or_directory_in_one_line(kind, tmp_path, capsys):
+    """`validate --engine-groundtruth FILE` and `calibrate --from-groundtruth FILE` read through the
+    checked reader: a FIFO (which used to block), a directory or binary bytes is one line, exit 2."""
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(bytes(range(256)) * 8)
+    for argv, flag in ((["validate", "--engine-groundtruth", str(path)], "--engine-groundtruth"),
+                       (["calibrate", "--engine", "vllm", "--from-groundtruth", str(path),
+                         "--out", str(tmp_path / "host.yaml")], "--from-groundtruth")):
+        done = threading.Event()
+        rc: list[int] = []
+        worker = threading.Thread(target=lambda a=argv, r=rc, d=done: (r.append(main(a)), d.set()), daemon=True)
+        worker.start()
+        if not done.wait(60):                   # (a blocked open of the FIFO never returns)
+            with open(path, "w"):              # unblock the reader so the thread ends
+                pass
+            pytest.fail(f"{argv[0]} blocked on a {kind}")
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.startswith("specsight: error:")]
+        assert rc == [2] and len(lines) == 1 and "Traceback" not in err, err
+        assert lines[0].startswith(f"specsight: error: {flag}=") and str(path) in lines[0], err

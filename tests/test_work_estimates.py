@@ -120,3 +120,18 @@ def test_a_loose_fit_warns():
         warn_loose_fit({"sync_ms": 50.0}, {"sync_ms": 220.0})
     with pytest.warns(SpecsightWarning, match="bound"):
         warn_loose_fit({"base_ms": UPPER_MS}, {"base_ms": 1.0})
+
+
+def test_validate_of_a_run_without_speculation_says_there_is_nothing_to_compare(tmp_path, capsys):
+    """A run of K = 0 only has no speedup: the report says so in one line, never "nan %"."""
+    from specsight.cli import main
+    run = copy.deepcopy(RUN)
+    run["runs"] = [r for r in run["runs"] if r["k"] == 0]
+    run["draft"] = None
+    assert run["runs"]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    assert main(["validate", str(path), "--hardware", str(ROOT / "tests/data/calibration_cpu/cpuAH.yaml")]) == 0
+    out = capsys.readouterr().out
+    sign = [ln for ln in out.splitlines() if "speedup" in ln and ln.startswith("- ")]
+    assert "nan" not in out.lower() and len(sign) == 1 and "nothing to compare" in sign[0], out

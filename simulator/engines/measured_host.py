@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..common.errors import SpecsightInputError
+from ..common.input_files import read_yaml
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "engine_host"
 PROPOSER_KEYS = ("round_s", "round_per_seq_s", "step_s", "step_per_seq_s")
@@ -86,12 +87,6 @@ def measured_host_from_mapping(raw: Any, where: str) -> MeasuredHost:
 @lru_cache(maxsize=16)
 def load_measured_host(name: str) -> MeasuredHost:
     """data/engine_host/NAME.yaml (e.g. vllm-0.32.0-cpu), read once per process."""
-    import yaml
     p = DATA_DIR / f"{name}.yaml"
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise SpecsightInputError("engine host constants", str(p),
-                                  f"a readable file written by `specsight calibrate --from-groundtruth` "
-                                  f"({type(e).__name__})") from None
+    raw = read_yaml(p, "engine host constants", "profile")     # (its kind, size and YAML checked; no hang)
     return measured_host_from_mapping(raw, str(p.relative_to(DATA_DIR.parents[1])))

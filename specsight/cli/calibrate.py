@@ -175,7 +175,7 @@ def run_from_groundtruth(args: argparse.Namespace) -> int:
     from calibrate.engine_host_fit import fit_host, smallest_model, write_host_file
     if args.engine not in (None, "vllm"):
         raise SpecsightInputError("--engine", args.engine, "vllm (the engine `specsight groundtruth` runs)")
-    header, runs = load_results(args.from_groundtruth)
+    header, runs = load_results(args.from_groundtruth, "--from-groundtruth")
     profile = args.hardware or str(CPU_PROFILE.relative_to(CPU_PROFILE.parents[1]))
     model = smallest_model(runs)
     fit = fit_host(runs, model, profile)

@@ -98,7 +98,7 @@ def _validate_engine_groundtruth(args: argparse.Namespace) -> int:
     if args.out:
         check_out_file(args.out)
     path = args.engine_groundtruth or str(RESULTS_FILE)
-    _, runs = load_results(path)
+    _, runs = load_results(path, "--engine-groundtruth")
     res = compare(runs, args.hardware or CPU_PROFILE, progress=not args.json)
     text = table_markdown(res)
     if args.out:
