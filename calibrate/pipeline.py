@@ -23,6 +23,7 @@ a terminal.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common.run_lock import exclusive_run
 from simulator.hardware.hardware import HardwareProfile, load_profile
 
 from . import memory_estimate as mem
@@ -58,11 +60,31 @@ class CalibrationResult:
     points: list[dict]                       # every measured point (passes and host work)
 
 
+def points_file(cfg: CalibrationConfig) -> Path:
+    """Where the calibration's points are appended: --points, or <out>.points.jsonl beside --out."""
+    out = Path(cfg.out)
+    return Path(cfg.points) if cfg.points else out.with_name(out.stem + ".points.jsonl")
+
+
 def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> CalibrationResult:
     """Time, fit and write a calibrated profile (module docstring); every input is checked
-    before the first pass is timed."""
+    before the first pass is timed. One run at a time on an --out and its points file: a second
+    is refused at once (simulator/common/run_lock.py says why)."""
     t0 = time.perf_counter()
     check_calibration(cfg)
+    with contextlib.ExitStack() as held:
+        return _calibrate_profile(cfg, progress, t0, held)
+
+
+def _hold_outputs(cfg: CalibrationConfig, held: contextlib.ExitStack) -> None:
+    """This run's lock on --out (and --points): a second run on them is refused at once."""
+    held.enter_context(exclusive_run(cfg.out, "--out", "calibrate"))
+    if cfg.points:
+        held.enter_context(exclusive_run(cfg.points, "--points", "calibrate"))
+
+
+def _calibrate_profile(cfg: CalibrationConfig, progress: bool, t0: float,
+                       held: contextlib.ExitStack) -> CalibrationResult:
     m = prepare_machine(cfg.machine)
     device, dtype, scale = m.device, m.dtype, m.scale
     from . import microbench as mb
@@ -94,8 +116,9 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
     if bench.sweeps < 1:
         raise SpecsightInputError("--sweeps", bench.sweeps, "must be >= 1")
     out = Path(cfg.out)
-    points_path = Path(cfg.points) if cfg.points else out.with_name(out.stem + ".points.jsonl")
+    points_path = points_file(cfg)
     env = environment(device)
+    _hold_outputs(cfg, held)            # (after every check, before the first pass is timed)
     points = mb.measure(bench, points_path, progress=progress)
     stat = cfg.stat or ("median" if device == "cuda" else "min")
     host = host_overhead(points, stat)
