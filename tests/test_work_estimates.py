@@ -72,7 +72,7 @@ def test_groundtruth_and_calibrate_past_free_memory_are_refused_before_torch_bui
 def test_a_dask_scheduler_without_workers_is_refused_after_the_wait(monkeypatch):
     from distributed import LocalCluster
 
-    import specsight.studies.executors as ex
+    import specsight.studies.shared.executors as ex
     monkeypatch.setattr(ex, "DASK_WORKER_WAIT_S", 1.0)
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
         with pytest.raises(SpecsightInputError, match="none joined within 1 s"):
