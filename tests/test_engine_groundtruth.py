@@ -113,7 +113,6 @@ def test_a_bad_results_file_is_one_line():
         load_results(ROOT / "no-such-file.jsonl")
 
 
-@pytest.mark.skipif(not RESULTS_FILE.exists(), reason="the committed grid's results file is not in this checkout")
 @pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
 def test_docs_real_engine_table_is_what_validate_prints():
     """docs/validation.md's real-engine table is `specsight validate --engine-groundtruth`'s output
@@ -126,7 +125,6 @@ def test_docs_real_engine_table_is_what_validate_prints():
     assert m.group(1) == out
 
 
-@pytest.mark.skipif(not RESULTS_FILE.exists(), reason="the committed grid's results file is not in this checkout")
 def test_validate_json_has_the_keys_the_issue_names(tmp_path):
     """--json on a file of three of the committed runs (one speculative run and its plain baseline
     among them): rows with name, method, batch, k, measured and predicted speedup, error, side_ok
