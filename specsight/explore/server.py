@@ -1,8 +1,10 @@
 """Serve the explorer on 127.0.0.1 until Ctrl-C: a threaded WSGI server (werkzeug, Flask's own)
-around the Dash app, the URL printed once it listens, a running simulation stopped on the way out."""
+around the Dash app, the URL printed once it listens, a running simulation stopped on the way out
+(Ctrl-C or SIGTERM; a finished point stays in the store)."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,15 +53,21 @@ class Explorer:
         self.jobs.close()
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(base: Mapping[str, Any], port: int, work_dir: Path, workers: int | None) -> int:
-    """Run the explorer in the foreground; Ctrl-C stops it (exit code 0)."""
+    """Run the explorer in the foreground; Ctrl-C (or SIGTERM) stops it (exit code 0)."""
     ex = Explorer(base, port, work_dir, workers)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     print(f"specsight explore: {ex.url}  (Ctrl-C stops it)", flush=True)
     try:
         ex.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         ex.server.server_close()
         ex.jobs.close()
     print("specsight explore: stopped", file=sys.stderr)
