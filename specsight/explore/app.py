@@ -19,7 +19,7 @@ from simulator.common.errors import SpecsightInputError
 from . import figures
 from .settings import ACCEPTANCE_MODES, FIELDS, LOADS, Settings, from_query
 from .sim_jobs import SimJobs, SimRequest, check_requests_per_user, parse_batches
-from .view import build_view
+from .view import batch_curve_figure, build_view
 
 POLL_MS = 500                       # how often the page asks a running study for its progress
 DEFAULT_SIM_BATCHES = "1,4,16,64,256"
@@ -186,21 +186,30 @@ def create_app(base: Mapping[str, Any], default: Settings, work_dir: Path, jobs:
         s = from_query(search, default)
         return [_control_value(f, getattr(s, f)) for f in FIELDS]
 
-    @app.callback([Output("error", "children"), Output("warnings", "children"), Output("fig-batch", "figure"),
-                   Output("fig-k", "figure"), Output("fig-alpha", "figure"), Output("fig-timeline", "figure"),
-                   Output("fig-accepted", "figure"), Output("capacity", "children"), Output("serve", "children"),
-                   Output("share", "href"), Output("share", "children"), Output("scenario", "data")],
+    @app.callback([Output("error", "children"), Output("fig-batch", "figure")], control_inputs)
+    def redraw_curve(*vals: Any) -> tuple:
+        """The speedup-vs-batch curve on its own request, so it is drawn before the rest."""
+        s = Settings(*["" if v is None else str(v) for v in vals])
+        try:
+            return "", batch_curve_figure(base, s)
+        except SpecsightInputError as e:
+            return f"specsight: error: {e}", no_update
+
+    @app.callback([Output("warnings", "children"), Output("fig-k", "figure"), Output("fig-alpha", "figure"),
+                   Output("fig-timeline", "figure"), Output("fig-accepted", "figure"), Output("capacity", "children"),
+                   Output("serve", "children"), Output("share", "href"), Output("share", "children"),
+                   Output("scenario", "data")],
                   control_inputs, State("url", "href"))
     def redraw(*values: Any) -> tuple:
         *vals, href = values
         s = Settings(*["" if v is None else str(v) for v in vals])
         try:
             v = build_view(base, s)
-        except SpecsightInputError as e:
-            return (f"specsight: error: {e}", "", *[no_update] * 10)
+        except SpecsightInputError:                 # redraw_curve shows it
+            return ("", *[no_update] * 10)
         url = (re.sub(r"\?.*$", "", href or "") or "/") + v.query
         warns = "\n".join(f"specsight: warning: {w}" for w in v.warnings)
-        return ("", warns, v.figures["batch"], v.figures["k"], v.figures["alpha"], v.figures["timeline"],
+        return (warns, v.figures["k"], v.figures["alpha"], v.figures["timeline"],
                 v.figures["accepted"], capacity_html(v.capacity, v.source.get("slo", {}).get("tpot_ms_p99"),
                                                      s.load == "rate"),
                 v.serve, url, url, {"source": v.source, "yaml": v.yaml, "k": int(s.k), "query": v.query})

@@ -138,8 +138,12 @@ class Curves:
 def curves(p: Priced, batch: float, alpha_override: float | None = None) -> Curves:
     """Every closed-form curve the explorer draws. alpha_override: the i.i.d. rate of the alpha
     control (None: each K's alpha from the scenario's acceptance model)."""
+    by_k_alpha: dict[int, float] = {}
+
     def alpha(k: int) -> float:
-        return p.alpha(k) if alpha_override is None else alpha_override
+        if k not in by_k_alpha:
+            by_k_alpha[k] = p.alpha(k) if alpha_override is None else alpha_override
+        return by_k_alpha[k]
 
     if not batch >= 1:
         raise SpecsightInputError("batch", batch, "at least 1 sequence")

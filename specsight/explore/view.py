@@ -1,7 +1,8 @@
 """What the page shows for one set of controls, computed without Dash: the scenario the controls
 make (checked as the command line checks it), the closed-form figures, the round timeline, the
 accepted-length distribution, the capacity table, the serving command and the shareable URL.
-The page's main callback is this function; benchmarks/bench_explore.py times it."""
+The page's callbacks are `batch_curve_figure` (the speedup-vs-batch curve, drawn first) and
+`build_view` (everything); benchmarks/bench_explore.py times both."""
 from __future__ import annotations
 
 import warnings
@@ -66,15 +67,26 @@ def serving_command(source: Mapping[str, Any]) -> str:
     return head + "\n".join(lines)
 
 
+def analytic_curves(base: Mapping[str, Any], s: Settings) -> tuple[dict[str, Any], Priced, Curves, float]:
+    """The scenario the controls make, priced, and its closed-form curves at the chosen batch."""
+    source = checked_source(base, s)
+    pr = Priced(source)
+    batch = _batch(s, pr)
+    return source, pr, curves(pr, batch, float(s.alpha) if s.acceptance == "alpha" else None), batch
+
+
+def batch_curve_figure(base: Mapping[str, Any], s: Settings) -> dict[str, Any]:
+    """The speedup-vs-batch figure alone: what the page redraws first as a slider moves."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpecsightWarning)        # build_view reports them
+        return figures.batch_figure(analytic_curves(base, s)[2])
+
+
 def build_view(base: Mapping[str, Any], s: Settings, *, with_serve: bool = True) -> View:
     """Everything the page draws for settings `s` (SpecsightInputError for a bad control)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SpecsightWarning)
-        source = checked_source(base, s)
-        pr = Priced(source)
-        batch = _batch(s, pr)
-        alpha_override = float(s.alpha) if s.acceptance == "alpha" else None
-        c = curves(pr, batch, alpha_override)
+        source, pr, c, batch = analytic_curves(base, s)
         bars = round_timeline(pr, int(round(batch)), c.alpha)
         tpot = pr.scenario.slo.tpot_ms_p99
         rate = pr.scenario.workload.qps if s.load == "rate" else None
