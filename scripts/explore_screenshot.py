@@ -41,12 +41,7 @@ def main() -> int:
             page.set_default_timeout(WAIT_MS)
             page.goto(ex.url)
             page.wait_for_selector("#fig-batch .js-plotly-plot .scatterlayer .trace")
-            for field, value in (("sim-rpu", "1"), ("sim-batches", "1,4,16,64,256")):
-                page.locator(f"#{field}").fill(value)
-                page.locator(f"#{field}").press("Enter")
-            page.click("#simulate")
-            page.wait_for_function("document.getElementById('progress').innerText.startsWith('simulated')")
-            page.wait_for_timeout(1000)
+            page.wait_for_timeout(2000)
             page.screenshot(path=args.out, full_page=True)
             ctx.close()
     finally:
