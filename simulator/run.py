@@ -32,11 +32,13 @@ from .scenario.work_limits import check_memory
 from .serving.engine import Engine
 from .serving.engine_replica import EngineReplica
 from .serving.metrics import RequestTable, speedups, summarize
+from .serving.prefix_replica import with_prefix_cache
 from .serving.replica import Replica
 from .serving.step_cost import FixedStepCost, RooflineStepCost
 from .speculation.acceptance import tree_acceptance
 from .speculation.acceptance_presets import k_extrapolation, shape_mismatch
 from .speculation.drafters import Drafter
+from .workload.prefix import Chains, PrefixSpec
 from .workload.workload import generate_requests
 
 if TYPE_CHECKING:
@@ -278,6 +280,15 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
             warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
+def prefix_cache_summary(replicas: Any) -> dict[str, Any]:
+    """Prefix-cache figures of a run: cached prompt tokens / prompt tokens prefilled (admissions,
+    a preempted request's again included), and the hashed blocks evicted."""
+    query = sum(r.prefix_query_tokens for r in replicas)
+    hit = sum(r.prefix_hit_tokens for r in replicas)
+    return {"prefix_cache_hit_rate": hit / query if query else 0.0, "prefix_cache_hit_tokens": int(hit),
+            "prefix_cache_evictions": int(sum(r.pool.evictions for r in replicas))}
+
+
 def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimResult:
     sc = with_engine_defaults(sc)
     ss = np.random.SeedSequence(sc.seed).spawn(4)
@@ -327,6 +338,10 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     replica_class = Replica
     if eng.kind != "ideal":
         replica_class = EngineReplica
+    if eng.prefix_caching:
+        replica_class = with_prefix_cache(replica_class)
+        # without shared prefixes a request's blocks are its own: hits come from preemptions
+        table.chains = reqs.chains or Chains(bs, spec=PrefixSpec(block_tokens=bs))
 
     def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,
                      on_finish: Callable[[int], None]) -> Replica:
@@ -358,5 +373,7 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
              "k_max": k_max, "policy": getattr(sc.policy, "kind", "?"),
              # sliding-window models: the sequences the slots hold at once (kv_cache.kv_budget)
              **({"kv_sliding_slots": int(dep.kv.sliding_slots)} if dep.kv is not None and dep.kv.sliding_slots else {})}
+    if eng.prefix_caching:
+        extra.update(prefix_cache_summary(engine.replicas))
     summary = summarize(req_df, it_df if totals is None else totals, hist, sc.slo, extra)
     return SimResult(sc, req_df, it_df, summary, dep.kv, None, trace_list)
