@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common.errors import SpecsightInputError, require_int
-from ..common.input_files import read_text
+from ..common.input_files import MAX_BYTES, read_bytes
 from ..common.limits import MAX_TOKENS
 from ..common.schema import Int, Section
 
@@ -83,13 +83,20 @@ def load_hash_trace(path: Path, field: str) -> dict[str, np.ndarray]:
     """A Mooncake-format JSONL trace (optionally .xz): timestamp (ms), input_length,
     output_length, hash_ids per line; as the trace dict of workload.load_trace plus `hash_flat`
     and `hash_offsets` (request i's hashes: flat[offsets[i]:offsets[i + 1]])."""
+    data = read_bytes(path, field, "csv")             # (traces: the CSV kind's limit)
     if path.suffix == ".xz":
         try:
-            text = lzma.decompress(path.read_bytes()).decode("utf-8")
-        except (OSError, lzma.LZMAError, UnicodeDecodeError) as e:
+            dec = lzma.LZMADecompressor()
+            data = dec.decompress(data, max_length=MAX_BYTES["csv"])
+            if not dec.eof:
+                raise SpecsightInputError(field, str(path), f"decompresses to more than {MAX_BYTES['csv']} bytes "
+                                                            "(or is truncated)")
+        except lzma.LZMAError as e:
             raise SpecsightInputError(field, str(path), f"not a readable .xz file ({e})") from None
-    else:
-        text = read_text(path, field, "jsonl")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecsightInputError(field, str(path), "not UTF-8 text") from None
     t, p, o, flat, off = [], [], [], [], [0]
     for i, line in enumerate(text.splitlines()):
         if not line.strip():
