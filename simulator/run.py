@@ -282,6 +282,21 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
             warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
+def pool_keys(result: SimResult) -> dict[str, Any]:
+    """`pools` and `prefix_cache_hit_rate` for any run (`simulate --json`): a disaggregated run's
+    pools, or the mixed fleet as one pool; the hit rate None without prefix caching."""
+    s = result.summary
+    pools = s.get("pools")
+    if pools is None:
+        hw = result.scenario.hardware
+        tp = 1 if hw.is_fixed else int(hw.tp)
+        pools = [{"pool": "mixed", "instances": int(hw.replicas), "tp": tp, "gpus": int(hw.replicas) * tp,
+                  "gpu": hw.gpu, "mean_batch": s.get("mean_batch"), "ttft_ms_p50": s.get("ttft_ms_p50"),
+                  "ttft_ms_p99": s.get("ttft_ms_p99"), "tpot_ms_p50": s.get("tpot_ms_p50"),
+                  "tpot_ms_p99": s.get("tpot_ms_p99")}]
+    return {"pools": pools, "prefix_cache_hit_rate": s.get("prefix_cache_hit_rate")}
+
+
 def prefix_cache_summary(replicas: Any) -> dict[str, Any]:
     """Prefix-cache figures of a run: cached prompt tokens / prompt tokens prefilled (admissions,
     a preempted request's again included), and the hashed blocks evicted."""
