@@ -487,14 +487,15 @@ def _simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
     summary = summarize(req_df, it_df if totals is None else totals, hist, sc.slo, extra)
     summary["gpus"] = gpus
     summary["goodput_requests_per_s_per_gpu"] = summary["goodput_requests_per_s"] / gpus
-    summary["pools"] = pool_summaries(engine, req_df, it_df, (psc, dsc), (tp_p, tp_d))
+    summary["pools"] = pool_summaries(engine, req_df, (psc, dsc), (tp_p, tp_d))
+    summary["mean_batch"] = summary["pools"][1]["mean_batch"]      # the decode pool's: the batch speculation sees
     return SimResult(sc, req_df, it_df, summary, dep_d.kv, None, trace_list)
 
 
-def pool_summaries(engine: DisaggEngine, req: Any, it: Any, scs: tuple[Scenario, Scenario],
+def pool_summaries(engine: DisaggEngine, req: Any, scs: tuple[Scenario, Scenario],
                    tps: tuple[int, int]) -> list[dict[str, Any]]:
-    """One entry per pool: its instances, GPUs, mean batch (None without the iteration log), and
-    its latency: prefill TTFT (arrival to the prompt computed, before the transfer), decode TPOT."""
+    """One entry per pool: its instances, GPUs, mean batch (prefill: prompts per iteration; decode:
+    sequences per decode round, compiled rounds included), and its latency: prefill TTFT (arrival to the prompt computed, before the transfer), decode TPOT."""
     P = len(engine.prefill)
     arrival = req["arrival_s"].to_numpy()
     first, finish = req["first_token_s"].to_numpy(), req["finish_s"].to_numpy()
@@ -504,10 +505,13 @@ def pool_summaries(engine: DisaggEngine, req: Any, it: Any, scs: tuple[Scenario,
     tpot = (finish - first)[moved] / (out_tok[moved] - 1)
     pools = []
     for name, lo, hi, sc_, tp in (("prefill", 0, P, scs[0], tps[0]), ("decode", P, len(engine.replicas), scs[1], tps[1])):
-        batch = None
-        if it is not None and len(it):
-            sel = (it["replica"] >= lo) & (it["replica"] < hi)
-            batch = float(it["batch"][sel].mean()) if sel.any() else 0.0
+        reps = engine.replicas[lo:hi]
+        if name == "prefill":        # prompts per iteration
+            iters = sum(r.iterations for r in reps)
+            batch = sum(r.batch_sum for r in reps) / iters if iters else 0.0
+        else:                        # decode sequences per decode round: (sequence, round) pairs / rounds
+            rounds = sum(r.rounds_cum for r in reps)
+            batch = float(req["rounds"].sum()) / rounds if rounds else 0.0
         entry: dict[str, Any] = {"pool": name, "instances": hi - lo, "tp": tp, "gpus": (hi - lo) * tp,
                                  "gpu": sc_.hardware.gpu, "mean_batch": batch}
         if name == "prefill":

@@ -91,3 +91,42 @@ def test_bad_disaggregation_inputs():
                   "hardware": {"gpu": "h100-sxm", "replicas": 2}})
     with pytest.raises(SpecsightInputError, match="disaggregation.link"):
         simulate(scenario({"prefill": {}, "decode": {}, "link": "carrier-pigeon"}, wl))
+
+
+def test_compiled_rounds_change_nothing_and_the_pools_batch_is_the_logs(monkeypatch):
+    """The decode pool's compiled rounds give the trajectory Python's rounds give, and the pool's
+    mean batch (decode sequences per decode round) is the iteration log's."""
+    from simulator.serving.replica import Replica
+    wl = {"arrival": {"process": "poisson", "qps": 30.0}, "num_requests": 150, "prompt_len": 500, "output_len": 100}
+    sc = scenario({"prefill": {"instances": 1}, "decode": {"instances": 2}}, wl,
+                  drafter={"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 2},
+                  acceptance={"model": "iid", "alpha": 0.7})
+    on = simulate(sc)
+    monkeypatch.setattr(Replica, "KERNEL", False)
+    off = simulate(sc)
+    assert on.requests.equals(off.requests)
+    it = on.iterations
+    dec = it[(it["replica"] >= 1) & (it["num_decode"] > 0)]
+    assert on.summary["pools"][1]["mean_batch"] == pytest.approx(dec["num_decode"].mean(), rel=1e-12)
+    assert on.summary["mean_batch"] == on.summary["pools"][1]["mean_batch"]
+
+
+def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
+    """A plan's replica is one xPyD unit (its GPUs); each engine gets prefill and decode servers,
+    speculation on the decode servers only."""
+    from simulator.scenario.scenario import load_scenario
+    from specsight.studies.deploy.study import deployment
+    from specsight.studies.plan.study import replica_tp
+    sc = load_scenario("llama8b-h100-eagle3-disagg", ["disaggregation.decode.tp=2"])
+    assert replica_tp(sc.source) == 2 * 1 + 6 * 2
+    dep = deployment(sc)
+    names = [e.engine for e in dep.engines]
+    assert names == ["vllm-prefill", "vllm-decode", "sglang-prefill", "sglang-decode", "trtllm"]
+    assert not dep["trtllm"].supported
+    for engine in ("vllm", "sglang"):
+        pre, dec = dep[f"{engine}-prefill"].argv, dep[f"{engine}-decode"].argv
+        assert not any(a.startswith("--speculative") for a in pre)
+        assert any(a.startswith("--speculative") for a in dec)
+    assert "NixlConnector" in dep["vllm-decode"].command
+    assert dep["sglang-decode"].argv[-4:] == ("--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
+                                              "mooncake")

@@ -25,7 +25,19 @@ from .engine import Engine
 from .router import make_router
 
 
-class PrefillHandoff:
+class PoolCounts:
+    """Iterations and the sum of their batches, per prefill instance (its pool's mean batch without
+    the log; a decode pool's comes from the requests' decode rounds, compiled ones included)."""
+    iterations = 0
+    batch_sum = 0
+
+    def _complete(self) -> None:
+        super()._complete()
+        self.iterations += 1
+        self.batch_sum += self._row[3]
+
+
+class PrefillHandoff(PoolCounts):
     """A prefill instance's replica: a computed prompt leaves for the decode pool (mixin)."""
 
     handoff: Callable[[int, float], None]      # set by DisaggEngine

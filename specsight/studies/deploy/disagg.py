@@ -45,8 +45,13 @@ def pd_engines(prefill: tuple[EngineCommand, ...], decode: tuple[EngineCommand, 
                     "--pd-disaggregation --prefill URL ... --decode URL ...` (docs.sglang.io: "
                     "advanced_features/pd_disaggregation)")
             back = ("--disaggregation-transfer-backend", "mooncake")
-            out += [_with(pe, "prefill", ("--disaggregation-mode", "prefill") + back, note),
-                    _with(e, "decode", ("--disaggregation-mode", "decode") + back, note)]
+            pre = _with(pe, "prefill", ("--disaggregation-mode", "prefill") + back, note)
+            if e.supported and any(a.startswith("--speculative-") for a in e.argv) and pre.supported:
+                pre = dataclasses.replace(pre, notes=pre.notes + (
+                    "the decode servers speculate: SGLang's PD prefill server runs the EAGLE drafter too, given the "
+                    "decode servers' --speculative-* flags, and its KV travels with the target's "
+                    "(sgl-project/sglang PR #33584); specsight prices no drafter prefill on the prefill pool",))
+            out += [pre, _with(e, "decode", ("--disaggregation-mode", "decode") + back, note)]
         else:
             out.append(unsupported(e.engine, "its disaggregated serving (trtllm-serve disaggregated with a YAML of "
                                              "context and generation servers) is not written by specsight"))
