@@ -282,6 +282,18 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
             warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
+def _run_engine(engine: Engine, table: RequestTable, caps: list[int], iterations: str) -> tuple[Any, Any, Any]:
+    """Run the engine; the requests' and iterations' DataFrames (None with iterations "none") and the
+    iteration totals (None with the log kept)."""
+    totals = engine.log.drop(caps) if iterations == "none" else None
+    engine.run()
+    req_df = table.frame()
+    if totals is not None:
+        engine.log.fold()
+    it_df = engine.log.frame(caps) if totals is None else None
+    return req_df, it_df, totals
+
+
 def pool_keys(result: SimResult) -> dict[str, Any]:
     """`pools` and `prefix_cache_hit_rate` for any run (`simulate --json`): a disaggregated run's
     pools, or the mixed fleet as one pool; the hit rate None without prefix caching."""
@@ -378,14 +390,7 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     wl = sc.workload
     closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
     engine = Engine(table, make_replica, sc.hardware.replicas, eng.router, closed_loop=closed, trace=trace_list)
-    caps = [capacity] * sc.hardware.replicas
-    totals = engine.log.drop(caps) if iterations == "none" else None
-    engine.run()
-
-    req_df = table.frame()
-    if totals is not None:
-        engine.log.fold()
-    it_df = engine.log.frame(caps) if totals is None else None
+    req_df, it_df, totals = _run_engine(engine, table, [capacity] * sc.hardware.replicas, iterations)
     hist = sum(r.acc_hist for r in engine.replicas)
     extra = {"scenario": sc.name, "seed": sc.seed, "replicas": sc.hardware.replicas,
              "hardware_profile": dep.hardware_profile, "kv_capacity_blocks": int(capacity),
@@ -467,14 +472,7 @@ def _simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
     closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
     engine = DisaggEngine(table, make_replica, P, D, psc.engine.router, dsc.engine.router, transfer.__getitem__,
                           closed_loop=closed, trace=trace_list)
-    caps = [cap_p] * P + [cap_d] * D
-    totals = engine.log.drop(caps) if iterations == "none" else None
-    engine.run()
-
-    req_df = table.frame()
-    if totals is not None:
-        engine.log.fold()
-    it_df = engine.log.frame(caps) if totals is None else None
+    req_df, it_df, totals = _run_engine(engine, table, [cap_p] * P + [cap_d] * D, iterations)
     hist = sum(r.acc_hist for r in engine.decode)
     extra: dict[str, Any] = {
         "scenario": sc.name, "seed": sc.seed, "replicas": P + D, "k_max": k_max,
@@ -495,7 +493,8 @@ def _simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
 def pool_summaries(engine: DisaggEngine, req: Any, scs: tuple[Scenario, Scenario],
                    tps: tuple[int, int]) -> list[dict[str, Any]]:
     """One entry per pool: its instances, GPUs, mean batch (prefill: prompts per iteration; decode:
-    sequences per decode round, compiled rounds included), and its latency: prefill TTFT (arrival to the prompt computed, before the transfer), decode TPOT."""
+    sequences per decode round, compiled rounds included), and its latency: prefill TTFT (arrival
+    to the prompt computed, before the transfer), decode TPOT."""
     P = len(engine.prefill)
     arrival = req["arrival_s"].to_numpy()
     first, finish = req["first_token_s"].to_numpy(), req["finish_s"].to_numpy()
@@ -504,7 +503,8 @@ def pool_summaries(engine: DisaggEngine, req: Any, scs: tuple[Scenario, Scenario
     moved = out_tok > 1
     tpot = (finish - first)[moved] / (out_tok[moved] - 1)
     pools = []
-    for name, lo, hi, sc_, tp in (("prefill", 0, P, scs[0], tps[0]), ("decode", P, len(engine.replicas), scs[1], tps[1])):
+    spans = (("prefill", 0, P, scs[0], tps[0]), ("decode", P, len(engine.replicas), scs[1], tps[1]))
+    for name, lo, hi, sc_, tp in spans:
         reps = engine.replicas[lo:hi]
         if name == "prefill":        # prompts per iteration
             iters = sum(r.iterations for r in reps)

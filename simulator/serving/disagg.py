@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .engine import Engine
+from .metrics import RequestTable
 from .router import make_router
 
 
@@ -103,7 +105,7 @@ def pool_class(base: type, mixin: type, prefix: str) -> type:
     """The replica class `base` with a pool's mixin before it."""
     init_kv = mixin is DecodeAdmission
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         base.__init__(self, *args, **kwargs)
         if init_kv:
             self._init_kv_queue()
@@ -116,7 +118,8 @@ class DisaggEngine(Engine):
     to a decode instance (self.replicas[P:]) picked by the decode pool's router."""
     RUN_AHEAD = False       # transfers schedule events across replicas: Replica.run's rule
 
-    def __init__(self, table, make_replica, num_prefill: int, num_decode: int, router: str,
+    def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_prefill: int, num_decode: int,
+                 router: str,
                  decode_router: str, transfer_s: Callable[[int], float],
                  closed_loop: tuple[int, float] | None = None, trace: list | None = None):
         super().__init__(table, make_replica, num_prefill + num_decode, router, closed_loop, trace)

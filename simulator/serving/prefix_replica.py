@@ -12,6 +12,8 @@ requests in flight at once; a block held by no request costs nothing until it is
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .prefix_cache import PrefixPool
 
 
@@ -44,7 +46,7 @@ class PrefixCaching:
         self._hits[rid] = hit
 
     def _complete_prefills(self, now: float) -> int:
-        t, pool, chains = self.table, self.pool, self.chains
+        pool, chains = self.pool, self.chains
         for e in self._pf_sched:
             if e[2] + e[3] >= e[1]:                       # its last chunk: the prompt is computed
                 rid = e[0]
@@ -68,7 +70,7 @@ class PrefixCaching:
 def with_prefix_cache(replica_class: type) -> type:
     """The replica class with prefix caching (its constructor then sets the pool up)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         replica_class.__init__(self, *args, **kwargs)
         self._init_prefix_cache()
 

@@ -265,7 +265,8 @@ def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> Requests:
         prompt = spec.prefix.prompts(prompt, output)
         chains = Chains(spec.prefix.block_tokens, spec=spec.prefix)
     elif spec._trace is not None and "hash_flat" in spec._trace:
-        chains = Chains(MOONCAKE_BLOCK_TOKENS, flat=spec._trace["hash_flat"], offsets=spec._trace["hash_offsets"][: n + 1])
+        chains = Chains(MOONCAKE_BLOCK_TOKENS, flat=spec._trace["hash_flat"],
+                        offsets=spec._trace["hash_offsets"][: n + 1])
     return Requests(arrival_s=t, prompt_len=prompt, output_len=output, chains=chains)
 
 
