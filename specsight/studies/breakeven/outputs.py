@@ -93,8 +93,10 @@ def _best_row(g: pd.DataFrame) -> pd.Series:
 
 
 def dense_analytic(res: BreakevenResult) -> pd.DataFrame | None:
-    """Analytic curves on a fine grid (batch axis) or at the simulated points (context, alpha);
-    None where the analytic model does not apply."""
+    """Analytic curves on a fine grid through the simulated points (batch axis: each point priced
+    by Analytic.point, the function that gives the rows' analytic_speedup, so the curve passes
+    through every printed value) or at the simulated points themselves (context, alpha); None
+    where the analytic model does not apply."""
     import pandas as pd
     an, axis, df = res.analytic, res.axis, res.frame
     if an is None or axis not in ANALYTIC_AXES:
@@ -104,9 +106,9 @@ def dense_analytic(res: BreakevenResult) -> pd.DataFrame | None:
         if c.k is None:
             continue
         if axis == "batch":
-            xs = np.geomspace(max(1.0, float(df[axis].min())), float(df[axis].max()), 64)
-            ys = an.speedup(xs, an.mean_context, c.k, an.alpha(c.k))
-            rows += [{axis: float(x), "curve": c.label, "speedup": float(y)} for x, y in zip(xs, ys)]
+            xs = np.union1d(np.geomspace(max(1.0, float(df[axis].min())), float(df[axis].max()), 64),
+                            df[axis].astype(float).to_numpy())
+            rows += [{axis: float(x), "curve": c.label, "speedup": an.point({axis: float(x)}, c.k)} for x in xs]
         else:
             g = df[df["curve"] == c.label]
             rows += [{axis: float(x), "curve": c.label, "speedup": float(y)}
