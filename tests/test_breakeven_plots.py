@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plot_checks import assert_labels_clear
 
 from specsight.studies.breakeven.outputs import dense_analytic
 from specsight.studies.breakeven.study import breakeven
@@ -31,3 +32,60 @@ def test_the_analytic_curve_passes_through_the_printed_values(engine, tmp_path, 
         assert len(drawn) == 1
         x, y = drawn[0].get_xdata(), drawn[0].get_ydata()
         assert float(np.interp(row["batch"], x, y)) == pytest.approx(row["analytic_speedup"], rel=1e-12)
+
+
+def _legend(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_engines_plot_draws_every_k_and_each_crossing_per_engine(tmp_path, saved_figures, capsys):
+    """The issue's command: under SGLang K=1 and K=4 fall below 1 near 11.7 requests/s (its best
+    of K=1..4 never does, so a best-K line alone hid them); the plot has one panel per engine with
+    each K's curve, its crossing marked and named, the hollow points and the saturation band in
+    the legend (values 9, 12, 18 of the command's 1.5..24: the crossings lie between 9 and 12,
+    saturation from 18)."""
+    from specsight.cli import main
+    out = tmp_path / "eng"
+    assert main(["breakeven", str(ROOT / "scenarios/llama70b-tp4-h100-chat-draft.yaml"), "--axis", "qps",
+                 "--values", "9,12,18", "--k", "1,4", "--engines", "sglang,vllm", "--no-capacity",
+                 "--no-progress", "--out", str(out), "--workers", "1", "--json"]) == 0
+    import json
+    obj = json.loads(capsys.readouterr().out)
+    sg = obj["verdict"]["sglang"]
+    for k in ("K=1", "K=4"):
+        assert 11.0 < sg[k]["breakeven"] < 12.0, (k, sg[k])
+        assert sg[k]["crossings"][0]["direction"] == "down"
+    fig = saved_figures[-1]
+    assert len(fig.axes) == 2
+    assert [ax.get_title() for ax in fig.axes] == ["engine sglang v0.5", "engine vllm v1"]
+    ax = fig.axes[0]
+    legend = _legend(ax)
+    for k in ("K=1", "K=4"):
+        assert any(s.startswith(f"{k} (simulated): speedup 1 at {sg[k]['breakeven']:.3g}") for s in legend), legend
+        xs = [ln.get_xdata()[0] for ln in ax.lines if ln.get_marker() == "X"]
+        assert any(abs(x - sg[k]["breakeven"]) < 1e-9 for x in xs)
+    for panel in fig.axes:
+        legend = _legend(panel)
+        assert {"K=1 (simulated)", "K=4 (simulated)"} <= {s.split(":")[0] for s in legend}
+        assert any(s.startswith("hollow: saturated") for s in legend)
+        assert any(s.startswith("plain decoding saturated") for s in legend)
+    assert assert_labels_clear(fig) >= 2                  # sglang's two crossings labelled on the plot
+
+
+def test_engines_study_searches_each_engines_capacity_and_draws_it(tmp_path, saved_figures, capsys):
+    """With an SLO, each engine's capacities within it: printed per engine, in the JSON, and on
+    the engine's panel plain decoding's and the highest curve's as vertical lines at one
+    replica's rate (requests/s on the qps axis; the main job: one replica of TP4)."""
+    res = breakeven(str(ROOT / "scenarios/llama70b-tp4-h100-chat-ngram.yaml"), axis="qps", values="2,8", ks="2",
+                    engines="ideal,vllm", progress=False, workers=1)
+    assert set(res.capacity) == {"ideal", "vllm"}
+    assert res.to_dict()["capacity"]["vllm"]["capacities"].keys() == {"plain", "K=2"}
+    res.write(tmp_path / "out")
+    fig = saved_figures[-1]
+    for ax, e in zip(fig.axes, ("ideal", "vllm")):
+        caps = res.capacity[e]["capacities"]
+        drawn = {ln.get_label(): ln.get_xdata()[0] for ln in ax.lines if "capacity within the SLO" in ln.get_label()}
+        for who, lab in (("plain decoding", "plain"), ("K=2 (the highest)", "K=2")):
+            q = caps[lab]["capacity_qps_per_replica"]
+            assert 2 < q < 8
+            assert drawn[f"capacity within the SLO, {who}: {q:.3g} requests/s"] == pytest.approx(q)

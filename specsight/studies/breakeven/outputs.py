@@ -56,7 +56,8 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             df, x=axis, breakeven=summ.breakeven, analytic=dense,
             title=f"{head}\n{what} vs {axis}" + _legend_note(summ.breakeven, dense),
             xlabel=(CAPACITY_AXIS_LABELS if capacity else {}).get(axis, AXIS_LABELS[axis]), ylabel=ylabel,
-            path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
+            path=out_dir / f"{stem}.png", logx=axis in LOG_AXES,
+            capacity=capacity_at(res.capacity, int((res.source.get("hardware") or {}).get("replicas") or 1)))
         files["plot"] = str(png)
     else:
         best = df.groupby([axis, axis2], sort=True).apply(_best_row, include_groups=False).reset_index()
@@ -78,6 +79,15 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             slo_tpot_ms_p99=(res.source.get("slo") or {}).get("tpot_ms_p99"))
         files["latency_plot"] = str(png)
     return files
+
+
+def capacity_at(capacity: Mapping[str, Any] | None, replicas: int) -> dict[str, float | None] | None:
+    """curve_capacities' answer as label -> requests/s on the qps axis (the scenario's replicas
+    times one replica's capacity); None when there is none."""
+    if not capacity:
+        return None
+    return {lab: (c["capacity_qps_per_replica"] * replicas if c["capacity_qps_per_replica"] else None)
+            for lab, c in capacity["capacities"].items()}
 
 
 def _best_row(g: pd.DataFrame) -> pd.Series:
