@@ -89,3 +89,38 @@ def test_engines_study_searches_each_engines_capacity_and_draws_it(tmp_path, sav
             q = caps[lab]["capacity_qps_per_replica"]
             assert 2 < q < 8
             assert drawn[f"capacity within the SLO, {who}: {q:.3g} requests/s"] == pytest.approx(q)
+
+
+def test_the_batch_axis_shows_the_batch_asked_and_the_batch_ran(tmp_path, saved_figures, capsys):
+    """Batch B is the closed-loop users asked for; the engine runs fewer where prefill, its
+    scheduler or the KV cache keep the batch down (Llama-3.1-8B with a 1B draft: 256 users run
+    about 110). The text says which the break-even is against and what ran at the crossing; the
+    plot carries the batch ran along its top; the CSV both (batch, base_mean_batch)."""
+    import math
+
+    import pandas as pd
+
+    from specsight.cli import main
+    from specsight.cli.breakeven_text import ran_at
+    out = tmp_path / "b"
+    assert main(["breakeven", str(ROOT / "scenarios/llama8b-h100-draft1b-chat.yaml"), "--axis", "batch",
+                 "--values", "16,128,256", "--k", "1", "--no-progress", "--workers", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    df = pd.read_csv(out / "breakeven_batch.csv")
+    ran = df.groupby("batch")["base_mean_batch"].first()
+    assert ran[256] < 0.6 * 256 and ran[16] < 16                  # the engine ran fewer than asked
+    assert "batch: the closed-loop users asked for, what the break-even is against" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("  break-even K=1"))
+    be = float(line.split("batch = ")[1].split()[0])
+    assert 128 < be < 256
+    lo, hi = 128, 256                                           # the crossing's neighbours, in log batch
+    w = (math.log(be) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    expect = (1 - w) * ran[lo] + w * ran[hi]
+    assert f"plain decoding ran a mean batch of about {expect:.3g} there" in line
+    assert ran_at(df, be) == pytest.approx(expect)
+    ax = saved_figures[0].axes[0]
+    (top,) = ax.child_axes
+    assert [float(t) for t in top.get_xticks()] == [16.0, 128.0, 256.0]
+    assert [t.get_text() for t in top.get_xticklabels()] == [f"{ran[b]:.3g}" for b in (16, 128, 256)]
+    assert "mean batch plain decoding ran" in top.get_xlabel()
+    assert assert_labels_clear(saved_figures[0]) >= 0

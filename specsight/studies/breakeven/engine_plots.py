@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..shared.plots import BreakevenPanel, plot_breakeven_panels
-from .outputs import capacity_at, dense_analytic
+from .outputs import capacity_at, dense_analytic, ran_batch
 
 
 def plot_engine_breakeven(results: Mapping[str, Any], capacity: Mapping[str, Any], *, x: str, title: str,
@@ -20,6 +20,7 @@ def plot_engine_breakeven(results: Mapping[str, Any], capacity: Mapping[str, Any
     """`results`: engine -> its BreakevenResult; `capacity`: engine -> curve_capacities' answer
     (an engine without one draws no capacity line). Returns the path written."""
     panels = [BreakevenPanel(r.frame, r.verdict.breakeven, f"engine {r.meta['engine']}",
-                             dense_analytic(r) if e == "ideal" else None, capacity_at(capacity.get(e), replicas))
+                             dense_analytic(r) if e == "ideal" else None, capacity_at(capacity.get(e), replicas),
+                             ran_batch(r))
               for e, r in results.items()]
     return plot_breakeven_panels(panels, x=x, title=title, xlabel=xlabel, ylabel=ylabel, path=path, logx=logx)

@@ -57,7 +57,8 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             title=f"{head}\n{what} vs {axis}" + _legend_note(summ.breakeven, dense),
             xlabel=(CAPACITY_AXIS_LABELS if capacity else {}).get(axis, AXIS_LABELS[axis]), ylabel=ylabel,
             path=out_dir / f"{stem}.png", logx=axis in LOG_AXES,
-            capacity=capacity_at(res.capacity, int((res.source.get("hardware") or {}).get("replicas") or 1)))
+            capacity=capacity_at(res.capacity, int((res.source.get("hardware") or {}).get("replicas") or 1)),
+            ran=ran_batch(res))
         files["plot"] = str(png)
     else:
         best = df.groupby([axis, axis2], sort=True).apply(_best_row, include_groups=False).reset_index()
@@ -79,6 +80,14 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             slo_tpot_ms_p99=(res.source.get("slo") or {}).get("tpot_ms_p99"))
         files["latency_plot"] = str(png)
     return files
+
+
+def ran_batch(res: BreakevenResult) -> dict[float, float] | None:
+    """Batch axis (not capacity): each batch asked for -> the mean batch plain decoding ran there."""
+    df = res.frame
+    if res.axis != "batch" or res.metric == CAPACITY or "base_mean_batch" not in df or not len(df):
+        return None
+    return {float(b): float(g["base_mean_batch"].iloc[0]) for b, g in df.groupby("batch", sort=True)}
 
 
 def capacity_at(capacity: Mapping[str, Any] | None, replicas: int) -> dict[str, float | None] | None:

@@ -128,26 +128,28 @@ class BreakevenPanel:
     saturated, base_saturated, kv_limited, base_kv_limited), each curve's first crossing of 1
     (`breakeven`, by curve label), the analytic model's curves (same columns) or None, and the
     capacity within the SLO (`capacity`: label -> requests/s on the x axis, plain decoding as
-    "plain"; None where not searched)."""
+    "plain"; None where not searched); on the batch axis `ran`, each batch asked for -> the mean
+    batch plain decoding ran there (a second axis along the top)."""
     df: pd.DataFrame
     breakeven: Mapping[str, float | None]
     title: str | None = None
     analytic: pd.DataFrame | None = None
     capacity: Mapping[str, float | None] | None = None
+    ran: Mapping[float, float] | None = None
 
 
 def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | None], title: str, xlabel: str,
                    ylabel: str, path: str | Path, logx: bool = False, analytic: pd.DataFrame | None = None,
-                   y: str = "speedup", curve: str = "curve",
-                   capacity: Mapping[str, float | None] | None = None) -> Path:
+                   y: str = "speedup", curve: str = "curve", capacity: Mapping[str, float | None] | None = None,
+                   ran: Mapping[float, float] | None = None) -> Path:
     """Simulated speedup against `x`, one line per `curve` label ("K=3", "policy=goodput"); the
     analytic model dotted in the same colour; X where each curve crosses 1; shading where
     speculation loses. Where `df` marks them (columns saturated, base_saturated, kv_limited,
     base_kv_limited), saturated or KV-limited points are hollow, and a grey band runs from the
     first point where plain decoding saturates (a hatched one from where it is KV-limited).
     `capacity` (qps axis): plain decoding's and the best curve's rate within the SLO as vertical
-    lines."""
-    return plot_breakeven_panels([BreakevenPanel(df, breakeven, None, analytic, capacity)], x=x, title=title,
+    lines; `ran` (batch axis): the batch plain decoding ran at each batch asked, along the top."""
+    return plot_breakeven_panels([BreakevenPanel(df, breakeven, None, analytic, capacity, ran)], x=x, title=title,
                                  xlabel=xlabel, ylabel=ylabel, path=path, logx=logx, y=y, curve=curve)
 
 
@@ -177,6 +179,7 @@ def plot_breakeven_panels(panels: Sequence[BreakevenPanel], *, x: str, title: st
         if _flagged(panel.df) is not None:
             _saturation_bands(ax, panel.df, x)
         _capacity_lines(ax, panel.capacity, {lab: colors[i % len(colors)] for i, lab in enumerate(labels)})
+        _ran_axis(ax, panel.ran)
     return _place_marks_and_save(fig, list(axes[:, 0]), path, marks)
 
 
@@ -204,6 +207,22 @@ def _draw_breakeven(ax: Axes, panel: BreakevenPanel, x: str, y: str, curve: str,
             ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
             marks.append((be, c))
     return marks
+
+
+def _ran_axis(ax: Axes, ran: Mapping[float, float] | None) -> None:
+    """Along the top, at each batch asked for, the mean batch plain decoding ran there (its
+    scheduler, KV cache and prefill can keep it below what was asked)."""
+    import math
+    if not ran:
+        return
+    from matplotlib.ticker import NullLocator
+    pts = sorted((float(a), float(r)) for a, r in ran.items() if math.isfinite(float(r)))
+    if not pts:
+        return
+    top = ax.secondary_xaxis("top")
+    top.set_xticks([a for a, _ in pts], labels=[f"{r:.3g}" for _, r in pts], fontsize=8)
+    top.xaxis.set_minor_locator(NullLocator())
+    top.set_xlabel("mean batch plain decoding ran (bottom: the batch asked for, closed-loop users)", fontsize=8)
 
 
 def _capacity_lines(ax: Axes, capacity: Mapping[str, float | None] | None, color_of: Mapping[str, str]) -> None:
