@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_acceptance_vllm import BASE  # the same fixed-cost scenario as vLLM's files
 
 from simulator.common.errors import SpecsightInputError
 from simulator.scenario.scenario import load_scenario
@@ -18,11 +19,6 @@ from simulator.speculation.acceptance import expected_tokens
 
 DATA = Path(__file__).resolve().parent / "data" / "sglang"
 ROUNDS = json.loads((DATA / "rounds.json").read_text())
-BASE = {"name": "sglang-acceptance", "seed": 1,
-        "hardware": {"kind": "fixed", "target_step_s": 0.02, "draft_step_s": 0.002},
-        "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
-        "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 2,
-                     "prompt_len": 8, "output_len": 8}}
 
 
 def _trace(path: Path, **extra):
