@@ -30,6 +30,7 @@ from . import sglang as deploy_sglang
 from . import trtllm as deploy_trtllm
 from . import vllm as deploy_vllm
 from .command import EngineCommand, ServingConfig
+from .disagg import pd_engines
 
 ENGINES = ("vllm", "sglang", "trtllm")
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")   # org/name
@@ -173,8 +174,20 @@ def deploy_config(cfg: ServingConfig) -> Deployment:
 
 def deployment(scenario: Any, overrides: Iterable[str] = (), *, model_path: str | None = None,
                draft_path: str | None = None) -> Deployment:
-    """The serving command of each engine (vLLM, SGLang, TensorRT-LLM) for a scenario, as data."""
-    return deploy_config(serving_config(scenario, overrides, model_path=model_path, draft_path=draft_path))
+    """The serving command of each engine (vLLM, SGLang, TensorRT-LLM) for a scenario, as data; a
+    disaggregated one: each engine's prefill and decode servers (disagg.py), the decode pool's
+    configuration as the deployment's."""
+    from simulator.scenario.disagg_spec import pool_source
+
+    from ..shared.overrides import scenario_source
+    source = scenario_source(scenario, overrides)
+    if source.get("disaggregation") is None:
+        return deploy_config(serving_config(source, model_path=model_path, draft_path=draft_path))
+    pools = [deploy_config(serving_config(pool_source(source, pool), model_path=model_path, draft_path=draft_path))
+             for pool in ("prefill", "decode")]
+    d = source["disaggregation"]
+    counts = (int(d["prefill"].get("instances", 1)), int(d["decode"].get("instances", 1)))
+    return Deployment(pools[1].config, pd_engines(pools[0].engines, pools[1].engines, counts))
 
 
 # ---- the configuration a capacity plan chose --------------------------------------------------
@@ -270,7 +283,7 @@ def first_deployable(candidates: Iterable[tuple[str, Any, Iterable[str]]], model
     run, with the cheaper ones skipped and why; None when there is none."""
     skipped: list[tuple[str, str]] = []
     for label, scenario, overrides in candidates:
-        dep = deploy_config(serving_config(scenario, overrides, model_path=model_path, draft_path=draft_path))
+        dep = deployment(scenario, overrides, model_path=model_path, draft_path=draft_path)
         if any(e.supported for e in dep.engines):
             return PlanDeployment(label, dep, tuple(skipped))
         skipped.append((label, "; ".join(f"{e.engine}: {e.unsupported}" for e in dep.engines)))
