@@ -124,3 +124,39 @@ def test_the_batch_axis_shows_the_batch_asked_and_the_batch_ran(tmp_path, saved_
     assert [t.get_text() for t in top.get_xticklabels()] == [f"{ran[b]:.3g}" for b in (16, 128, 256)]
     assert "mean batch plain decoding ran" in top.get_xlabel()
     assert assert_labels_clear(saved_figures[0]) >= 0
+
+
+# ---- what each plot draws, beside tests/test_plot_answers.py (issue 26 item 9) --------------------
+def test_no_latency_throughput_plot_along_k(tmp_path):
+    """Along K plain decoding is one point and the speculative curve folds back on itself."""
+    res = breakeven(EAGLE3, axis="k", values="1,2", progress=False, workers=1,
+                    overrides=["workload.num_requests=8"])
+    files = res.write(tmp_path)
+    assert "plot" in files and "latency_plot" not in files
+    assert not list(tmp_path.glob("latency_throughput_*.png"))
+
+
+def test_identical_series_are_told_apart(tmp_path, saved_figures):
+    """Two curves with the same points (static K=3 and goodput choosing 3 everywhere) are both
+    visible: the second in another marker, its legend entry naming its twin."""
+    import pandas as pd
+
+    from specsight.studies.shared.plots import plot_breakeven
+    rows = [{"x": x, "curve": c, "speedup": 1.5 - 0.1 * x} for c in ("K=3", "policy=goodput") for x in (1, 2, 3)]
+    plot_breakeven(pd.DataFrame(rows), x="x", breakeven={}, title="t", xlabel="x", ylabel="s", path=tmp_path / "b.png")
+    ax = saved_figures[-1].axes[0]
+    k3, good = (next(ln for ln in ax.lines if ln.get_label().startswith(n)) for n in ("K=3", "policy=goodput"))
+    assert list(k3.get_ydata()) == list(good.get_ydata())
+    assert k3.get_marker() != good.get_marker() and good.get_markerfacecolor() == "none"
+    assert "the same as K=3" in good.get_label()
+
+
+def test_plan_probes_name_both_slos_and_their_log_axes(tmp_path, saved_figures):
+    from specsight.studies.shared.plots import plot_plan_probes
+    probes = [{"qps": q, "pass": q < 4, "tpot_ms_p99": 10.0 * q, "ttft_ms_p99": 300.0 * q} for q in (1, 2, 4, 8)]
+    rows = [{"config": "static K=3", "max_qps_per_replica": 2.0, "probes": probes}]
+    plot_plan_probes(rows, slo_tpot_ms=30.0, slo_ttft_ms=1000.0, path=tmp_path / "p.png", title="t")
+    tpot, ttft = saved_figures[-1].axes
+    assert "SLO: TPOT p99 30 ms" in _legend(tpot) and "SLO: TTFT p99 1000 ms" in _legend(ttft)
+    for ax in (tpot, ttft):
+        assert "(log scale)" in ax.get_xlabel() and "(log scale)" in ax.get_ylabel()

@@ -271,8 +271,11 @@ def test_latency_throughput_labels_never_overlap_and_the_slo_is_drawn(tmp_path, 
     fig = figs[0]
     for ax in fig.axes:
         boxes = _boxes(ax)
-        assert 2 <= len(boxes) <= 4                    # some labels placed, the colliding ones left out
+        assert len(boxes) >= 2                         # some labels placed, the colliding ones left out
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        texts = [t.get_text() for t in ax.texts]
+        # 12, 18 and 24 land on one spot of plain decoding's curve: one label names all three
+        assert "12, 18, 24" in texts and not {"12", "18", "24"} & set(texts), texts
     p99 = fig.axes[1]
     assert any(list(line.get_ydata()) == [50.0, 50.0] and line.get_color() == "red" for line in p99.lines)
     assert (tmp_path / "lt.png").stat().st_size > 0

@@ -91,6 +91,13 @@ def test_main_job_plots_labels_clear(tmp_path, saved_figures):
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("speculation slower" in s for s in legend)
     assert np.isfinite(marker_centres_px(ax)).all()
+    assert ax.get_xlabel().endswith("(log scale)")
+    # each crossing's label keeps clear of every line (the README's "11.6" sat on K=2's line)
+    r, pts = renderer_of(be_fig), line_samples_px(ax)
+    for t in (t for t in ax.texts if t.get_gid() == PLACED):
+        b = t.get_window_extent(r)
+        near = (pts[:, 0] >= b.x0 - 2) & (pts[:, 0] <= b.x1 + 2) & (pts[:, 1] >= b.y0 - 2) & (pts[:, 1] <= b.y1 + 2)
+        assert not near.any(), (t.get_text(), pts[near][:3])
 
 
 def _search(points):

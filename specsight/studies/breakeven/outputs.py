@@ -16,6 +16,8 @@ from .axes import ANALYTIC_AXES, AXIS_LABELS, CAPACITY_AXIS_LABELS, LOG_AXES
 from .crossings import CAPACITY, METRIC_LABELS
 from .drafters import DRAFTER, plot_drafters
 
+LOAD_AXES = ("batch", "qps", "context")     # axes along which a latency-throughput curve is a load curve
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -72,12 +74,13 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             best, x=axis, group=axis2, title=f"{head}\nbest speedup over the curves vs {axis}, one line per {axis2}",
             xlabel=AXIS_LABELS[axis], ylabel=ylabel, path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
         files["plot"] = str(png)
-    if axis2 is None and not capacity:
+    if axis2 is None and not capacity and axis in LOAD_AXES:    # along K or alpha plain decoding stands still
+        slo = res.source.get("slo") or {}
         png = plots.plot_latency_throughput(
             df, x_axis=axis,
-            title=f"{head}\nTPOT vs output throughput, with and without speculation (points: {axis} values)",
+            title=f"{head}\nlatency vs output throughput, with and without speculation (points: {axis} values)",
             path=out_dir / f"latency_throughput_{axis}.png",
-            slo_tpot_ms_p99=(res.source.get("slo") or {}).get("tpot_ms_p99"))
+            slo_tpot_ms_p99=slo.get("tpot_ms_p99"), slo_ttft_ms_p99=slo.get("ttft_ms_p99"))
         files["latency_plot"] = str(png)
     return files
 

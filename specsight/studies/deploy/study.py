@@ -248,7 +248,7 @@ def plan_deployment(plan: Any, scenario: Any, overrides: Iterable[str] = (), pol
 
     from simulator.common.limits import MAX_K
 
-    from ..plan.study import DEFAULT_POLICIES, configurations
+    from ..plan.study import DEFAULT_POLICIES, configurations, speculates
     from ..shared.inputs import int_list
     from ..shared.overrides import override_strings, scenario_source
     source = scenario_source(scenario, overrides)
@@ -264,12 +264,6 @@ def plan_deployment(plan: Any, scenario: Any, overrides: Iterable[str] = (), pol
     rows = sorted((r for r in plan.rows if r.get("max_qps_per_replica") and r["config"] in by_label), key=cost)
     return with_plain([(r["config"], source, override_strings(by_label[r["config"]]), speculates(by_label[r["config"]]))
                        for r in rows], model_path, draft_path)
-
-
-def speculates(overrides: Mapping[str, Any]) -> bool:
-    """Whether a configuration's overrides leave speculation on (policy off, or static K 0, do not)."""
-    kind = (overrides.get("policy") or {}).get("kind")
-    return kind != "off" and not (kind == "static" and overrides.get("drafter.num_speculative_tokens") == 0)
 
 
 def with_plain(candidates: list[tuple[str, Any, Iterable[str], bool]], model_path: str | None,
@@ -301,5 +295,6 @@ def search_deployment(search: Any, *, model_path: str | None = None,
                       draft_path: str | None = None) -> PlanDeployment | None:
     """The serving commands for a configuration search's (plan_search.PlanSearch) cheapest ranked
     configuration that at least one engine can run; None when no configuration meets the SLO."""
+    from ..plan.study import speculates
     return with_plain([(r["config"], search.scenario_for(r), (), speculates(r["overrides"])) for r in search.rows
                        if r.get("rank") is not None], model_path, draft_path)

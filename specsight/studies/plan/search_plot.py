@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..shared.plot_labels import place_labels
 from ..shared.plots import _save, plt
 from .statuses import MEETS
+from .study import speculates
 
 if TYPE_CHECKING:
     from .search import PlanSearch
@@ -20,8 +21,12 @@ def plot_pareto(s: PlanSearch, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(11, 5.5), dpi=110)
     others = [r for r in ok if not r["pareto"]]
     front = sorted((r for r in ok if r["pareto"]), key=lambda r: r["tpot_ms_p99_at_load"])
-    ax.scatter([r["tpot_ms_p99_at_load"] for r in others], [r["cost_per_million_output_tokens_usd"] for r in others],
+    plain = [r for r in others if not speculates(r.get("overrides") or {})]
+    spec = [r for r in others if speculates(r.get("overrides") or {})]
+    ax.scatter([r["tpot_ms_p99_at_load"] for r in spec], [r["cost_per_million_output_tokens_usd"] for r in spec],
                color="0.6", s=28, label="meets the SLO")
+    ax.scatter([r["tpot_ms_p99_at_load"] for r in plain], [r["cost_per_million_output_tokens_usd"] for r in plain],
+               color="black", marker="s", s=30, label="meets the SLO, without speculation (labelled)")
     one = len(front) == 1                       # a single point is the front: a marker, no line
     ax.plot([r["tpot_ms_p99_at_load"] for r in front], [r["cost_per_million_output_tokens_usd"] for r in front],
             color="C0", marker="o", lw=1.5, ls="none" if one else "-", ms=7,
@@ -43,6 +48,12 @@ def plot_pareto(s: PlanSearch, path: str | Path) -> Path:
     engines = sorted({str(r.get("engine", s.meta["engine"])) for r in s.rows}) or [s.meta["engine"]]
     ax.set_title(f"{s.meta['scenario']}, engine{'s' if len(engines) > 1 else ''} {', '.join(engines)}: "
                  f"cost against latency at {s.target_qps:g} requests/s", fontsize=10)
-    place_labels(ax, [(r["tpot_ms_p99_at_load"], r["cost_per_million_output_tokens_usd"]) for r in front],
-                 [r["config"].replace(" (no speculation)", "") for r in front], fontsize=7)
+    shown = front + sorted(plain, key=lambda r: r["cost_per_million_output_tokens_usd"])
+    place_labels(ax, [(r["tpot_ms_p99_at_load"], r["cost_per_million_output_tokens_usd"]) for r in shown],
+                 [label_of(r) for r in shown], fontsize=7)
     return _save(fig, path)
+
+
+def label_of(row: dict) -> str:
+    """A configuration's label on the plot: its grid point and setting, 'no speculation' for off."""
+    return str(row["config"]).replace("off (no speculation)", "no speculation")

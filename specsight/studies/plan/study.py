@@ -119,6 +119,12 @@ def configurations(source: Mapping[str, Any], policies: list[str], ks: list[int]
     return out
 
 
+def speculates(overrides: Mapping[str, Any]) -> bool:
+    """Whether a configuration's overrides leave speculation on (policy off, or static K 0, do not)."""
+    kind = (overrides.get("policy") or {}).get("kind")
+    return kind != "off" and not (kind == "static" and overrides.get("drafter.num_speculative_tokens") == 0)
+
+
 def probe_point(overrides: Mapping[str, Any], qps: float) -> dict[str, Any]:
     """One probe: `overrides` on one replica under Poisson arrivals at `qps` (rounded to 6 places)."""
     return {**overrides, "workload.arrival": {"process": "poisson", "qps": round(qps, 6)}, "hardware.replicas": 1}

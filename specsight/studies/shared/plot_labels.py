@@ -1,8 +1,8 @@
 """Point labels that never overlap: each label goes to the nearest of a set of places around its
 point where its rendered box, widened by a gap, meets no other text (labels, legend, titles inside
-the axes), contains no plotted marker's centre and crosses no plotted line, and stays inside the
-axes. Where every place touches a line, the nearest place free of text and markers is taken; a
-label with no such place is left out (its point is still drawn, and the callers name the value
+the axes), contains no plotted marker's centre, comes no nearer than LINE_PAD_PX to a plotted
+line and stays inside the axes. Where every place touches a line, the nearest place free of text
+and markers is taken; a label with no such place is left out (its point is still drawn, and the callers name the value
 elsewhere, e.g. in the legend).
 
 Everything is measured in display pixels with the figure's own renderer: text boxes from
@@ -29,6 +29,7 @@ PLACED = "specsight-placed-label"
 GAP_PX = 3.0            # clear space kept between a label and any other text
 MARKER_PAD_PX = 3.0     # a marker centre this close to a label's box counts as covered
 LINE_STEP_PX = 2.0      # lines are sampled this finely in display space
+LINE_PAD_PX = 3.0       # a line this close to a label's box counts as crossing it
 RINGS_PT = (5, 9, 14, 20, 28, 38, 50)      # distances from the point tried, nearest first (points)
 DIRECTIONS = 16                            # directions tried on each ring
 
@@ -128,7 +129,7 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequenc
                 continue
             if free_of_text is None:
                 free_of_text = (dx, dy, ha, va)
-            if not _any_inside(lines, x0, y0, x1, y1):
+            if not _any_inside(lines, x0 - LINE_PAD_PX, y0 - LINE_PAD_PX, x1 + LINE_PAD_PX, y1 + LINE_PAD_PX):
                 chosen = (dx, dy, ha, va)
                 break
         chosen = chosen or free_of_text

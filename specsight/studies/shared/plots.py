@@ -60,12 +60,17 @@ def plot_speedup_curves(df: pd.DataFrame, *, x: str, curve: str, y: str, breakev
             ax.plot([be], [1.0], marker="X", ms=10, color=c, zorder=5)
             marks.append((be, c))
     ax.axhline(1.0, color="black", lw=1.0, ls="--", label="break-even (speedup 1)")
-    for name, xv in (vlines or {}).items():
-        if xv is not None and xv > 0:
-            ax.axvline(xv, color="grey", lw=2.0, ls="-.", alpha=0.6, label=f"{name} ({xv:.0f})")
     if logx:                         # (2^k tick labels here, unlike _log2_axis's plain numbers)
         ax.set_xscale("log", base=2)
-    _label_axes(ax, xlabel, ylabel, title, logx=False)
+    for name, xv in (vlines or {}).items():
+        if xv is not None and xv > 0:
+            left, right = ax.get_xlim()
+            ax.axvline(xv, color="grey", lw=2.0, ls="-.", alpha=0.6, label=f"{name} ({xv:.0f})")
+            if xv < right:           # the batches past the limit: they do not fit, whatever they would pay
+                ax.axvspan(max(xv, left), right, facecolor="grey", alpha=0.15, hatch="xx", edgecolor="grey", lw=0,
+                           zorder=0, label=f"beyond the {name}: does not fit")
+            ax.set_xlim(left, right)
+    _label_axes(ax, log_label(xlabel) if logx else xlabel, ylabel, title, logx=False)
     return _place_marks_and_save(fig, ax, path, marks)
 
 
@@ -190,13 +195,20 @@ def _draw_breakeven(ax: Axes, panel: BreakevenPanel, x: str, y: str, curve: str,
     df, analytic = panel.df, panel.analytic
     marks: list[tuple[float, str]] = []         # break-even labels, placed once the axes are final
     flagged = _flagged(df)
+    drawn: dict[str, tuple[list[float], list[float]]] = {}
     for name, g in df.groupby(curve, sort=False):
         g = g.sort_values(x)
         c = color_of[str(name)]
         ls = "-" if str(name).startswith("K=") else "--"
         be = panel.breakeven.get(str(name))
-        ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c,
-                label=f"{name} (simulated)" + (f": speedup 1 at {be:.3g}" if be is not None else ""))
+        xy = (g[x].astype(float).tolist(), g[y].astype(float).tolist())
+        twin = next((lab for lab, other in drawn.items() if other == xy), None)
+        drawn[str(name)] = xy
+        style = {"marker": "o", "ms": 4, "lw": 2.0, "ls": ls} if twin is None else \
+            {"marker": "D", "ms": 8, "mfc": "none", "mew": 1.5, "lw": 1.2, "ls": ":"}  # on top of its twin, visibly
+        ax.plot(g[x], g[y], color=c, **style,
+                label=f"{name} (simulated)" + (f", the same as {twin}" if twin else "")
+                + (f": speedup 1 at {be:.3g}" if be is not None else ""))
         if flagged is not None and flagged[g.index].any():
             h = g[flagged[g.index]]
             ax.plot(h[x], h[y], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
@@ -297,6 +309,11 @@ def _ticks_at(ax: Axes, values: Iterable[float]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
+def log_label(label: str) -> str:
+    """An axis label saying its scale is logarithmic."""
+    return label if "log scale" in label else f"{label} (log scale)"
+
+
 def _label_axes(ax: Axes, xlabel: str, ylabel: str, title: str, logx: bool,
                 ticks: Iterable[float] | None = None) -> None:
     """Axis labels, title, (for log axes) a base-2 scale, and ticks at the simulated values if given."""
@@ -304,7 +321,7 @@ def _label_axes(ax: Axes, xlabel: str, ylabel: str, title: str, logx: bool,
         _log2_axis(ax)
     if ticks is not None:
         _ticks_at(ax, ticks)
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(log_label(xlabel) if logx and xlabel else xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
 
@@ -369,44 +386,81 @@ def plot_best_speedup_lines(best: pd.DataFrame, *, x: str, group: str, title: st
     return _label_and_finish(fig, ax, path, xlabel, ylabel, title, logx, ticks=best[x])
 
 
+LATENCY_PANELS = (("tpot_ms_p50", "TPOT p50 (ms per output token)", None),
+                  ("tpot_ms_p99", "TPOT p99 (ms per output token)", "TPOT p99"),
+                  ("ttft_ms_p99", "TTFT p99 (ms)", "TTFT p99"))
+MERGE_PX = 9.0          # points closer than this on the figure share one label ("12, 18, 24")
+
+
 def plot_latency_throughput(df: pd.DataFrame, *, x_axis: str, title: str, path: str | Path,
-                            slo_tpot_ms_p99: float | None = None) -> Path:
-    """TPOT p50 (left) and p99 (right) against output tokens/s: plain decoding (black) and each
-    speculative curve; the sweep's points are joined in axis order and labelled with the axis value
-    where the label overlaps no other (plot_labels.py); the TPOT p99 SLO, if set, as a red line;
-    saturated runs (columns base_saturated, saturated) hollow."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.0), dpi=110, sharey=False)
+                            slo_tpot_ms_p99: float | None = None, slo_ttft_ms_p99: float | None = None) -> Path:
+    """TPOT p50, TPOT p99 and (where the frame has it) TTFT p99 against output tokens/s: plain
+    decoding (black) and each speculative curve, the sweep's points joined in axis order; every
+    point labelled with its axis value where the label overlaps no other (plot_labels.py; points
+    that land on one spot share a label, "12, 18, 24"; speculative labels in their curve's
+    colour); each SLO, if set, a red line named in the legend of the panel it bounds; saturated
+    runs (columns base_saturated, saturated) hollow. The x axis must be a load (batch, qps,
+    context): along K or alpha plain decoding does not move and the curves fold back."""
+    panels = [p for p in LATENCY_PANELS if f"base_{p[0]}" in df and f"spec_{p[0]}" in df]
+    slos = {"TPOT p99": slo_tpot_ms_p99, "TTFT p99": slo_ttft_ms_p99}
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 5.0), dpi=110, sharey=False, squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     base = df.drop_duplicates(subset=[x_axis]).sort_values(x_axis)
-    for ax, q in zip(axes, ("p50", "p99")):
-        ax.plot(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"], marker="s", ms=4, lw=2.2, color="black",
+    for ax, (col, ylabel, slo_name) in zip(axes[0], panels):
+        ax.plot(base["base_output_tokens_per_s"], base[f"base_{col}"], marker="s", ms=4, lw=2.2, color="black",
                 label="plain decoding (K=0)")
         if "base_saturated" in base:
             sat = base[base["base_saturated"].astype(bool)]
-            ax.plot(sat["base_output_tokens_per_s"], sat[f"base_tpot_ms_{q}"], ls="none", marker="s", ms=7,
+            ax.plot(sat["base_output_tokens_per_s"], sat[f"base_{col}"], ls="none", marker="s", ms=7,
                     mfc="white", mec="black", mew=1.4, zorder=5, label="hollow: saturated (queue grows)")
-        if q == "p99" and slo_tpot_ms_p99 is not None:
-            slo = ax.axhline(slo_tpot_ms_p99, color="red", lw=1.5, ls="--",
-                             label=f"SLO: TPOT p99 {slo_tpot_ms_p99:g} ms")
-            ax.legend(handles=[slo], fontsize=8, loc="upper left")
         for i, (name, g) in enumerate(df.groupby("curve", sort=False)):
             g = g.sort_values(x_axis)
-            ax.plot(g["spec_output_tokens_per_s"], g[f"spec_tpot_ms_{q}"], marker="o", ms=3, lw=1.6,
+            ax.plot(g["spec_output_tokens_per_s"], g[f"spec_{col}"], marker="o", ms=3, lw=1.6,
                     color=colors[i % len(colors)], label=f"{name} (speculative)")
             if "saturated" in g:
                 sat = g[g["saturated"].astype(bool)]
-                ax.plot(sat["spec_output_tokens_per_s"], sat[f"spec_tpot_ms_{q}"], ls="none", marker="o", ms=6,
+                ax.plot(sat["spec_output_tokens_per_s"], sat[f"spec_{col}"], ls="none", marker="o", ms=6,
                         mfc="white", mec=colors[i % len(colors)], mew=1.2, zorder=5)
+        slo = slos.get(slo_name) if slo_name else None
+        if slo is not None:
+            ax.axhline(slo, color="red", lw=1.5, ls="--", label=f"SLO: {slo_name} {slo:g} ms")
         ax.set_xlabel("output throughput (tokens/s, one replica)")
-        ax.set_ylabel(f"TPOT {q} (ms per output token)")
-        ax.set_title(f"TPOT {q}", fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.set_title(ylabel.split(" (")[0], fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8, loc="best", title=f"numbers: {x_axis}", title_fontsize=8)
+        handles, labels = ax.get_legend_handles_labels()
+        if ax is axes[0, 0]:
+            ax.legend(fontsize=8, loc="upper left", title=f"numbers: {x_axis}", title_fontsize=8)
+        elif slo is not None:                      # the SLO line this panel draws, named here
+            ax.legend(handles=[h for h, lab in zip(handles, labels) if lab.startswith("SLO")], fontsize=8,
+                      loc="upper left")
     fig.suptitle(title, fontsize=10)
-    for ax, q in zip(axes, ("p50", "p99")):
-        place_labels(ax, list(zip(base["base_output_tokens_per_s"], base[f"base_tpot_ms_{q}"])),
-                     [f"{v:g}" for v in base[x_axis]])
+    for ax, (col, _, _) in zip(axes[0], panels):
+        _label_points(ax, base["base_output_tokens_per_s"], base[f"base_{col}"], base[x_axis], "black")
+        for i, (_, g) in enumerate(df.groupby("curve", sort=False)):
+            g = g.sort_values(x_axis)
+            _label_points(ax, g["spec_output_tokens_per_s"], g[f"spec_{col}"], g[x_axis], colors[i % len(colors)])
     return _save(fig, path)
+
+
+def _label_points(ax: Axes, xs: Iterable[float], ys: Iterable[float], values: Iterable[float], color: str) -> None:
+    """Each point labelled with its value where it covers nothing (plot_labels.place_labels);
+    points within MERGE_PX of each other on the figure share one label, their values joined."""
+    import math
+    if not has_placed_labels(ax.figure):      # the layout place_labels uses: distances measured on it
+        ax.figure.tight_layout()
+    groups: list[tuple[tuple[float, float], list[str], tuple[float, float]]] = []
+    for x, y, v in zip(xs, ys, values):
+        if not (math.isfinite(float(x)) and math.isfinite(float(y))):
+            continue
+        px, py = ax.transData.transform((float(x), float(y)))
+        for (gx, gy), names, _ in groups:
+            if math.hypot(px - gx, py - gy) <= MERGE_PX:
+                names.append(f"{v:g}")
+                break
+        else:
+            groups.append(((px, py), [f"{v:g}"], (float(x), float(y))))
+    place_labels(ax, [at for _, _, at in groups], [", ".join(names) for _, names, _ in groups], color=color)
 
 
 # ---- capacity plan (specsight plan) ---------------------------------------------------------------
@@ -438,13 +492,17 @@ def plot_plan_probes(rows: list, *, slo_tpot_ms: float | None, slo_ttft_ms: floa
             if r["max_qps_per_replica"]:
                 ax.axvline(r["max_qps_per_replica"], color=c, ls=":", lw=1.2)
         if slo is not None:
-            ax.axhline(slo, color="red", lw=1.5, ls="--", label=f"SLO {slo:g} ms")
+            ax.axhline(slo, color="red", lw=1.5, ls="--", label=f"SLO: {name.split(' (')[0]} {slo:g} ms")
         ax.set_xscale("log")
         ax.set_yscale("log")
         _plain_log_ticks(ax)
-        ax.set_xlabel("offered load per replica (requests/s, Poisson)")
-        ax.set_ylabel(name)
+        ax.set_xlabel(log_label("offered load per replica (requests/s, Poisson)"))
+        ax.set_ylabel(log_label(name))
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8, loc="best", title="filled: passes the SLO and is stable", title_fontsize=8)
+    handles, labels = axes[1].get_legend_handles_labels()
+    if any(lab.startswith("SLO") for lab in labels):     # the TTFT panel names the limit it draws
+        axes[1].legend(handles=[h for h, lab in zip(handles, labels) if lab.startswith("SLO")], fontsize=8,
+                       loc="best")
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
