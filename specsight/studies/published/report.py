@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .intervals import LEVEL, coverage
 from .study import (
     NOT_MODELLED,
     PREDICTION_COLUMNS,
@@ -26,7 +27,20 @@ from .study import (
 )
 
 JSON_COLUMNS = ("name", "ref", "engine", "published_engine", "version", "figure", "basis", "published", "predicted",
-                "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+                "interval", "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+
+
+def table_coverage(df: Any) -> dict[str, Any]:
+    """The intervals' coverage over the table (intervals.coverage on its rows)."""
+    rows = [{"published": p} for p in df["published"]]
+    return coverage(rows, list(df["interval"]))
+
+
+def coverage_line(c: dict[str, Any]) -> str:
+    share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
+    met = c["coverage"] is not None and c["coverage"] >= LEVEL
+    return (f"- 80 % intervals (leave-one-source-out) hold the published figure on {c['inside']} of {c['rows']} "
+            f"rows ({share}; goal at least {100 * LEVEL:.0f} %: {'met' if met else 'NOT met'})")
 
 
 def _max(values: Any) -> float:
@@ -110,14 +124,16 @@ def _fig(row: Any, v: float) -> str:
 
 def table_markdown(df: Any) -> str:
     """The table as the command prints it: one line per row."""
-    head = ["| row | engine | figure | published | predicted | error | side of 1 | acceptance | why it misses |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    head = ["| row | engine | figure | published | predicted | 80 % interval | error | side of 1 | acceptance "
+            "| why it misses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines = []
     for _, r in df.iterrows():
         fig = "plain tokens/s, batch 1" if r["figure"] == "tokens_per_s" else f"speedup ({r['basis']})"
         side = "" if r["side_ok"] is None else ("yes" if r["side_ok"] else "NO")
+        iv = r["interval"]
+        ivs = "-" if iv is None else f"{_fig(r, iv[0])} - {_fig(r, iv[1])}"
         lines.append(f"| {r['name']} ({_ref(r['ref'])}) | {r['engine']} | {fig} | {_fig(r, r['published'])} | "
-                     f"{_fig(r, r['predicted'])} | {_pct(r['error'])} | {side} | {r['acceptance']} | "
+                     f"{_fig(r, r['predicted'])} | {ivs} | {_pct(r['error'])} | {side} | {r['acceptance']} | "
                      f"{r['why'] or 'meets its goal'} |")
     return "\n".join(head + lines)
 
@@ -125,7 +141,7 @@ def table_markdown(df: Any) -> str:
 def report_text(df: Any) -> str:
     """What `specsight validate --published` prints: the table, then the goals."""
     return "\n".join([table_markdown(df), "", "Goals (rows with stated acceptance; engine and version as published):",
-                      *goals_lines(goals(df))])
+                      *goals_lines(goals(df)), coverage_line(table_coverage(df))])
 
 
 def report_json(df: Any) -> dict[str, Any]:
@@ -133,7 +149,8 @@ def report_json(df: Any) -> dict[str, Any]:
     g = goals(df)
     rows = [{c: (None if isinstance(v, float) and not math.isfinite(v) else v) for c, v in r.items()}
             for r in df[list(JSON_COLUMNS)].to_dict("records")]
-    return {"rows": rows, "median_error": g["stated"]["speedup_median_error"], "goals": g}
+    return {"rows": rows, "median_error": g["stated"]["speedup_median_error"], "goals": g,
+            "coverage": table_coverage(df)}
 
 
 def _ref(ref: str) -> str:
@@ -150,7 +167,7 @@ def _setup_line(row: Any, cat: PublishedCatalog) -> str:
         tree = d.get("tree")
         shape = (f"tree of depth {d['k']}, {tree['nodes'] + 1} verify tokens, top-{tree['branches']}" if tree
                  else f"chain K = {d['k']}")
-        drafter = f"{d['method']} `{d['model']}`, {shape}"
+        drafter = f"{d['method']} `{d['model']}`, {shape}" if d.get("model") else f"{d['method']}, {shape}"
     lengths = (f"{s.get('prompt_tokens', ds['prompt_tokens'])} prompt / {s.get('output_tokens', ds['output_tokens'])} "
                f"output tokens")
     acc = "" if d is None else (f"; acceptance {row.acceptance}: "
@@ -186,7 +203,7 @@ nothing is fitted to these rows. Rows whose publication states no acceptance tak
 published figure and are marked `assumed`; they are reported apart from the goals. Plain rows
 (acceptance `n/a`) count with the stated rows: their figure does not depend on acceptance.
 
-Regenerate: `python -m specsight.studies.published.report > docs/validation.md` (the test suite
+Regenerate: `python -m specsight.studies.published.report --residuals > docs/validation.md` (the test suite
 checks this page is current). The table alone: `specsight validate --published [--json]`. Each
 goal below says met or NOT met and by how much: the figure's distance from its limit in percentage
 points, and how many rows are past a per-row limit or on the wrong side of 1. The JSON's `goals`
@@ -336,7 +353,7 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
     g = goals(df)
     out = [INTRO, "## The table (as `specsight validate --published` prints it)", "", table_markdown(df), "",
            "## Goals", "", "Over the rows with stated acceptance, engine and version of each publication:", "",
-           *goals_lines(g), ""]
+           *goals_lines(g), coverage_line(table_coverage(df)), ""]
     out += ["## Why rows miss", "",
             "The table's last column gives each miss from the numbers: the simulated against the published "
             "TPOT or tokens/s, plain and speculative, the accept length, and for a stated accept length the "
@@ -360,4 +377,10 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
 
 
 if __name__ == "__main__":
-    sys.stdout.write(validation_markdown())
+    import json
+
+    from .intervals import RESIDUALS_FILE, residuals_document
+    table = validate_published()
+    if "--residuals" in sys.argv[1:]:      # the intervals' residual file (simulate --json reads it)
+        RESIDUALS_FILE.write_text(json.dumps(residuals_document(table), indent=1) + "\n")
+    sys.stdout.write(validation_markdown(table))
