@@ -130,3 +130,19 @@ def test_committed_coverage_recomputed_from_the_committed_table():
 def test_ideal_has_no_interval():
     assert IV.interval_for(1.5, "ideal", "eagle3") is None
     assert IV.summary_intervals({"speedup_tpot": 1.5}, "ideal", "eagle3") == {}
+
+
+def test_moe_layer_fixed_time_reproduces_pr_24700_kernel_times():
+    # the fixed part comes from batch 1 alone; the engines' experts op at 2-16 tokens (weight reads of
+    # the experts touched + the fixed part) is then a prediction of the PR's other timings
+    from simulator.costs.cost_model import CostModel
+    from simulator.engines.kernel_floors import MOE_LAYER_FIXED_S, QWEN3_MOE_KERNEL_US
+    from simulator.engines.step_cost import engine_profile
+    from simulator.hardware.hardware import load_profile
+    from simulator.models.catalog import load_model
+    assert MOE_LAYER_FIXED_S == pytest.approx(40.44e-6 - 37.748736e6 / 2.68e12)
+    m = load_model("qwen3-30b-a3b")
+    cm = CostModel(m, engine_profile(load_profile("h100-sxm")), tp=1, dtype="fp8")
+    for T, us in QWEN3_MOE_KERNEL_US.items():
+        per_layer = cm._pass_terms(float(T), 1.0, per_op=True).experts_s / m.num_moe_layers + MOE_LAYER_FIXED_S
+        assert per_layer == pytest.approx(us * 1e-6, rel=0.05 if T > 1 else 1e-3)

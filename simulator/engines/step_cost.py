@@ -215,7 +215,8 @@ class EngineStepCost:
         """One round (k > 0) or plain step (k = 0) of `batch` sequences split into the terms that
         price it, in seconds: `passes` (GPU time with every floor and collective in it), and, inside
         or beside it, the parts the sourced terms add: `node_floor` (GRAPH_NODE_GPU_S a captured
-        kernel), `allreduce` (the measured curve's, target passes), `draft_floor` (a draft step's
+        kernel), `allreduce` (the measured curve's, target passes), `moe_fixed` (the fused MoE's fixed
+        time, kernel_floors.py), `draft_floor` (a draft step's
         host-bound floor beyond its GPU time), `host` (H(B) as shown), `syncs`, `launch_tails` and
         `plans` (round_host_s's two parts). total = passes + host + syncs + launch_tails + plans."""
         c = batch * mean_context
@@ -244,7 +245,9 @@ class EngineStepCost:
         host = self.host_s(batch, k, 0, float(t)) - syncs - (self.round_host_s(batch, k) if spec is not None else 0.0)
         plans = eng.host_plans(spec, k) * eng.plan_s if spec is not None else 0.0
         tails = self.round_host_s(batch, k) - plans if spec is not None else 0.0
-        out = {"passes": float(t), "node_floor": node, "allreduce": ar, "draft_floor": floor, "host": host,
+        moe = sum(getattr(self._model(p.model), "_moe_fixed_s", 0.0) * p.count for p in passes)
+        out = {"passes": float(t), "node_floor": node, "allreduce": ar, "moe_fixed": moe, "draft_floor": floor,
+               "host": host,
                "syncs": syncs, "launch_tails": tails, "plans": plans}
         out["total"] = out["passes"] + host + syncs + tails + plans
         return out

@@ -31,6 +31,7 @@ from ..costs.cost_model import CostModel
 from ..costs.pass_time import timing_constants
 from ..models.model_spec import ModelSpec
 from .collectives import allreduce_s, has_curve
+from .kernel_floors import MOE_LAYER_FIXED_S
 
 TILE_M = 64      # rows of a GEMM tile (Hopper wgmma M = 64; NVIDIA Matrix Multiplication Background guide)
 TILE_N = 128     # columns of a GEMM tile (the guide's cuBLAS examples: 128x128, 256x128)
@@ -104,6 +105,8 @@ class TiledCostModel(CostModel):
             self.constants = self.constants._replace(allreduce_fixed_s=self._ar_fixed_s)
             self._constants = timing_constants(self.constants)
             self._terms.clear()
+        # each MoE layer's fused experts take a fixed time beyond their weight reads (kernel_floors.py)
+        self._moe_fixed_s = self.n_moe_layers * MOE_LAYER_FIXED_S
 
     def allreduce_pass_s(self, T: float) -> float:
         """The all-reduces of a pass of T tokens on the measured curve (0 without the curve)."""
@@ -117,6 +120,7 @@ class TiledCostModel(CostModel):
 
     def _pass_terms(self, T: float, num_logits: float) -> tuple:
         weights, head, rest, ar = super()._pass_terms(T, num_logits)
+        weights = weights + self._moe_fixed_s
         if self._ar_curve and not hasattr(T, "__len__"):
             ar = ar + self.allreduce_pass_s(T)
         q = self.linear_quantization(T) if not hasattr(T, "__len__") else 1.0

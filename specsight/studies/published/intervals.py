@@ -1,7 +1,8 @@
 """80 % intervals on predictions, from the published table's residuals, leave-one-source-out.
 
 A row's residual is log(published / predicted). A row's interval is its prediction times
-exp(the 10th and 90th percentiles) of the residuals of the other rows of its group, leaving out
+exp(the 10 % and 90 % split-conformal order statistics, `_interval`) of the residuals of the
+other rows of its group, leaving out
 every row that shares a publication with it (`publication_ids`: the PR / issue numbers and arXiv
 ids its source names; a source naming none is its own publication): a row's interval is built
 without its own publication. Group: the row's published engine and its drafter family (plain
@@ -61,9 +62,16 @@ def _pool(rows: Sequence[Mapping[str, Any]], i: int | None, engine: str, fam: st
 
 
 def _interval(predicted: float, pool: Sequence[float]) -> list[float] | None:
+    """predicted x exp(the pool's order statistics of ranks floor((n + 1) q_lo) and
+    ceil((n + 1) q_hi)), clipped to the pool's ends: the split-conformal interval, whose coverage
+    holds for exchangeable residuals at any pool size n (Lei et al. 2018, 'Distribution-free
+    predictive inference for regression', JASA; a plain quantile undercovers small pools)."""
     if not pool or not math.isfinite(predicted):
         return None
-    lo, hi = np.quantile(np.asarray(pool), QUANTILES)
+    r = np.sort(np.asarray(pool, dtype=float))
+    n = len(r)
+    lo = r[min(max(math.floor((n + 1) * QUANTILES[0]), 1), n) - 1]
+    hi = r[min(max(math.ceil((n + 1) * QUANTILES[1]), 1), n) - 1]
     return [float(predicted * math.exp(lo)), float(predicted * math.exp(hi))]
 
 
