@@ -42,9 +42,9 @@ class Link:
 
 def pool_source(source: Mapping[str, Any], pool: str) -> dict[str, Any]:
     """The scenario mapping of one pool: its instances, GPU, TP and engine limits in place of the
-    scenario's; the prefill pool without a drafter."""
-    d = source["disaggregation"]
-    p = d[pool]
+    scenario's; the prefill pool without a drafter. A pool the block leaves out is the schema's
+    default: one instance with the scenario's values."""
+    p = source["disaggregation"].get(pool) or {}
     raw = copy.deepcopy(dict(source))
     raw.pop("disaggregation", None)
     hw = dict(raw.get("hardware") or {})

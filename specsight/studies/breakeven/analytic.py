@@ -25,9 +25,11 @@ BATCH_GRID = np.unique(np.round(np.geomspace(1, 1024, 61)))
 
 
 class Analytic:
-    """The scenario's cost model and drafter for simulator.speculation.analytic (roofline hardware only)."""
+    """The scenario's cost model and drafter for simulator.speculation.analytic (roofline hardware only).
+    `deployment`: the scenario's resolve_deployment, when the caller holds it already (one
+    deployment re-priced under many acceptance settings: specsight.explore)."""
 
-    def __init__(self, source: Mapping[str, Any]):
+    def __init__(self, source: Mapping[str, Any], deployment: Any = None):
         from simulator.run import resolve_deployment
         from simulator.scenario.scenario import load_scenario
         from simulator.workload.workload import generate_requests
@@ -37,7 +39,7 @@ class Analytic:
             raise SpecsightInputError("hardware" if sc.drafter is not None else "drafter", None,
                                       "the analytic model needs roofline hardware and a drafter")
         self.scenario = sc
-        dep = resolve_deployment(sc)
+        dep = resolve_deployment(sc) if deployment is None else deployment
         self.cm = dep.step_cost.cm
         self.drafter = dep.drafter
         reqs = generate_requests(sc.workload, np.random.default_rng(sc.seed))
