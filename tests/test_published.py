@@ -46,7 +46,7 @@ def table() -> pd.DataFrame:
 
 
 def test_every_row_loads_with_a_source_and_its_setup():
-    assert len(CAT.rows) == 21
+    assert len(CAT.rows) == 36          # issue 25: at least 35
     for r in CAT.rows:
         assert r.source and r.version and r.engine in ("vllm", "sglang", "trtllm"), r.name
         assert {"model", "gpu", "tp", "batch", "dataset", "precision"} <= set(r.setup), r.name
@@ -57,7 +57,7 @@ def test_every_row_loads_with_a_source_and_its_setup():
         else:
             assert r.acceptance == "n/a"
     # the rows the catalog cannot express yet, and the ones that are not rows, each with a reason
-    assert {w["ref"] for w in CAT.waiting} == {"1", "7", "8", "10", "11", "14"}
+    assert {w["ref"] for w in CAT.waiting} == {"1", "7", "14"}
     assert all(w["needs"] for w in CAT.waiting)
     assert {"5", "9", "12", "13"} <= {e["ref"] for e in CAT.excluded}
     assert all(e["why"] for e in CAT.excluded)
@@ -83,7 +83,7 @@ def test_the_scenario_has_the_rows_setup(row):
     if d is None:
         assert sc.drafter is None
         return
-    assert sc.drafter.method == d["method"] and sc.drafter.model == d["model"]
+    assert sc.drafter.method == d["method"] and sc.drafter.model == d.get("model")
     assert sc.drafter.num_speculative_tokens == d["k"]
     assert sc.drafter.tree == bool(d.get("tree"))
     if d.get("tree"):
@@ -222,8 +222,9 @@ def test_row4_under_vllm_against_the_ideal_engine(table):
     t = table.set_index("name").loc[ROW4.name]
     assert t["engine"] == "vllm"
     ideal = predict(ROW4, CAT.datasets, "ideal")
-    assert t["plain_tpot_ms"] < ideal["plain_tpot_ms"]
-    assert t["spec_tpot_ms"] * t["accept_length"] < ideal["spec_tpot_ms"] * ideal["accept_length"]
+    # issue 25: v1-0.9 pays SpecDecode-Bench's 1.207 ms a step and a 0.712 ms floor per draft forward,
+    # so its round costs more than the ideal engine's, and its speedup stays below ideal's
+    assert t["spec_tpot_ms"] * t["accept_length"] > ideal["spec_tpot_ms"] * ideal["accept_length"]
     assert t["predicted"] < ideal["predicted"]
 
 

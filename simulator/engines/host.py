@@ -71,6 +71,64 @@ SYNC_S = 0.0513 * MS
 EAGER_LAUNCH_S = 7.29 * MS / 1200
 
 
+# ---- host work a round exposes beyond H(B) and its syncs (../shared/reference/engine-host-work.md) ----
+# Launching a captured graph costs the host about 1 us per node: SGLang issue #29960 measured
+# 2.826 ms for a graph of 2,876 nodes (0.98 us a node; vLLM's 1.983 ms for 2,187: 0.91 us) [M]. The
+# GPU waits for it where the host reaches the launch only after a sync (it cannot run ahead).
+# Range: 0.58 us a node (a graph replay on an RTX 5070 Ti, ahrefs/ocannl #488) to 0.98 us.
+GRAPH_NODE_HOST_S = 2.826 * MS / 2876
+GRAPH_NODE_HOST_RANGE_S = (0.58 * US, 2.826 * MS / 2876)
+
+# A graph's node costs the GPU a least time of its own: a replayed chain of N no-op kernels took
+# ~15 us + 0.58 us a node, launch and execution together (RTX 5070 Ti, CUDA 13.3; ahrefs/ocannl
+# #488) [M]: every graphed pass pays 0.58 us per kernel beyond its roofline time, the latency floor
+# of its small kernels (norms, rotary, activations, residual adds) that the roofline's aggregate
+# bytes do not see. Range 0 (the per-node time all host-side) to 0.58 us. H100 / H200 / B200 not
+# measured by the source [I].
+GRAPH_NODE_GPU_S = 0.58 * US
+GRAPH_NODE_GPU_RANGE_S = (0.0, 0.58 * US)
+
+# Drafting per draft forward, host and GPU together, where the propose loop is host-bound: a draft
+# step takes max(its GPU time, this) (the loop's host work overlaps its own kernels).
+#   vLLM v0.10.1 (the V1 engine before async scheduling, as `v1-0.9` prices it): SpecDecode-Bench's
+#     fit (arXiv 2601.11580, repo SpecDecode-Bench simulator/predictor.py@2fdccbd, class
+#     Llama8BH100; H100, Llama-3.1-8B, EAGLE k = 3, InstructCoder, batch 1-64) [F]: drafting 2.135 ms
+#     a round at k = 3, 0.712 ms a draft forward, against a roofline of 0.22-0.28 ms. Range: the
+#     non-GPU part alone (0.712 - 0.28 = 0.43 ms, a floor with no GPU work under it) to 0.712.
+#   vLLM V1 with async scheduling (`v1`): vLLM PR #32628 (Jan 2026, gpt-oss-120b TP1, C = 1) [M]:
+#     EAGLE-3 TPOT 3.15 ms at K = 3 and 4.33 at K = 8: (4.33 - 3.15) / 5 = 0.236 ms per K. Range
+#     0.236 (this) to 0.712 (the v0.10.1 figure).
+VLLM_V010_DRAFT_STEP_S = 2.135 * MS / 3
+VLLM_V010_DRAFT_STEP_RANGE_S = (2.135 * MS / 3 - 0.28 * MS, 2.135 * MS / 3)
+VLLM_V014_DRAFT_STEP_S = (4.33 - 3.15) / (8 - 3) * MS
+VLLM_V014_DRAFT_STEP_RANGE_S = (VLLM_V014_DRAFT_STEP_S, VLLM_V010_DRAFT_STEP_S)
+#   vLLM V1 with the EAGLE drafter eager (`v1-0.8`, Apr 2025, before PR #17211 compiled and graphed
+#     it): vLLM PR #17504 timed EAGLE-3's propose() at K = 3, batch 1, at ~16 ms eager and ~6 ms
+#     with torch.compile and CUDA graphs, under the torch profiler (host time inflated) [M]: the
+#     graphed figure above x 16 / 6 [I: the profiled ratio carried to unprofiled time]. Range 0.712
+#     (no eager penalty) to this.
+VLLM_EAGER_DRAFT_STEP_S = VLLM_V010_DRAFT_STEP_S * 16.0 / 6.0
+VLLM_EAGER_DRAFT_STEP_RANGE_S = (VLLM_V010_DRAFT_STEP_S, VLLM_EAGER_DRAFT_STEP_S)
+# SpecDecode-Bench's fixed 1.207 ms on every engine step, plain and speculative alike (same fit,
+# v0.10.1) [F]: the per-iteration host work of the V1 engine that overlaps nothing (`v1-0.9`),
+# in place of PR #25872's 0.97 ms (measured on L20 at v0.11: the range's other end).
+VLLM_V010_STEP_S = 1.207 * MS
+VLLM_V010_STEP_RANGE_S = (V1_ROUND_HIDDEN_S, 1.207 * MS)
+
+# SGLang before FA3 became its default on sm90 (May 2025, issue #6066), FlashInfer's multi-step
+# draft backend: one host plan() per draft step (S - 1) before the draft graph's replay, after a
+# blocking .cpu() of kv_indptr, and a host plan for the verify's custom mask [C]. A plan is a
+# rebuild of attention metadata on the host; SGLang issue #29843 measured such a rebuild at ~25
+# small ops, 0.7-1.0 ms a replay [M]: 0.85 ms a plan, range 0.7-1.0 [I: that figure for a plan].
+SGLANG_FLASHINFER_PLAN_S = 0.85 * MS
+SGLANG_FLASHINFER_PLAN_RANGE_S = (0.7 * MS, 1.0 * MS)
+
+# TensorRT-LLM two-model EAGLE-3 before ChainDrafter graphed the whole drafting loop (PR #4802, May
+# 2025: its first draft forward ran without a graph): PR #3035 (Mar 2025, two-model EAGLE-3, 4
+# drafts) measured the generation step 9.3 -> 14.0 ms [M]: 1.175 ms a draft step, host and GPU.
+TRTLLM_TWO_MODEL_DRAFT_STEP_S = (14.0 - 9.3) / 4 * MS
+
+
 @dataclass(frozen=True)
 class HostModel:
     """H(B) = base_s + per_seq_s B (+ fraction x GPU time: TensorRT-LLM's published form); sync_s

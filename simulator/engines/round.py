@@ -164,6 +164,23 @@ class EngineDef:
         """The kernel class of the verify pass's attention (ATTENTION_CLASSES)."""
         raise NotImplementedError
 
+    # ---- host work a round exposes beyond H(B) and its syncs (host.py) ----------------------
+    def draft_step_floor_s(self, spec: DrafterSpec) -> float:
+        """The least time of one draft forward where the propose loop is host-bound: a draft step
+        takes max(its GPU time, this) (0: no such floor)."""
+        return 0.0
+
+    def launch_waits(self, spec: DrafterSpec) -> tuple[str, ...]:
+        """The graphed passes of a round whose launch the host reaches only after a sync: the GPU
+        waits for the host to launch their nodes (host.GRAPH_NODE_HOST_S a node)."""
+        return ()
+
+    def host_plans(self, spec: DrafterSpec, k: int) -> int:
+        """Attention-metadata plans the host builds in series inside one round (plan_s each)."""
+        return 0
+
+    plan_s = 0.0
+
     def mixed_graph(self, tokens: int, lim: EngineLimits) -> int | None:
         """A pass holding prefill chunks: the tokens its piecewise graph computes, or None (eager)."""
         return None

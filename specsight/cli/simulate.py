@@ -138,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
         summary = {"engine": result.engine, **result.summary, **pool_keys(result), **result_flags(result)}
+        if args.json and sc.engine.kind != "ideal":      # ideal: the physics bound, no interval
+            from ..studies.published.intervals import summary_intervals
+            summary.update(summary_intervals(summary, sc.engine.kind,
+                                             sc.drafter.method if sc.drafter is not None else None))
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):
                 print(f"wrote {p}", file=sys.stderr)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .intervals import LEVEL, coverage
 from .study import (
     NOT_MODELLED,
     PREDICTION_COLUMNS,
@@ -26,7 +27,20 @@ from .study import (
 )
 
 JSON_COLUMNS = ("name", "ref", "engine", "published_engine", "version", "figure", "basis", "published", "predicted",
-                "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+                "interval", "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+
+
+def table_coverage(df: Any) -> dict[str, Any]:
+    """The intervals' coverage over the table (intervals.coverage on its rows)."""
+    rows = [{"published": p} for p in df["published"]]
+    return coverage(rows, list(df["interval"]))
+
+
+def coverage_line(c: dict[str, Any]) -> str:
+    share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
+    met = c["coverage"] is not None and c["coverage"] >= LEVEL
+    return (f"- 80 % intervals (leave-one-source-out) hold the published figure on {c['inside']} of {c['rows']} "
+            f"rows ({share}; goal at least {100 * LEVEL:.0f} %: {'met' if met else 'NOT met'})")
 
 
 def _max(values: Any) -> float:
@@ -110,14 +124,16 @@ def _fig(row: Any, v: float) -> str:
 
 def table_markdown(df: Any) -> str:
     """The table as the command prints it: one line per row."""
-    head = ["| row | engine | figure | published | predicted | error | side of 1 | acceptance | why it misses |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    head = ["| row | engine | figure | published | predicted | 80 % interval | error | side of 1 | acceptance "
+            "| why it misses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines = []
     for _, r in df.iterrows():
         fig = "plain tokens/s, batch 1" if r["figure"] == "tokens_per_s" else f"speedup ({r['basis']})"
         side = "" if r["side_ok"] is None else ("yes" if r["side_ok"] else "NO")
+        iv = r["interval"]
+        ivs = "-" if iv is None else f"{_fig(r, iv[0])} - {_fig(r, iv[1])}"
         lines.append(f"| {r['name']} ({_ref(r['ref'])}) | {r['engine']} | {fig} | {_fig(r, r['published'])} | "
-                     f"{_fig(r, r['predicted'])} | {_pct(r['error'])} | {side} | {r['acceptance']} | "
+                     f"{_fig(r, r['predicted'])} | {ivs} | {_pct(r['error'])} | {side} | {r['acceptance']} | "
                      f"{r['why'] or 'meets its goal'} |")
     return "\n".join(head + lines)
 
@@ -125,7 +141,7 @@ def table_markdown(df: Any) -> str:
 def report_text(df: Any) -> str:
     """What `specsight validate --published` prints: the table, then the goals."""
     return "\n".join([table_markdown(df), "", "Goals (rows with stated acceptance; engine and version as published):",
-                      *goals_lines(goals(df))])
+                      *goals_lines(goals(df)), coverage_line(table_coverage(df))])
 
 
 def report_json(df: Any) -> dict[str, Any]:
@@ -133,7 +149,8 @@ def report_json(df: Any) -> dict[str, Any]:
     g = goals(df)
     rows = [{c: (None if isinstance(v, float) and not math.isfinite(v) else v) for c, v in r.items()}
             for r in df[list(JSON_COLUMNS)].to_dict("records")]
-    return {"rows": rows, "median_error": g["stated"]["speedup_median_error"], "goals": g}
+    return {"rows": rows, "median_error": g["stated"]["speedup_median_error"], "goals": g,
+            "coverage": table_coverage(df)}
 
 
 def _ref(ref: str) -> str:
@@ -150,7 +167,7 @@ def _setup_line(row: Any, cat: PublishedCatalog) -> str:
         tree = d.get("tree")
         shape = (f"tree of depth {d['k']}, {tree['nodes'] + 1} verify tokens, top-{tree['branches']}" if tree
                  else f"chain K = {d['k']}")
-        drafter = f"{d['method']} `{d['model']}`, {shape}"
+        drafter = f"{d['method']} `{d['model']}`, {shape}" if d.get("model") else f"{d['method']}, {shape}"
     lengths = (f"{s.get('prompt_tokens', ds['prompt_tokens'])} prompt / {s.get('output_tokens', ds['output_tokens'])} "
                f"output tokens")
     acc = "" if d is None else (f"; acceptance {row.acceptance}: "
@@ -186,7 +203,7 @@ nothing is fitted to these rows. Rows whose publication states no acceptance tak
 published figure and are marked `assumed`; they are reported apart from the goals. Plain rows
 (acceptance `n/a`) count with the stated rows: their figure does not depend on acceptance.
 
-Regenerate: `python -m specsight.studies.published.report > docs/validation.md` (the test suite
+Regenerate: `python -m specsight.studies.published.report --residuals > docs/validation.md` (the test suite
 checks this page is current). The table alone: `specsight validate --published [--json]`. Each
 goal below says met or NOT met and by how much: the figure's distance from its limit in percentage
 points, and how many rows are past a per-row limit or on the wrong side of 1. The JSON's `goals`
@@ -290,6 +307,69 @@ def lacks_lines(cat: PublishedCatalog) -> list[str]:
     ]
 
 
+TERMS = (("node_floor", "kernel floor"), ("allreduce", "all-reduce curve"), ("moe_fixed", "MoE fixed"),
+         ("draft_floor", "draft-step floor"), ("host", "H(B) shown"), ("syncs", "syncs"),
+         ("launch_tails", "launch after sync"), ("plans", "host plans"))
+
+
+def curve_groups(cat: PublishedCatalog) -> dict[str, list[Any]]:
+    """The table's batch curves: rows that differ only in their batch (names ending -bN), two or more."""
+    import re
+    groups: dict[str, list[Any]] = {}
+    for r in cat.rows:
+        m = re.fullmatch(r"(.+)-b\d+", r.name)
+        if m and r.drafter is not None:
+            groups.setdefault(m.group(1), []).append(r)
+    return {k: sorted(v, key=lambda r: int(r.setup["batch"])) for k, v in groups.items() if len(v) > 1}
+
+
+def term_contributions(row: Any, cat: PublishedCatalog, accept_length: float) -> dict[str, float]:
+    """One row's round and plain step split into the engine's terms (EngineStepCost.round_terms, at the
+    row's batch and its mean context: prompt + half the output), and what each term does to the
+    round-level speedup AL x plain / round: that speedup less the speedup without the term."""
+    from simulator.run import resolve_deployment, with_engine_defaults
+    from simulator.scenario.scenario import load_scenario
+
+    from .study import engine_for, scenario_for
+    kind, _ = engine_for(row, cat.datasets)
+    c = resolve_deployment(with_engine_defaults(load_scenario(scenario_for(row, cat.datasets, kind)))).step_cost
+    ds = cat.datasets[row.setup["dataset"]]
+    ctx = float(row.setup.get("prompt_tokens", ds["prompt_tokens"])) + 0.5 * float(
+        row.setup.get("output_tokens", ds["output_tokens"]))
+    B, k = int(row.setup["batch"]), int(row.drafter["k"])
+    rnd = c.round_terms(B, k, ctx, c.drafter.verify_tokens_per_seq(k))
+    plain = c.round_terms(B, 0, ctx, 1)
+    s = accept_length * plain["total"] / rnd["total"]
+    out = {"batch": B, "plain_ms": 1e3 * plain["total"], "round_ms": 1e3 * rnd["total"], "speedup": s}
+    for key, _ in TERMS:
+        without = accept_length * (plain["total"] - plain[key]) / (rnd["total"] - rnd[key])
+        out[key] = s - without
+    return out
+
+
+def batch_curve_lines(cat: PublishedCatalog, df: Any) -> list[str]:
+    """Per batch curve of the table, what each priced term does to the speedup at each batch."""
+    al = dict(zip(df["name"], df["accept_length"]))
+    pub = dict(zip(df["name"], df["published"]))
+    head = " | ".join(label for _, label in TERMS)
+    out = ["### What each term does on the batch curves", "",
+           "For every batch curve of the table, each row's round and plain step as `EngineStepCost.round_terms` "
+           "splits them (the row's batch, mean context: prompt + half the output), and what each term does "
+           "to the round-level speedup AL x plain step / round: the speedup less the speedup without that "
+           "term (negative: the term lowers it). The round-level speedup leaves out queueing and prefill, "
+           "so it differs a little from the simulated one in the table.", ""]
+    for name, rows in curve_groups(cat).items():
+        out += [f"**{name}**", "", f"| batch | published | round-level | plain step (ms) | round (ms) | {head} |",
+                "| --- | --- | --- | --- | --- |" + " --- |" * len(TERMS)]
+        for r in rows:
+            t = term_contributions(r, cat, float(al[r.name]))
+            cells = " | ".join(f"{t[key]:+.3f}" for key, _ in TERMS)
+            out.append(f"| {t['batch']} | {pub[r.name]:.2f}x | {t['speedup']:.2f}x | {t['plain_ms']:.2f} | "
+                       f"{t['round_ms']:.2f} | {cells} |")
+        out.append("")
+    return out
+
+
 ENGINE_BEGIN, ENGINE_END = "<!-- engine-groundtruth:begin -->", "<!-- engine-groundtruth:end -->"
 ENGINE_INTRO = """## A real engine as ground truth: vLLM's CPU build
 
@@ -336,12 +416,13 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
     g = goals(df)
     out = [INTRO, "## The table (as `specsight validate --published` prints it)", "", table_markdown(df), "",
            "## Goals", "", "Over the rows with stated acceptance, engine and version of each publication:", "",
-           *goals_lines(g), ""]
+           *goals_lines(g), coverage_line(table_coverage(df)), ""]
     out += ["## Why rows miss", "",
             "The table's last column gives each miss from the numbers: the simulated against the published "
             "TPOT or tokens/s, plain and speculative, the accept length, and for a stated accept length the "
             "round (TPOT x accept length) against the published one."]
     out += ["", *lacks_lines(cat)]
+    out += ["", *batch_curve_lines(cat, df)]
     if (df["engine"] == NOT_MODELLED).any():
         out += ["", "Rows run as `ideal (engine not modelled)` price only the cost model's passes: none of the "
                 "engine's extra passes, host work, syncs or CUDA-graph padding (the engine models of "
@@ -360,4 +441,10 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
 
 
 if __name__ == "__main__":
-    sys.stdout.write(validation_markdown())
+    import json
+
+    from .intervals import RESIDUALS_FILE, residuals_document
+    table = validate_published()
+    if "--residuals" in sys.argv[1:]:      # the intervals' residual file (simulate --json reads it)
+        RESIDUALS_FILE.write_text(json.dumps(residuals_document(table), indent=1) + "\n")
+    sys.stdout.write(validation_markdown(table))

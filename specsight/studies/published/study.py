@@ -30,6 +30,8 @@ from simulator.common.paths import DATA_DIR
 from simulator.speculation.acceptance_presets import alpha_for_tau
 from simulator.speculation.spec_math import candidate_alpha
 
+from .intervals import loso_intervals, residual_rows
+
 RESULTS_FILE = DATA_DIR / "published" / "engine_results.yaml"
 NOT_MODELLED = "ideal (engine not modelled)"
 FIGURES = ("tokens_per_s", "speedup")
@@ -52,6 +54,9 @@ ENGINE_VERSIONS = {
     "vLLM V1, Jun 2025 (as measured in TensorRT-LLM PR #4802)": "v1-0.9",
     "SGLang docs (speculative decoding page)": "v0.4",
     "SGLang, Mar 2025": "v0.4",
+    "TensorRT-LLM PyTorch backend, Jun 2025 (two-model EAGLE-3)": "0.20",
+    "vLLM v0.10.1 (SpecDecode-Bench)": "v1-0.9",
+    "vLLM V1, Apr 2025 (drafter eager, before PR #17211)": "v1-0.8",
 }
 
 # the table's goals (absolute relative error; the side band of the speedup)
@@ -77,6 +82,7 @@ class PublishedRow:
     acceptance_preset: str | None = None
     acceptance_source: str = ""
     assumed: str = ""
+    assumed_accept_length: float | None = None   # an assumed AL (another run's) where no preset fits
 
     def __post_init__(self) -> None:
         w = f"{RESULTS_FILE.name}: {self.name}"
@@ -141,10 +147,12 @@ def _acceptance(row: PublishedRow) -> Any:
     assert d is not None
     if row.acceptance_preset:
         return {"model": "preset", "name": row.acceptance_preset}
+    branches = int(d["tree"]["branches"]) if d.get("tree") else 1
+    if row.assumed_accept_length is not None:
+        return {"model": "iid", "alpha": stated_alpha(float(row.assumed_accept_length), int(d["k"]), branches)}
     if row.acceptance != "stated" or "accept_length" not in row.published:
         raise SpecsightInputError(f"{row.name}.acceptance_preset", None,
                                   "a preset name (only a stated accept length converts without one)")
-    branches = int(d["tree"]["branches"]) if d.get("tree") else 1
     return {"model": "iid", "alpha": stated_alpha(float(row.published["accept_length"]), int(d["k"]), branches)}
 
 
@@ -171,7 +179,9 @@ def scenario_for(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]], e
         sc["engine"]["version"] = version
     d = row.drafter
     if d is not None:
-        drafter: dict[str, Any] = {"method": d["method"], "model": d["model"], "num_speculative_tokens": int(d["k"])}
+        drafter: dict[str, Any] = {"method": d["method"], "num_speculative_tokens": int(d["k"])}
+        if d.get("model"):
+            drafter["model"] = d["model"]
         if d.get("tree"):
             drafter.update(tree=True, tree_nodes=int(d["tree"]["nodes"]), tree_branches=int(d["tree"]["branches"]))
         sc["drafter"] = drafter
@@ -270,10 +280,13 @@ def why(row: PublishedRow, pred: Mapping[str, float], engine_label: str, missed:
         parts.append(f"speedup {'over' if over else 'under'}stated: speculative TPOT {pred['spec_tpot_ms']:.2f} ms vs "
                      f"{_published_tpot_ms(row, 'speculative'):.2f} ms, plain {pred['plain_tpot_ms']:.2f} vs "
                      f"{_published_tpot_ms(row, 'plain'):.2f} ms")
-    else:
+    elif "speculative_tokens_per_s" in row.published:
         parts.append(f"speedup {'over' if over else 'under'}stated: {pred['spec_tokens_per_s']:.0f} vs "
                      f"{row.published['speculative_tokens_per_s']:.0f} tok/s speculative, "
                      f"{pred['plain_tokens_per_s']:.0f} vs {row.published['plain_tokens_per_s']:.0f} plain")
+    else:       # a published ratio only
+        parts.append(f"speedup {'over' if over else 'under'}stated: {pred['spec_tokens_per_s']:.0f} tok/s "
+                     f"speculative, {pred['plain_tokens_per_s']:.0f} plain predicted (the source gives the ratio only)")
     if "accept_length" in pred:
         stated = row.published.get("accept_length")
         parts.append(f"AL {pred['accept_length']:.2f}" + (f" vs {stated} stated" if stated else
@@ -334,8 +347,9 @@ def unpriced(row: PublishedRow, pred: Mapping[str, float]) -> str:
 
 def validate_published(path: Path | str | None = None) -> Any:
     """The validation table: one row per published measurement (a pandas DataFrame) with name,
-    engine, figure, published, predicted, error, side_ok, acceptance, why, and the simulated
-    TPOTs, tokens/s and accept length behind the prediction."""
+    engine, figure, published, predicted, error, side_ok, acceptance, why, the simulated TPOTs,
+    tokens/s and accept length behind the prediction, and the prediction's 80 % interval built
+    leave-one-source-out (intervals.py; None where none)."""
     import pandas as pd
     cat = load_published(path)
     out = []
@@ -356,5 +370,8 @@ def validate_published(path: Path | str | None = None) -> Any:
                     "version": row.version, "figure": row.checks, "basis": row.basis if row.checks == "speedup" else "",
                     "published": row.figure, "predicted": pred["predicted"], "error": err, "side_ok": side,
                     "acceptance": row.acceptance, "ok": not missed, "why": reason,
+                    "method": (row.drafter or {}).get("method", ""),
                     **{k: pred.get(k, math.nan) for k in PREDICTION_COLUMNS}, "source": row.source})
-    return pd.DataFrame(out)
+    df = pd.DataFrame(out)
+    df["interval"] = loso_intervals(residual_rows(df.to_dict("records")))
+    return df

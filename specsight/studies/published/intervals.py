@@ -1,0 +1,146 @@
+"""80 % intervals on predictions, from the published table's residuals, leave-one-source-out.
+
+A row's residual is log(published / predicted). A row's interval is its prediction times
+exp(the 10 % and 90 % split-conformal order statistics, `_interval`) of the residuals of the
+other rows of its group, leaving out
+every row that shares a publication with it (`publication_ids`: the PR / issue numbers and arXiv
+ids its source names; a source naming none is its own publication): a row's interval is built
+without its own publication. Group: the row's published engine and its drafter family (plain
+decoding, EAGLE-like heads (eagle, eagle3, mtp), lookup (ngram, suffix), draft models); a group
+left with fewer than MIN_POOL rows widens to the family over every engine, then to every row.
+`coverage`: the share of rows whose published figure lies inside its interval (the goal: at least
+80 %). `ideal` has no interval: it is the physics bound, not an engine the table measures.
+
+`interval_for` gives a scenario's prediction the same interval from every row of its group (no row
+to leave out); simulate --json reads the residuals from RESIDUALS_FILE, which
+`python -m specsight.studies.published.report --residuals` rewrites from the table it prints.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from simulator.common.paths import DATA_DIR
+
+LEVEL = 0.8
+QUANTILES = ((1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2)
+MIN_POOL = 4
+RESIDUALS_FILE = DATA_DIR / "published" / "residuals.json"
+FAMILIES = {"eagle": "eagle", "eagle3": "eagle", "mtp": "eagle", "ngram": "lookup", "suffix": "lookup",
+            "draft_model": "draft_model"}
+_IDS = re.compile(r"#\d+|arXiv \d{4}\.\d{4,5}")
+
+
+def publication_ids(source: str) -> frozenset[str]:
+    """The publications a source names (PR and issue numbers, arXiv ids); the source itself if none."""
+    ids = frozenset(_IDS.findall(source))
+    return ids or frozenset([source])
+
+
+def family(method: str | None) -> str:
+    """A drafter method's family (None or '': plain decoding)."""
+    return "plain" if not method else FAMILIES.get(method, method)
+
+
+def _pool(rows: Sequence[Mapping[str, Any]], i: int | None, engine: str, fam: str, figure: str,
+          ids: frozenset[str]) -> list[float]:
+    """Residuals of the rows of (engine, family, figure) not sharing a publication with ids, widened
+    to the family then to every row of the figure while fewer than MIN_POOL."""
+    pool: list[float] = []
+    for keep in (lambda r: r["engine"] == engine and r["family"] == fam, lambda r: r["family"] == fam,
+                 lambda r: True):
+        pool = [r["residual"] for j, r in enumerate(rows) if j != i and r["figure"] == figure and keep(r)
+                and math.isfinite(r["residual"]) and not (ids & frozenset(r["ids"]))]
+        if len(pool) >= MIN_POOL:
+            break
+    return pool
+
+
+def _interval(predicted: float, pool: Sequence[float]) -> list[float] | None:
+    """predicted x exp(the pool's order statistics of ranks floor((n + 1) q_lo) and
+    ceil((n + 1) q_hi)), clipped to the pool's ends: the split-conformal interval, whose coverage
+    holds for exchangeable residuals at any pool size n (Lei et al. 2018, 'Distribution-free
+    predictive inference for regression', JASA; a plain quantile undercovers small pools)."""
+    if not pool or not math.isfinite(predicted):
+        return None
+    r = np.sort(np.asarray(pool, dtype=float))
+    n = len(r)
+    lo = r[min(max(math.floor((n + 1) * QUANTILES[0]), 1), n) - 1]
+    hi = r[min(max(math.ceil((n + 1) * QUANTILES[1]), 1), n) - 1]
+    return [float(predicted * math.exp(lo)), float(predicted * math.exp(hi))]
+
+
+def residual_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The residual table from validation rows (name, published_engine, method, figure, source,
+    published, predicted)."""
+    out = []
+    for r in records:
+        pub, pred = float(r["published"]), float(r["predicted"])
+        res = math.log(pub / pred) if math.isfinite(pred) and pred > 0 else math.nan
+        out.append({"name": r["name"], "engine": r["published_engine"], "family": family(r.get("method")),
+                    "figure": r["figure"], "ids": sorted(publication_ids(str(r["source"]))),
+                    "published": pub, "predicted": pred, "residual": res})
+    return out
+
+
+def loso_intervals(rows: Sequence[Mapping[str, Any]]) -> list[list[float] | None]:
+    """Each row's 80 % interval, leave-one-source-out (module docstring)."""
+    return [_interval(r["predicted"], _pool(rows, i, r["engine"], r["family"], r["figure"], frozenset(r["ids"])))
+            for i, r in enumerate(rows)]
+
+
+def coverage(rows: Sequence[Mapping[str, Any]], intervals: Sequence[list[float] | None]) -> dict[str, Any]:
+    """Rows with an interval, how many hold their published figure, and the share."""
+    held = [iv[0] <= r["published"] <= iv[1] for r, iv in zip(rows, intervals) if iv is not None]
+    return {"rows": len(held), "inside": int(sum(held)), "coverage": (sum(held) / len(held)) if held else None,
+            "level": LEVEL}
+
+
+def interval_for(value: float, engine: str, method: str | None, figure: str = "speedup",
+                 rows: Sequence[Mapping[str, Any]] | None = None) -> list[float] | None:
+    """A scenario's prediction with the interval of its (engine, family) group's residuals (every
+    row: a scenario is no row of the table); None for ideal or with no residuals."""
+    if engine in (None, "ideal"):
+        return None
+    rows = load_residuals() if rows is None else rows
+    return _interval(value, _pool(rows, None, engine, family(method), figure, frozenset()))
+
+
+def summary_intervals(summary: Mapping[str, Any], engine: str | None, method: str | None,
+                      rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str, list[float] | None]:
+    """`<metric>_interval` for a run's summary under a real engine: each speedup_* figure with its
+    group's interval (interval_for), and the speculative TPOT means and percentiles with the same
+    residuals inverted (a speedup's error taken as the speculative TPOT's: the plain TPOT held
+    right). Empty for ideal, or a run without a baseline."""
+    if engine in (None, "ideal") or not any(k.startswith("speedup_") for k in summary):
+        return {}
+    rows = load_residuals() if rows is None else rows
+    out: dict[str, list[float] | None] = {}
+    for k, v in summary.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+            continue
+        if k.startswith("speedup_"):
+            out[f"{k}_interval"] = interval_for(float(v), engine, method, "speedup", rows)
+        elif k.startswith("tpot_ms"):
+            iv = interval_for(1.0, engine, method, "speedup", rows)
+            out[f"{k}_interval"] = None if iv is None else [float(v) / iv[1], float(v) / iv[0]]
+    return out
+
+
+def load_residuals() -> list[dict[str, Any]]:
+    return json.loads(RESIDUALS_FILE.read_text())["rows"] if RESIDUALS_FILE.exists() else []
+
+
+def residuals_document(df: Any) -> dict[str, Any]:
+    rows = residual_rows(df.to_dict("records"))
+    ivs = loso_intervals(rows)
+    for r, iv in zip(rows, ivs):
+        r["interval"] = iv
+    return {"command": "python -m specsight.studies.published.report --residuals > docs/validation.md", "level": LEVEL,
+            "coverage": coverage(rows, ivs), "rows": rows}
+
