@@ -24,6 +24,17 @@ fi
 say "installing specsight and its dependencies (pip install -e .[dev])"
 .venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import simulator, calibrate, specsight, simpy, dask.distributed" || { say "install incomplete"; exit 1; }
+# the explorer's browser tests (tests/test_explore_browser.py) drive Debian's Chromium with Playwright
+# (never a browser Playwright downloads); without one they skip, saying so in one line
+if [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    say "installing Debian's chromium and chromium-driver for the browser tests (apt-get)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+      >/dev/null 2>&1 || say "chromium did not install: the browser tests will skip"
+  else
+    say "no /usr/bin/chromium and no usable apt-get (root): the browser tests will skip"
+  fi
+fi
 say "compiling the simulator's inner loop with numba (once; cached next to the source)"
 .venv/bin/python -c "from simulator.serving.decode_kernel import kernel; kernel()"
 say "done: .venv/bin/specsight is ready"

@@ -27,16 +27,20 @@ from .engines.step_cost import EngineStepCost, engine_profile
 from .engines.tiles import TiledCostModel
 from .hardware.hardware import load_profile
 from .models.catalog import head_target_mismatch, load_model
+from .scenario.disagg_spec import pool_link, pool_source
 from .scenario.scenario import Scenario, load_scenario
 from .scenario.work_limits import check_memory
+from .serving.disagg import DecodeAdmission, DisaggEngine, PrefillHandoff, pool_class
 from .serving.engine import Engine
 from .serving.engine_replica import EngineReplica
 from .serving.metrics import RequestTable, speedups, summarize
+from .serving.prefix_replica import with_prefix_cache
 from .serving.replica import Replica
 from .serving.step_cost import FixedStepCost, RooflineStepCost
 from .speculation.acceptance import tree_acceptance
 from .speculation.acceptance_presets import k_extrapolation, shape_mismatch
 from .speculation.drafters import Drafter
+from .workload.prefix import Chains, PrefixSpec
 from .workload.workload import generate_requests
 
 if TYPE_CHECKING:
@@ -278,7 +282,45 @@ def _warn_shape_mismatch(sc: Scenario) -> None:
             warnings.warn(message, SpecsightWarning, stacklevel=3)
 
 
+def _run_engine(engine: Engine, table: RequestTable, caps: list[int], iterations: str) -> tuple[Any, Any, Any]:
+    """Run the engine; the requests' and iterations' DataFrames (None with iterations "none") and the
+    iteration totals (None with the log kept)."""
+    totals = engine.log.drop(caps) if iterations == "none" else None
+    engine.run()
+    req_df = table.frame()
+    if totals is not None:
+        engine.log.fold()
+    it_df = engine.log.frame(caps) if totals is None else None
+    return req_df, it_df, totals
+
+
+def pool_keys(result: SimResult) -> dict[str, Any]:
+    """`pools` and `prefix_cache_hit_rate` for any run (`simulate --json`): a disaggregated run's
+    pools, or the mixed fleet as one pool; the hit rate None without prefix caching."""
+    s = result.summary
+    pools = s.get("pools")
+    if pools is None:
+        hw = result.scenario.hardware
+        tp = 1 if hw.is_fixed else int(hw.tp)
+        pools = [{"pool": "mixed", "instances": int(hw.replicas), "tp": tp, "gpus": int(hw.replicas) * tp,
+                  "gpu": hw.gpu, "mean_batch": s.get("mean_batch"), "ttft_ms_p50": s.get("ttft_ms_p50"),
+                  "ttft_ms_p99": s.get("ttft_ms_p99"), "tpot_ms_p50": s.get("tpot_ms_p50"),
+                  "tpot_ms_p99": s.get("tpot_ms_p99")}]
+    return {"pools": pools, "prefix_cache_hit_rate": s.get("prefix_cache_hit_rate")}
+
+
+def prefix_cache_summary(replicas: Any) -> dict[str, Any]:
+    """Prefix-cache figures of a run: cached prompt tokens / prompt tokens prefilled (admissions,
+    a preempted request's again included), and the hashed blocks evicted."""
+    query = sum(r.prefix_query_tokens for r in replicas)
+    hit = sum(r.prefix_hit_tokens for r in replicas)
+    return {"prefix_cache_hit_rate": hit / query if query else 0.0, "prefix_cache_hit_tokens": int(hit),
+            "prefix_cache_evictions": int(sum(r.pool.evictions for r in replicas))}
+
+
 def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimResult:
+    if sc.disaggregation is not None:
+        return _simulate_disagg(sc, trace, iterations)
     sc = with_engine_defaults(sc)
     ss = np.random.SeedSequence(sc.seed).spawn(4)
     reqs = generate_requests(sc.workload, np.random.default_rng(ss[SEED_WORKLOAD]))
@@ -327,6 +369,10 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     replica_class = Replica
     if eng.kind != "ideal":
         replica_class = EngineReplica
+    if eng.prefix_caching:
+        replica_class = with_prefix_cache(replica_class)
+        # without shared prefixes a request's blocks are its own: hits come from preemptions
+        table.chains = reqs.chains or Chains(bs, spec=PrefixSpec(block_tokens=bs))
 
     def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,
                      on_finish: Callable[[int], None]) -> Replica:
@@ -344,19 +390,136 @@ def _simulate_one(sc: Scenario, trace: bool, iterations: str = "memory") -> SimR
     wl = sc.workload
     closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
     engine = Engine(table, make_replica, sc.hardware.replicas, eng.router, closed_loop=closed, trace=trace_list)
-    caps = [capacity] * sc.hardware.replicas
-    totals = engine.log.drop(caps) if iterations == "none" else None
-    engine.run()
-
-    req_df = table.frame()
-    if totals is not None:
-        engine.log.fold()
-    it_df = engine.log.frame(caps) if totals is None else None
+    req_df, it_df, totals = _run_engine(engine, table, [capacity] * sc.hardware.replicas, iterations)
     hist = sum(r.acc_hist for r in engine.replicas)
     extra = {"scenario": sc.name, "seed": sc.seed, "replicas": sc.hardware.replicas,
              "hardware_profile": dep.hardware_profile, "kv_capacity_blocks": int(capacity),
              "k_max": k_max, "policy": getattr(sc.policy, "kind", "?"),
              # sliding-window models: the sequences the slots hold at once (kv_cache.kv_budget)
              **({"kv_sliding_slots": int(dep.kv.sliding_slots)} if dep.kv is not None and dep.kv.sliding_slots else {})}
+    if eng.prefix_caching:
+        extra.update(prefix_cache_summary(engine.replicas))
     summary = summarize(req_df, it_df if totals is None else totals, hist, sc.slo, extra)
     return SimResult(sc, req_df, it_df, summary, dep.kv, None, trace_list)
+
+
+def _pool_capacity(dep: Deployment, longest: int, bs: int, pool: str) -> int:
+    if blocks_for(longest, bs) > dep.capacity_blocks:
+        raise SpecsightInputError(f"disaggregation.{pool} (KV capacity, blocks of {bs} tokens)", dep.capacity_blocks,
+                                  f"room for the longest request's {longest} tokens there; add memory or TP")
+    return dep.capacity_blocks
+
+
+def _simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
+    """A disaggregated deployment (serving/disagg.py): the prefill pool's instances, then the
+    decode pool's, each a scenario of its own (disagg_spec.pool_source), one request table."""
+    sc = with_engine_defaults(sc)
+    raw = sc.disaggregation
+    assert raw is not None
+    psc = with_engine_defaults(load_scenario(pool_source(sc.source, "prefill")))
+    dsc = with_engine_defaults(load_scenario(pool_source(sc.source, "decode")))
+    ss = np.random.SeedSequence(sc.seed).spawn(4)
+    reqs = generate_requests(sc.workload, np.random.default_rng(ss[SEED_WORKLOAD]))
+    n = len(reqs)
+    k_max, k_held = dsc.k_max, memory_k_max(dsc)
+    lengths = reqs.prompt_len + reqs.output_len
+    dep_p = resolve_deployment(psc, mean_tokens=float(reqs.prompt_len.mean()))
+    dep_d = resolve_deployment(dsc, mean_tokens=float(lengths.mean()) + k_held)
+    bs = int(sc.engine.block_size)
+    cap_p = _pool_capacity(dep_p, int(reqs.prompt_len.max()) + 1, bs, "prefill")
+    cap_d = _pool_capacity(dep_d, int(lengths.max()) + k_held, bs, "decode")
+    P, D = psc.hardware.replicas, dsc.hardware.replicas
+    tp_p, tp_d = int(psc.hardware.tp), int(dsc.hardware.tp)
+    link = pool_link(raw, load_profile(psc.hardware.profile or psc.hardware.gpu), P * tp_p + D * tp_d)
+    assert dep_p.kv is not None and dep_d.kv is not None
+    kv_tok = max(dep_p.kv.kv_bytes_per_token, dep_d.kv.kv_bytes_per_token)    # per GPU: each shard in parallel
+    transfer = (link.latency_s + reqs.prompt_len * (kv_tok / (link.bandwidth_gb_s * 1e9))).tolist()
+
+    table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
+    d = dsc.drafter
+    acceptance = tree_acceptance(copy.copy(dsc.acceptance), d.branches if d is not None else 1).bind(
+        n, np.random.default_rng(ss[SEED_BIND]))
+    acc_seeds = ss[SEED_ACCEPTANCE].spawn(P + D)
+    match_seeds = ss[SEED_MATCH].spawn(P + D)
+    verify_width = verify_width_fn(dsc, dep_d.drafter)
+    ngram = d is not None and d.is_lookup
+    trace_list: list | None = [] if trace else None
+    base = Replica if sc.engine.kind == "ideal" else EngineReplica
+    p_class = pool_class(base, PrefillHandoff, "Prefill")
+    if psc.engine.prefix_caching:
+        p_class = with_prefix_cache(p_class)
+        table.chains = reqs.chains or Chains(bs, spec=PrefixSpec(block_tokens=bs))
+    d_class = pool_class(base, DecodeAdmission, "Decode")
+
+    def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,
+                     on_finish: Callable[[int], None]) -> Replica:
+        pre = i < P
+        pool_sc, dep = (psc, dep_p) if pre else (dsc, dep_d)
+        policy = copy.deepcopy(pool_sc.policy)
+        policy.reset()
+        eng = pool_sc.engine
+        return (p_class if pre else d_class)(
+            env, i, tbl, log, cost=dep.step_cost, policy=policy, acceptance=acceptance,
+            acc_rng=np.random.default_rng(acc_seeds[i]),
+            match_rng=np.random.default_rng(match_seeds[i]) if ngram and not pre else None,
+            match_probability=d.match_probability if ngram and not pre else 1.0,   # type: ignore[union-attr]
+            verify_width=(lambda k: 1) if pre else verify_width,
+            capacity_blocks=cap_p if pre else cap_d, block_size=bs, max_num_seqs=int(eng.max_num_seqs),
+            max_num_batched_tokens=int(eng.max_num_batched_tokens), k_max=0 if pre else k_max,
+            on_finish=on_finish, trace=trace_list)
+
+    wl = sc.workload
+    closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
+    engine = DisaggEngine(table, make_replica, P, D, psc.engine.router, dsc.engine.router, transfer.__getitem__,
+                          closed_loop=closed, trace=trace_list)
+    req_df, it_df, totals = _run_engine(engine, table, [cap_p] * P + [cap_d] * D, iterations)
+    hist = sum(r.acc_hist for r in engine.decode)
+    extra: dict[str, Any] = {
+        "scenario": sc.name, "seed": sc.seed, "replicas": P + D, "k_max": k_max,
+        "hardware_profile": f"prefill: {dep_p.hardware_profile}; decode: {dep_d.hardware_profile}",
+        "kv_capacity_blocks": int(cap_d), "policy": getattr(dsc.policy, "kind", "?"),
+        "kv_link": link.kind, "kv_transfer_ms_mean": float(np.mean(transfer)) * 1e3 if n else 0.0}
+    if psc.engine.prefix_caching:
+        extra.update(prefix_cache_summary(engine.prefill))
+    gpus = P * tp_p + D * tp_d
+    summary = summarize(req_df, it_df if totals is None else totals, hist, sc.slo, extra)
+    summary["gpus"] = gpus
+    summary["goodput_requests_per_s_per_gpu"] = summary["goodput_requests_per_s"] / gpus
+    summary["pools"] = pool_summaries(engine, req_df, (psc, dsc), (tp_p, tp_d))
+    summary["mean_batch"] = summary["pools"][1]["mean_batch"]      # the decode pool's: the batch speculation sees
+    return SimResult(sc, req_df, it_df, summary, dep_d.kv, None, trace_list)
+
+
+def pool_summaries(engine: DisaggEngine, req: Any, scs: tuple[Scenario, Scenario],
+                   tps: tuple[int, int]) -> list[dict[str, Any]]:
+    """One entry per pool: its instances, GPUs, mean batch (prefill: prompts per iteration; decode:
+    sequences per decode round, compiled rounds included), and its latency: prefill TTFT (arrival
+    to the prompt computed, before the transfer), decode TPOT."""
+    P = len(engine.prefill)
+    arrival = req["arrival_s"].to_numpy()
+    first, finish = req["first_token_s"].to_numpy(), req["finish_s"].to_numpy()
+    out_tok = req["output_tokens"].to_numpy()
+    pf = engine.prefill_done_s - arrival
+    moved = out_tok > 1
+    tpot = (finish - first)[moved] / (out_tok[moved] - 1)
+    pools = []
+    spans = (("prefill", 0, P, scs[0], tps[0]), ("decode", P, len(engine.replicas), scs[1], tps[1]))
+    for name, lo, hi, sc_, tp in spans:
+        reps = engine.replicas[lo:hi]
+        if name == "prefill":        # prompts per iteration
+            iters = sum(r.iterations for r in reps)
+            batch = sum(r.batch_sum for r in reps) / iters if iters else 0.0
+        else:                        # decode sequences per decode round: (sequence, round) pairs / rounds
+            rounds = sum(r.rounds_cum for r in reps)
+            batch = float(req["rounds"].sum()) / rounds if rounds else 0.0
+        entry: dict[str, Any] = {"pool": name, "instances": hi - lo, "tp": tp, "gpus": (hi - lo) * tp,
+                                 "gpu": sc_.hardware.gpu, "mean_batch": batch}
+        if name == "prefill":
+            ok = pf[~np.isnan(pf)] * 1e3
+            entry.update({"ttft_ms_p50": float(np.percentile(ok, 50)) if ok.size else None,
+                          "ttft_ms_p99": float(np.percentile(ok, 99)) if ok.size else None})
+        else:
+            entry.update({"tpot_ms_p50": float(np.percentile(tpot, 50)) * 1e3 if tpot.size else None,
+                          "tpot_ms_p99": float(np.percentile(tpot, 99)) * 1e3 if tpot.size else None})
+        pools.append(entry)
+    return pools

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from simulator.common.cpus import usable_cpus
 
 
@@ -22,3 +24,16 @@ def pytest_configure(config):
     torch = sys.modules.get("torch")
     if torch is not None and torch.get_num_threads() > n:
         torch.set_num_threads(n)
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """Every figure the plotting code saves, kept open for measuring (plots._save closes it through
+    plt.close)."""
+    import matplotlib.pyplot as plt
+    figs = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig))
+    yield figs
+    monkeypatch.undo()
+    for fig in figs:
+        plt.close(fig)

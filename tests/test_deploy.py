@@ -267,6 +267,33 @@ def test_plan_prints_and_writes_the_chosen_configurations_commands(tmp_path, cap
     assert f"serving commands for {best['config']}" in capsys.readouterr().out
 
 
+def test_plan_writes_the_best_configuration_without_speculation_too(tmp_path, capsys):
+    """When the cheapest row speculates, plan also prints and writes (under no_speculation/) the
+    serving commands of the best row without it: the plain model, no --speculative-config."""
+    from specsight.cli import main
+    from specsight.studies.deploy.study import NO_SPECULATION_DIR
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    out = tmp_path / "plan"
+    argv = ["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out), "--no-progress"]
+    assert main(argv + ["--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    dep = res["deployment"]
+    assert not dep["chosen"].startswith("off")                   # EAGLE-3 at alpha 0.7 is the cheaper here
+    plain = dep["no_speculation"]
+    assert plain["chosen"] == "off (no speculation)" and plain["config"]["method"] is None
+    assert "--speculative-config" not in plain["engines"]["vllm"]["argv"]
+    assert "--speculative-config" in dep["engines"]["vllm"]["argv"]
+    script = out / NO_SPECULATION_DIR / "serve_vllm.sh"
+    assert res["files"][f"{NO_SPECULATION_DIR}/serve_vllm.sh"] == str(script)
+    ns, _ = parse_script(script, "vllm")
+    assert ns.speculative_config is None and ns.model == dep["config"]["model"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "without speculation, the best configuration is off (no speculation)" in text
+    assert plain["engines"]["vllm"]["command"] in text
+
+
 def test_each_script_hands_the_engine_exactly_its_argv(tmp_path):
     """Run every written script with stand-in `vllm`, `python` and `trtllm-serve` programs that
     record their arguments: bash delivers argv word for word, the files as paths beside the script."""

@@ -22,6 +22,7 @@ PACKAGES = ("simulator", "calibrate", "specsight")
 # top first; a unit imports only units of later rows (a row of two: they do not import each other)
 LAYERS = [
     ("specsight", "specsight.cli"),
+    ("specsight.explore",),
     ("specsight.studies",),
     ("specsight.studies.breakeven",),
     ("specsight.studies.fleet_day",),

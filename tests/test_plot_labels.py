@@ -9,56 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from plot_checks import assert_labels_clear, renderer_of
 
 from specsight.studies.shared.plot_labels import PLACED, line_samples_px, marker_centres_px
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def saved_figures(monkeypatch):
-    """Every figure the plotting code saves, kept open (plots._save closes it through plt.close)."""
-    figs = []
-    monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig))
-    yield figs
-    monkeypatch.undo()
-    for fig in figs:
-        plt.close(fig)
-
-
-def _renderer(fig):
-    return fig.canvas.get_renderer()
-
-
-def _text_boxes(ax, renderer) -> list:
-    boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible() and t.get_text()]
-    if ax.get_legend() is not None:
-        boxes.append(ax.get_legend().get_window_extent(renderer))
-    return boxes
-
-
-def _placed(ax):
-    return [t for t in ax.texts if t.get_gid() == PLACED]
-
-
-def assert_labels_clear(fig) -> int:
-    """No two text boxes of an axes intersect; no placed label contains a marker centre. Returns
-    the number of placed labels."""
-    r = _renderer(fig)
-    n = 0
-    for ax in fig.axes:
-        boxes = _text_boxes(ax, r)
-        for i, a in enumerate(boxes):
-            for b in boxes[i + 1:]:
-                assert not a.overlaps(b), f"text boxes {a} and {b} intersect"
-        centres = marker_centres_px(ax)
-        for t in _placed(ax):
-            box = t.get_window_extent(r)
-            inside = ((centres[:, 0] >= box.x0) & (centres[:, 0] <= box.x1)
-                      & (centres[:, 1] >= box.y0) & (centres[:, 1] <= box.y1))
-            assert not inside.any(), f"label {t.get_text()!r} covers a marker at {centres[inside][0]}"
-            n += 1
-    return n
 
 
 def _crowded_frame() -> pd.DataFrame:
@@ -111,7 +66,7 @@ def test_labels_avoid_lines_where_they_can(tmp_path, saved_figures):
         ax.plot([0, 10], [5 - k, 5 + k], color="C0")
     labels = place_labels(ax, [(5, 5)], ["a crossing"])
     fig.canvas.draw()
-    box = labels[0].get_window_extent(_renderer(fig))
+    box = labels[0].get_window_extent(renderer_of(fig))
     pts = line_samples_px(ax)
     assert not ((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)).any()
     plt.close(fig)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from ..common.errors import SpecsightInputError, closest_names, require_int, require_range
 from ..common.limits import MAX_BATCHED_TOKENS, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GB, MAX_NAME, MAX_SEQS, path_field
-from ..common.schema import Float, Int, Section, Str
+from ..common.schema import Bool, Float, Int, Section, Str
 
-ROUTERS = ("round_robin", "least_outstanding")
+ROUTERS = ("round_robin", "least_outstanding", "prefix_aware")
 ENGINE_KINDS = ("ideal", "vllm", "sglang", "trtllm")   # how a round is priced (docs/engines.md)
 
 
@@ -25,6 +25,7 @@ class EngineSpec:
     kind: str = "ideal"                     # ideal | vllm | sglang | trtllm: whose rounds (docs/engines.md)
     version: str | None = None              # the engine's version; None: the engine's default
     profile: str | None = None              # an engine profile YAML (host constants); None: built-in
+    prefix_caching: bool = False            # automatic prefix caching (simulator/serving/prefix_replica.py)
 
     def __post_init__(self) -> None:
         w = "engine"
@@ -43,6 +44,8 @@ class EngineSpec:
             require_int(f"{w}.num_gpu_blocks", self.num_gpu_blocks, lo=1)
         if self.activation_reserve_gb is not None:
             require_range(f"{w}.activation_reserve_gb", self.activation_reserve_gb, 0.0)
+        if self.router == "prefix_aware" and not self.prefix_caching:
+            raise SpecsightInputError(f"{w}.router", self.router, "prefix_aware needs engine.prefix_caching: true")
 
 
 ENGINE = Section(doc="the serving engine per replica (vLLM's names and defaults)", nullable=True, keys={
@@ -57,7 +60,10 @@ ENGINE = Section(doc="the serving engine per replica (vLLM's names and defaults)
                                   hi=MAX_BATCHED_TOKENS, default=8192),
     "block_size": Int(doc="tokens per KV block", unit="tokens", lo=1, hi=MAX_BLOCK_SIZE, default=16),
     "gpu_memory_utilization": Float(doc="fraction of each GPU's HBM", lo=0.0, hi=1.0, lo_open=True, default=0.9),
-    "router": Str(doc="request routing", choices=ROUTERS, default="round_robin"),
+    "router": Str(doc="request routing (prefix_aware: the longest cached prefix)", choices=ROUTERS,
+                  default="round_robin"),
+    "prefix_caching": Bool(doc="automatic prefix caching: prompt blocks reused across requests, LRU eviction",
+                           default=False),
     "num_gpu_blocks": Int(doc="override the KV capacity", unit="blocks", lo=1, hi=MAX_BLOCKS, nullable=True),
     "activation_reserve_gb": Float(doc="memory held back for activations (default: estimated)", unit="GB per GPU",
                                    lo=0.0, hi=MAX_GB, nullable=True),

@@ -38,6 +38,7 @@ from ..speculation.drafters import DrafterSpec
 from ..speculation.engine_policies import check_policy_engine
 from ..speculation.policy_spec import PolicySpec
 from ..workload.workload import ARRIVAL_KEYS, WorkloadSpec
+from .disagg_spec import check_disaggregation
 from .engine_spec import EngineSpec
 from .hardware_spec import HardwareSpec
 from .schema_table import SCENARIO, TOP_KEYS
@@ -58,6 +59,7 @@ class Scenario:
     engine: EngineSpec
     slo: SLOSpec
     description: str = ""
+    disaggregation: Mapping[str, Any] | None = None    # prefill and decode pools (disagg_spec.py); None: mixed
     source: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -208,8 +210,10 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
     engine = _dataclass_from(EngineSpec, raw.get("engine"), "engine")
     check_policy_engine(policy, engine.kind, drafter)      # an engine's own rule runs under that engine only
     slo = _dataclass_from(SLOSpec, raw.get("slo"), "slo")
+    check_disaggregation(raw.get("disaggregation"), hardware)
     sc = Scenario(name=name, seed=seed, hardware=hardware, model=None if model is None else str(model),
                   drafter=drafter, acceptance=acceptance, policy=policy, workload=workload,
-                  engine=engine, slo=slo, description=str(raw.get("description") or ""), source=raw)
+                  engine=engine, slo=slo, description=str(raw.get("description") or ""),
+                  disaggregation=raw.get("disaggregation"), source=raw)
     check_work_limits(sc)
     return sc

@@ -27,6 +27,7 @@ from ..speculation.acceptance_spec import ACCEPTANCE
 from ..speculation.drafters import DRAFTER
 from ..speculation.policy_spec import POLICY
 from ..workload.workload import WORKLOAD
+from .disagg_spec import DISAGGREGATION
 from .engine_spec import ENGINE
 from .hardware_spec import HARDWARE
 from .work_limits import LIMITS
@@ -55,6 +56,7 @@ SCENARIO = Section(doc="a scenario", keys={
     "slo": SLO,
     "limits": LIMITS,
     "pricing": PRICING,
+    "disaggregation": DISAGGREGATION,
 })
 TOP_KEYS = tuple(SCENARIO.keys)
 

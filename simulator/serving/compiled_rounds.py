@@ -88,8 +88,8 @@ class CompiledRounds:
             if self.waiting and n < self.max_seqs:
                 budget = self.max_tokens - n * self.widths[k]
                 # the queue's head stays out only if it does not fit now: the rounds only take KV away
-                if budget > 0 and \
-                        self._first_chunk(self.waiting[0], budget)[2] <= self.capacity - blocks - self.pf_blocks:
+                free = self.capacity - blocks - self.pf_blocks
+                if budget > 0 and self._first_chunk(self.waiting[0], budget, free)[2] <= free:
                     break
             rc = costs.get(n)
             if rc is None:

@@ -68,7 +68,7 @@ class Engine:
 
     # ---- submission -----------------------------------------------------------------------
     def _submit(self, rid: int) -> None:
-        r = self.router.pick(self.replicas)
+        r = self.router.pick(self.replicas, rid)
         self.table.replica[rid] = r
         if self.trace is not None:
             self.trace.append((self.env.now, "arrive", rid))

@@ -3,6 +3,14 @@
 round_robin        request i goes to replica i mod R (in submission order)
 least_outstanding  the replica with the fewest requests waiting or running; ties go to the
                    lowest replica index (deterministic)
+prefix_aware       cache-aware routing by SGLang's router rule (sgl-project's SGLang Model Gateway,
+                   `--policy cache_aware`, its defaults: cache threshold 0.3, balance thresholds 64
+                   requests absolute and 1.5 relative; lightseekorg/smg docs/getting-started/
+                   load-balancing.md): when the replicas' loads (requests outstanding) differ by more
+                   than 64 and the largest is over 1.5 x the smallest, the least loaded; otherwise the
+                   replica whose prefix cache holds the longest prefix of the request's prompt blocks,
+                   if that covers more than 0.3 of the prompt, else the one caching the fewest blocks
+                   (the most room). Ties go to the fewest outstanding, then the lowest index.
 
 `reads_state` says whether a pick reads the replicas; `next_request(replica, submitted)` is the
 first request (by submission order, after `submitted` of them) that can reach a replica. The
@@ -20,7 +28,7 @@ class RoundRobinRouter:
         self.num_replicas = num_replicas
         self._next = 0
 
-    def pick(self, replicas: Sequence) -> int:
+    def pick(self, replicas: Sequence, rid: int = -1) -> int:
         i = self._next
         self._next = (i + 1) % self.num_replicas
         return i
@@ -36,7 +44,7 @@ class LeastOutstandingRouter:
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas
 
-    def pick(self, replicas: Sequence) -> int:
+    def pick(self, replicas: Sequence, rid: int = -1) -> int:
         best, best_load = 0, None
         for i, r in enumerate(replicas):
             load = r.outstanding
@@ -49,7 +57,34 @@ class LeastOutstandingRouter:
         return submitted
 
 
+class PrefixAwareRouter(LeastOutstandingRouter):
+    """SGLang's cache-aware rule (module docstring) over the replicas' `pool` and `chains`
+    (prefix_replica.py)."""
+    CACHE_THRESHOLD = 0.3        # matched share of the prompt above which the match decides
+    BALANCE_ABS = 64             # outstanding requests: imbalance when max - min exceeds this ...
+    BALANCE_REL = 1.5            # ... and max exceeds this times min
+
+    def pick(self, replicas: Sequence, rid: int = -1) -> int:
+        loads = [r.outstanding for r in replicas]
+        hi, lo = max(loads), min(loads)
+        if hi - lo > self.BALANCE_ABS and hi > self.BALANCE_REL * lo:
+            return loads.index(lo)
+        r0 = replicas[0]
+        prompt = r0.table.prompt.item(rid)
+        chain = r0.chains.chain(rid, prompt - 1)
+        best, key = 0, None
+        for i, r in enumerate(replicas):
+            k = (-r.pool.match(chain, len(chain)), loads[i])
+            if key is None or k < key:
+                best, key = i, k
+        if -key[0] * r0.pool.block_tokens > self.CACHE_THRESHOLD * prompt:
+            return best
+        return min(range(len(replicas)), key=lambda i: (replicas[i].pool.cached_blocks, loads[i]))
+
+
 def make_router(kind: str, num_replicas: int) -> RoundRobinRouter | LeastOutstandingRouter:
     if kind == "least_outstanding":
         return LeastOutstandingRouter(num_replicas)
+    if kind == "prefix_aware":
+        return PrefixAwareRouter(num_replicas)
     return RoundRobinRouter(num_replicas)

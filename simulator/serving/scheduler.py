@@ -32,13 +32,18 @@ class Scheduler:
         self.outstanding = 0           # waiting + running, for the router
         self._preempted = 0            # preemptions in the iteration being planned
 
-    def _first_chunk(self, rid: int, budget: int) -> tuple[int, int, int]:
+    def _first_chunk(self, rid: int, budget: int, free: int) -> tuple[int, int, int, int]:
         """A waiting request's tokens in all (prompt + what it generated before a preemption), the
-        first chunk a budget of `budget` tokens admits of them, and the KV blocks that chunk takes."""
+        first chunk a budget of `budget` tokens admits of them, the KV blocks that chunk takes and
+        the tokens found cached before it (0 here; a prefix cache: prefix_replica.py), `free`
+        blocks being free."""
         t = self.table
         need_t = t.prompt.item(rid) + t.generated.item(rid)      # (item: a Python int, not a numpy scalar)
         c = min(need_t, budget)
-        return need_t, c, -(-c // self.bs)
+        return need_t, c, -(-c // self.bs), 0
+
+    def _take_prefix(self, rid: int, hit: int) -> None:
+        """A prefix cache's hook: request rid was admitted with `hit` tokens cached (prefix_replica.py)."""
 
     def _make_room(self, k: int, dec_blocks: int) -> tuple[int, int]:
         """Preempt from the end of the running order until the decode batch's KV fits:
@@ -100,20 +105,26 @@ class Scheduler:
             j = 0                                   # the next request to look at (admitting pops it)
             while j < len(waiting) and budget > 0 and seqs < self.max_seqs:
                 rid = waiting[j]
-                need_t, c, b = self._first_chunk(rid, budget)
+                need_t, c, b, hit = self._first_chunk(rid, budget, free)
                 if b > free:
                     break
                 free -= b
                 seqs += 1
                 budget -= c
                 pf_tok += c
-                pf_pairs += causal_pairs(c, 0)
-                pf_logits += c == need_t
+                if hit:                             # a prefix cache's hit: its tokens are context
+                    pf_ctx += hit
+                    pf_pairs += causal_pairs(c, hit)
+                    if not dry_run:
+                        self._take_prefix(rid, hit)
+                else:
+                    pf_pairs += causal_pairs(c, 0)
+                pf_logits += hit + c == need_t
                 if dry_run:
                     j += 1
                     continue
                 waiting.popleft()
-                e = [rid, need_t, 0, c, b]
+                e = [rid, need_t, hit, c, b]
                 prefills.append(e)
                 sched.append(e)
                 self.pf_blocks += b

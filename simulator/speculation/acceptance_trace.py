@@ -39,6 +39,7 @@ from ..common.errors import SpecsightInputError
 from ..common.input_files import read_text
 from ..common.limits import MAX_K
 from .acceptance import PerPositionAcceptance
+from .acceptance_sglang import is_sglang_prometheus, rates_from_sglang
 from .acceptance_vllm import counters_from_bench, counters_from_prometheus, is_prometheus
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class TraceAcceptance(PerPositionAcceptance):
                  counters: str = "delta") -> TraceAcceptance:
         p = resolve_path(path, field)
         text = read_text(p, field, "csv")
+        if is_sglang_prometheus(text):                                # what SGLang writes (acceptance_sglang.py)
+            rates, rounds = rates_from_sglang(text, field, p, k)
+            return cls(rates, str(p), "sglang_prometheus", rounds)
         if text.lstrip().startswith("{") or is_prometheus(text):     # what vLLM itself writes (acceptance_vllm.py)
             read = counters_from_bench if text.lstrip().startswith("{") else counters_from_prometheus
             n, per = read(text, field, p)

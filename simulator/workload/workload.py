@@ -60,6 +60,7 @@ from ..common.limits import (
 )
 from ..common.schema import REQUIRED, Float, Int, ListOf, Pair, Section, Str, Variants, check
 from .length_dist import LENGTH, LengthDist
+from .prefix import MOONCAKE_BLOCK_TOKENS, PREFIX, Chains, PrefixSpec, load_hash_trace
 from .rate_schedule import DEFAULT_PERIOD_S, SCHEDULE_OPTIONS, SHAPES, RateSchedule
 from .workload_presets import PRESETS, preset_lengths
 
@@ -82,6 +83,7 @@ class Requests:
     arrival_s: np.ndarray      # [N] float64, nondecreasing; all zeros for closed_loop
     prompt_len: np.ndarray     # [N] int64 >= 1, tokens
     output_len: np.ndarray     # [N] int64 >= 1, tokens to generate
+    chains: Chains | None = None   # prefix-block hashes (a hash trace or workload.prefix; None: none shared)
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -110,6 +112,7 @@ class WorkloadSpec:
     prompt_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
     output_len: LengthDist | None = None     # tokens; None only for trace (use the trace's)
     preset: str | None = None                # simulator/workload/workload_presets.py name that filled the lengths
+    prefix: PrefixSpec | None = None         # shared system prompt and multi-turn conversations (prefix.py)
     _trace: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +154,11 @@ class WorkloadSpec:
                 kw["trace_path" if key == "path" else key] = arr[key]
         if raw.get("num_requests") is not None:
             kw["num_requests"] = raw["num_requests"]
+        if raw.get("prefix") is not None:
+            if proc == "trace":
+                raise SpecsightInputError(f"{where}.prefix", raw["prefix"], "null with a trace (a hash trace "
+                                          "names its own shared blocks)")
+            kw["prefix"] = PrefixSpec(**raw["prefix"])
         lengths: Mapping[str, Any] = raw
         if raw.get("preset") is not None:
             kw["preset"] = raw["preset"]
@@ -195,8 +203,11 @@ class WorkloadSpec:
 
 
 def load_trace(path: object, field: str) -> dict[str, np.ndarray]:
-    """A request trace CSV: arrival times (s, nondecreasing) and token counts (>= 1)."""
+    """A request trace CSV: arrival times (s, nondecreasing) and token counts (>= 1); or a
+    Mooncake-format JSONL (.jsonl, .jsonl.xz) with its block hashes (prefix.load_hash_trace)."""
     p = resolve_path(path, field)
+    if p.name.endswith((".jsonl", ".jsonl.xz")):
+        return load_hash_trace(p, field)
     cols = read_csv_columns(p, field)
     require_columns(cols, TRACE_COLUMNS, field, p)
     t = cols["arrived_at"]
@@ -249,7 +260,14 @@ def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> Requests:
     else:
         assert spec._trace is not None
         output = spec._trace["num_decode_tokens"][:n].copy()
-    return Requests(arrival_s=t, prompt_len=prompt, output_len=output)
+    chains = None
+    if spec.prefix is not None:
+        prompt = spec.prefix.prompts(prompt, output)
+        chains = Chains(spec.prefix.block_tokens, spec=spec.prefix)
+    elif spec._trace is not None and "hash_flat" in spec._trace:
+        chains = Chains(MOONCAKE_BLOCK_TOKENS, flat=spec._trace["hash_flat"],
+                        offsets=spec._trace["hash_offsets"][: n + 1])
+    return Requests(arrival_s=t, prompt_len=prompt, output_len=output, chains=chains)
 
 
 # ---- the scenario's `workload:` block (composed into the scenario schema)
@@ -262,7 +280,9 @@ ARRIVAL = Variants(doc="arrival process (a string names the process, its keys th
     "closed_loop": {"concurrency": Int(doc="simultaneous users", unit="users", lo=1, hi=MAX_USERS, default=REQUIRED),
                     "think_time_s": Float(doc="pause between a reply and the next request", unit="s", lo=0.0,
                                           hi=MAX_SECONDS, default=0.0)},
-    "trace": {"path": path_field("CSV with arrived_at, num_prefill_tokens, num_decode_tokens", default=REQUIRED),
+    "trace": {"path": path_field("CSV with arrived_at, num_prefill_tokens, num_decode_tokens; or a Mooncake JSONL "
+                                 "(.jsonl, .jsonl.xz: timestamp ms, input_length, output_length, hash_ids)",
+                                 default=REQUIRED),
               "time_scale": Float(doc="multiply arrival times by this", hi=1e6, **POS, default=1.0),
               "max_requests": Int(doc="replay at most this many rows", lo=1, hi=MAX_REQUESTS, nullable=True)},
     "schedule": {
@@ -287,4 +307,5 @@ WORKLOAD = Section(doc="requests", default=REQUIRED, keys={
                   choices=tuple(PRESETS), nullable=True),
     "prompt_len": LENGTH,
     "output_len": LENGTH,
+    "prefix": PREFIX,
 })

@@ -24,9 +24,23 @@ from typing import NoReturn, TextIO
 from simulator.common.errors import SpecsightInputError, SpecsightWarning, closest_names
 
 from .. import kernel_source  # noqa: F401  (acceptance model kernel: calibrate's kernel, for the simulator)
-from . import analytic, breakeven, calibrate, cost, groundtruth, models, plan, profiles, simulate, sweep, validate
+from . import (
+    analytic,
+    breakeven,
+    calibrate,
+    cost,
+    explore,
+    groundtruth,
+    models,
+    plan,
+    profiles,
+    simulate,
+    sweep,
+    validate,
+)
 
-COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, groundtruth, validate, plan, sweep)
+COMMANDS = (profiles, models, cost, analytic, breakeven, simulate, calibrate, groundtruth, validate, plan, sweep,
+            explore)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -23,7 +23,7 @@ from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, METRICS, as_n
 from ..studies.breakeven.drafters import DRAFTER, VALUE_FORM
 from ..studies.plan.study import TOLERANCE
 from .args import GRID_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out, add_set, grid_cases
-from .breakeven_text import MARKS, format_text, simulated_line
+from .breakeven_text import MARKS, capacity_lines, format_text, simulated_line
 from .emit import emit_json
 
 if TYPE_CHECKING:
@@ -174,9 +174,13 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
             out.append(f"{as_number(v)!s:>10}" + "".join(cells))
     for e, per_line in res.verdict.items():
         for ln, v in per_line.items():
-            b = v["breakeven"]
+            b, cr = v["breakeven"], v["crossings"]
+            past = " past saturation" if cr and cr[0].get("saturated") else ""
             out.append(f"  break-even {e + ': ' + ln:<28} "
-                       + (f"{axis} = {b:.4g} (speedup {_way(v['crossings'])})" if b is not None else v["status"]))
+                       + (f"{axis} = {b:.4g} (speedup {_way(cr)}{past})" if b is not None else str(v["status"])))
+    for e, cap in res.capacity.items():
+        labels = list(dict.fromkeys(res.results[e].frame["curve"]))
+        out += [f"  {e}: {line}" for line in capacity_lines(cap, labels)]
     marks = [MARKS[m] for m, col in (("S", "saturated"), ("M", "kv_limited")) if lines[col].astype(bool).any()]
     out += marks + list(res.skipped)
     errs = res.frame[res.frame["error"] != ""] if "error" in res.frame else res.frame.iloc[0:0]

@@ -132,17 +132,23 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
                 " between KV-limited points (the batch asked for was not reached)" if c and c[0].get("kv_limited")
                 else "")
             note = "" if st.get(lab) in ("crosses", None) else f"; {st[lab]}"
+            ran = f"; plain decoding ran a mean batch of about {ran_at(sub, b):.3g} there" \
+                if achieved and b is not None and math.isfinite(ran_at(sub, b)) else ""
             lines.append(f"  {'status' if axis == DRAFTER else 'break-even'} {lab:<22} "
-                         + (f"{axis} = {b:.4g} (speedup {way}{past}){note}" if b is not None else st.get(lab, "")))
+                         + (f"{axis} = {b:.4g} (speedup {way}{past}){ran}{note}" if b is not None
+                            else st.get(lab, "")))
         sat, kv = pick(summ.saturation), pick(summ.kv_limited)
         stable = {"saturates (queue grows)": _last_stable(sub, axis, "base_saturated", (sat or {}).get(PLAIN)),
                   "is KV-limited": _last_stable(sub, axis, "base_kv_limited", (kv or {}).get(PLAIN))}
         lines += saturation_lines(sat, kv, labels, axis, stable)
+        if achieved:
+            lines.append(f"  {axis}: the closed-loop users asked for, what the break-even is against; achieved B: the "
+                         "mean batch plain decoding ran (its scheduler, prefill and KV cache can keep it lower)")
         if achieved and (kv or {}).get(PLAIN) is not None:
             held = sub["kv_sequences"].dropna()
             if len(held):
-                lines.append(f"  achieved B: plain decoding's mean batch; the KV cache holds about "
-                             f"{float(held.iloc[0]):.0f} requests of the mean length: a larger B is not reached")
+                lines.append(f"  plain decoding's KV cache holds about {float(held.iloc[0]):.0f} requests of the mean "
+                             "length: a larger B is not reached")
     if "saturated" in df:
         lines += [MARKS["S"]] if (df["saturated"].astype(bool) | df["base_saturated"].astype(bool)).any() else []
         if df["saturated"].isna().all() and df["base_saturated"].isna().all() and len(df):
@@ -162,6 +168,16 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
     lines.append(simulated_line(res.points_simulated, res.points_total, elapsed))
     lines += [f"wrote {p}" for p in files.values()]
     return "\n".join(x for x in lines if x)
+
+
+def ran_at(sub: pd.DataFrame, batch: float) -> float:
+    """The mean batch plain decoding ran at a batch asked for, interpolated in log batch between
+    the simulated batches (NaN outside them)."""
+    import numpy as np
+    g = sub.groupby("batch", sort=True)["base_mean_batch"].first().dropna()
+    if not len(g) or not g.index.min() <= batch <= g.index.max():
+        return math.nan
+    return float(np.interp(math.log(batch), np.log(g.index.to_numpy(dtype=float)), g.to_numpy(dtype=float)))
 
 
 def edge_line(df: pd.DataFrame, axis: str, best_k: Mapping[str, Any]) -> str:

@@ -152,6 +152,6 @@ def serving_commands(choose: Callable[[], PlanDeployment | None], out: Path) -> 
         why = str(e)
     else:
         if chosen is not None:
-            return chosen.text(), chosen.to_dict(), chosen.deployment.write(out)
+            return chosen.text(), chosen.to_dict(), chosen.write(out)
         why = "no configuration meets the SLO"
     return f"serving commands: none ({why})", {"none": why}, {}

@@ -125,7 +125,7 @@ def write_outputs(result: SimResult, out_dir: Path, summary: Mapping[str, Any] |
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.run import simulate
+    from simulator.run import pool_keys, simulate
     from simulator.scenario.scenario import load_scenario
 
     from ..studies.shared.saturation import result_flags
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             from simulator.hardware.hardware import load_profile
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
-        summary = {"engine": result.engine, **result.summary, **result_flags(result)}
+        summary = {"engine": result.engine, **result.summary, **pool_keys(result), **result_flags(result)}
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):
                 print(f"wrote {p}", file=sys.stderr)

@@ -7,6 +7,7 @@ speedup against batch size per K and where it crosses 1, from the cost model alo
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +25,11 @@ BATCH_GRID = np.unique(np.round(np.geomspace(1, 1024, 61)))
 
 
 class Analytic:
-    """The scenario's cost model and drafter for simulator.speculation.analytic (roofline hardware only)."""
+    """The scenario's cost model and drafter for simulator.speculation.analytic (roofline hardware only).
+    `deployment`: the scenario's resolve_deployment, when the caller holds it already (one
+    deployment re-priced under many acceptance settings: specsight.explore)."""
 
-    def __init__(self, source: Mapping[str, Any]):
+    def __init__(self, source: Mapping[str, Any], deployment: Any = None):
         from simulator.run import resolve_deployment
         from simulator.scenario.scenario import load_scenario
         from simulator.workload.workload import generate_requests
@@ -36,7 +39,7 @@ class Analytic:
             raise SpecsightInputError("hardware" if sc.drafter is not None else "drafter", None,
                                       "the analytic model needs roofline hardware and a drafter")
         self.scenario = sc
-        dep = resolve_deployment(sc)
+        dep = resolve_deployment(sc) if deployment is None else deployment
         self.cm = dep.step_cost.cm
         self.drafter = dep.drafter
         reqs = generate_requests(sc.workload, np.random.default_rng(sc.seed))
@@ -66,6 +69,18 @@ class Analytic:
         from simulator.speculation.analytic import speedup
         return speedup(self.cm, self.drafter, np.asarray(batch, dtype=float), np.asarray(context, dtype=float),
                        k, alpha)
+
+    def point(self, values: Mapping[str, float], k: int, sim_batch: float = math.nan) -> float:
+        """The analytic speedup at one point of a study: `values` maps the axes swept there (batch,
+        context, alpha) to their values; a batch not swept is the baseline's simulated mean batch
+        (`sim_batch`, 1 when unknown), a context not swept the scenario's mean, an alpha not swept
+        the one matching its acceptance at K. Scalars only: the printed value and every plotted
+        point come from here (a real engine's cost model quantizes a scalar token count into
+        tiles, which an array of batches would skip)."""
+        batch = float(values["batch"]) if "batch" in values else (sim_batch if math.isfinite(sim_batch) else 1.0)
+        ctx = float(values["context"]) + self.mean_output / 2.0 if "context" in values else self.mean_context
+        alpha = float(values["alpha"]) if "alpha" in values else self.alpha(k)
+        return float(self.speedup(batch, ctx, k, alpha))
 
     def best_k(self, batch: float, context: float, kmax: int) -> int:
         s = [float(self.speedup(batch, context, k, self.alpha(k))) for k in range(1, kmax + 1)]

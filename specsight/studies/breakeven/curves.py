@@ -247,19 +247,9 @@ def _row(axis: str, v: float, axis2: str | None, v2: float | None, c: Curve, ov:
                 "num_requests": summary_value(s, "num_requests"),
                 "error": rec["error"] or base["error"] or ""})
     if analytic is not None and c.k is not None and axis in ANALYTIC_AXES and (axis2 is None or axis2 in ANALYTIC_AXES):
-        row["analytic_speedup"] = _analytic_point(analytic, axis, v, axis2, v2, c.k, row["base_mean_batch"])
+        swept = {axis: v, **({axis2: v2} if axis2 is not None else {})}
+        row["analytic_speedup"] = analytic.point(swept, c.k, row["base_mean_batch"])
     return row
-
-
-def _analytic_point(an: Analytic, axis: str, v: float, axis2: str | None, v2: float | None, k: int,
-                    sim_batch: float) -> float:
-    vals = {axis: v}
-    if axis2 is not None:
-        vals[axis2] = v2   # type: ignore[assignment]
-    batch = vals.get("batch", sim_batch if math.isfinite(sim_batch) else 1.0)
-    ctx = vals["context"] + an.mean_output / 2.0 if "context" in vals else an.mean_context
-    alpha = vals["alpha"] if "alpha" in vals else an.alpha(k)
-    return float(an.speedup(batch, ctx, k, alpha))
 
 
 def _freeze(d: Mapping[str, Any]) -> str:

@@ -1,44 +1,26 @@
-"""Break-even by engine on one plot: one colour per engine, one line style per line (the best static
-K solid, each policy dashed or dotted), an X where each line crosses speedup 1; saturated or
-KV-limited points hollow; each crossing's value labelled where it covers nothing (plot_labels.py) and
-named in the legend."""
+"""Break-even by engine: one panel per engine, each the single-engine plot of that engine's study
+(plots.plot_breakeven_panels): every K's curve and each policy's, an X where each crosses speedup
+1 with its value labelled where it covers nothing, saturated or KV-limited points hollow with
+the legend saying so, plain decoding's saturation band, and (qps axis, with an SLO) the capacity
+within the SLO of plain decoding and of the highest curve as vertical lines. One colour per
+curve across panels; the same axes scales, so engines compare by eye; the
+analytic model (the ideal engine's passes alone) dotted in ideal's panel only."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from ..shared.plots import _below_one, _label_axes, _place_marks_and_save, plt
-
-STYLES = ("-", "--", ":", "-.")
+from ..shared.plots import BreakevenPanel, plot_breakeven_panels
+from .outputs import capacity_at, dense_analytic, ran_batch
 
 
-def plot_engine_breakeven(lines: pd.DataFrame, *, x: str, verdict: Mapping[str, Mapping[str, Mapping[str, Any]]],
-                          title: str, xlabel: str, ylabel: str, path: str | Path, logx: bool = False) -> Path:
-    """`lines`: columns engine, line, `x`, speedup (breakeven_engines.engine_lines); `verdict`:
-    engine -> line -> {breakeven, ...}. Returns the path written."""
-    fig, ax = plt.subplots(figsize=(12, 5.4), dpi=110)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    engines = list(dict.fromkeys(lines["engine"]))
-    styles = {name: STYLES[i % len(STYLES)] for i, name in enumerate(dict.fromkeys(lines["line"]))}
-    marks: list[tuple[float, str]] = []
-    names: list[str] = []
-    for (engine, line), g in lines.groupby(["engine", "line"], sort=False):
-        c = colors[engines.index(engine) % len(colors)]
-        g = g.sort_values(x)
-        crossings = [cr["at"] for cr in verdict.get(str(engine), {}).get(str(line), {}).get("crossings", [])]
-        at = ", ".join(f"{be:.3g}" for be in crossings)
-        ax.plot(g[x], g["speedup"], marker="o", ms=4, lw=2.0, ls=styles[line], color=c,
-                label=f"{engine}: {line}" + (f": speedup 1 at {at}" if at else ""))
-        if "saturated" in g:
-            h = g[g["saturated"].astype(bool) | g["kv_limited"].astype(bool)]
-            ax.plot(h[x], h["speedup"], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
-        for be in crossings:
-            ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
-            marks.append((be, c))
-            names.append(f"{engine} ")
-    _below_one(ax)
-    _label_axes(ax, xlabel, ylabel, title, logx)
-    return _place_marks_and_save(fig, ax, path, marks, prefix=names)
+def plot_engine_breakeven(results: Mapping[str, Any], capacity: Mapping[str, Any], *, x: str, title: str,
+                          xlabel: str, ylabel: str, path: str | Path, logx: bool = False, replicas: int = 1) -> Path:
+    """`results`: engine -> its BreakevenResult; `capacity`: engine -> curve_capacities' answer
+    (an engine without one draws no capacity line). Returns the path written."""
+    panels = [BreakevenPanel(r.frame, r.verdict.breakeven, f"engine {r.meta['engine']}",
+                             dense_analytic(r) if e == "ideal" else None, capacity_at(capacity.get(e), replicas),
+                             ran_batch(r))
+              for e, r in results.items()]
+    return plot_breakeven_panels(panels, x=x, title=title, xlabel=xlabel, ylabel=ylabel, path=path, logx=logx)

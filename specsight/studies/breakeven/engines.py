@@ -8,12 +8,16 @@ decides, as for the validation table) is reported in one line and left out; the 
 engine's own dynamic-K rule (policy kinds vllm_dynamic, sglang_adaptive, trtllm_schedule) runs
 only under that engine; every other combination is reported as skipped.
 
-Per engine, the lines drawn: the best static K at each point (the best of the K curves there) and
-each other policy given; per line, its crossings of speedup 1 and its status (crossings.py).
+Per engine, the lines tabled: the best static K at each point (the best of the K curves there) and
+each other policy given; the verdict, per line and per curve (each static K and policy), its
+crossings of speedup 1 and its status (crossings.py); on the qps axis with an SLO, each engine's
+capacity within it (capacity.curve_capacities). The plot draws one panel per engine with every
+curve (engine_plots.py).
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,7 @@ from ..published.study import engine_refusal
 from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy
 from .axes import LOG_AXES
+from .capacity import QUICK_TOLERANCE, curve_capacities
 from .crossings import as_number, line_verdict
 from .curves import BreakevenResult, comma_names, run_study
 
@@ -71,6 +76,7 @@ class EngineBreakevenResult:
     meta: dict[str, Any]
     points_simulated: int
     points_total: int
+    capacity: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: what `specsight breakeven --engines ... --json` prints, less timing and files."""
@@ -79,11 +85,12 @@ class EngineBreakevenResult:
                           "values": [as_number(v) for v in self.values], "engines": self.engines,
                           "engines_run": self.ran, "skipped": self.skipped, "verdict": self.verdict,
                           "lines": self.lines.to_dict("records"), "points": self.frame[keep].to_dict("records"),
-                          "points_simulated": self.points_simulated, "points_total": self.points_total})
+                          "points_simulated": self.points_simulated, "points_total": self.points_total,
+                          **({"capacity": self.capacity} if self.capacity else {})})
 
     def write(self, out_dir: str | Path, plot: bool = True) -> dict[str, str]:
-        """breakeven_<axis>_engines.csv (every row), ..._engines_lines.csv (the lines drawn) and,
-        with `plot`, breakeven_<axis>_engines.png; returns {kind: path}."""
+        """breakeven_<axis>_engines.csv (every row), ..._engines_lines.csv (the lines tabled) and,
+        with `plot`, breakeven_<axis>_engines.png (one panel per engine); returns {kind: path}."""
         from simulator.common.atomic_files import write_csv
 
         from .axes import AXIS_LABELS
@@ -96,23 +103,27 @@ class EngineBreakevenResult:
         if plot and len(self.lines):
             from .engine_plots import plot_engine_breakeven
             m = self.meta
+            replicas = int(((next(iter(self.results.values())).source.get("hardware") or {}).get("replicas")) or 1)
             files["plot"] = str(plot_engine_breakeven(
-                self.lines, x=self.axis, verdict=self.verdict,
+                self.results, self.capacity, x=self.axis,
                 title=f"{m['scenario']}: {m['deployment']}, drafter {m['drafter']}\n"
-                      f"simulated speedup vs {self.axis} by engine (X = break-even)",
-                xlabel=AXIS_LABELS[self.axis], ylabel=f"speedup over plain decoding ({METRIC_LABELS[self.metric]})",
-                path=out / f"{stem}.png", logx=self.axis in LOG_AXES))
+                      f"simulated speedup vs {self.axis}, one panel per engine (X = break-even)",
+                xlabel=AXIS_LABELS[self.axis], ylabel=f"speedup ({METRIC_LABELS[self.metric]})",
+                path=out / f"{stem}.png", logx=self.axis in LOG_AXES, replicas=replicas))
         return files
 
 
 def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis: str, values: Sequence[float],
                         ks: Sequence[int], policies: Sequence[str], metric: str | None, requests_per_user: int,
-                        store_path: Path | None, executor: Any, progress: bool) -> EngineBreakevenResult:
+                        store_path: Path | None, executor: Any, progress: bool, capacity: bool = False,
+                        tolerance: float = QUICK_TOLERANCE) -> EngineBreakevenResult:
     """The study (breakeven.run_study) under each engine that specsight prices, each policy under
-    the engines it runs on; see the module docstring."""
+    the engines it runs on, and with `capacity` (qps axis) each engine's capacities within the
+    SLO; see the module docstring."""
     import pandas as pd
 
     results: dict[str, BreakevenResult] = {}
+    caps: dict[str, dict[str, Any]] = {}
     skipped: list[str] = []
     for e in engines:
         src = with_engine(source, e)
@@ -132,6 +143,8 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
         res = run_study(src, axis, values, ks, pols, None, [], metric, requests_per_user, store_path, executor,
                         progress)
         results[e] = res
+        if capacity and axis == "qps":
+            caps[e] = curve_capacities(src, res.curves, tolerance, store_path, executor, progress)
         failed: dict[str, list[str]] = {}       # the error -> the curves whose every point failed with it
         for label, g in res.frame.groupby("curve", sort=False):
             if (g["error"] != "").all():
@@ -148,11 +161,17 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
         g = g.sort_values(axis)
         verdict.setdefault(str(e), {})[str(line)] = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log,
                                                                  g["saturated"].astype(bool).tolist())
+    for e, r in results.items():           # then each curve's own, as the engine's panel draws it
+        v = r.verdict
+        for label in v.breakeven:
+            verdict.setdefault(e, {}).setdefault(label, {"breakeven": v.breakeven[label],
+                                                         "crossings": v.crossings.get(label, []),
+                                                         "status": v.status.get(label)})
     metric_used = next((r.metric for r in results.values()), metric or "throughput")
     return EngineBreakevenResult(axis, list(values), metric_used, list(engines), list(results), skipped, frame, lines,
                                  verdict, results, describe_scenario(source),
                                  sum(r.points_simulated for r in results.values()),
-                                 sum(r.points_total for r in results.values()))
+                                 sum(r.points_total for r in results.values()), caps)
 
 
 def _engine_frame(df: Any, engine: str) -> Any:

@@ -56,7 +56,9 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
             df, x=axis, breakeven=summ.breakeven, analytic=dense,
             title=f"{head}\n{what} vs {axis}" + _legend_note(summ.breakeven, dense),
             xlabel=(CAPACITY_AXIS_LABELS if capacity else {}).get(axis, AXIS_LABELS[axis]), ylabel=ylabel,
-            path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
+            path=out_dir / f"{stem}.png", logx=axis in LOG_AXES,
+            capacity=capacity_at(res.capacity, int((res.source.get("hardware") or {}).get("replicas") or 1)),
+            ran=ran_batch(res))
         files["plot"] = str(png)
     else:
         best = df.groupby([axis, axis2], sort=True).apply(_best_row, include_groups=False).reset_index()
@@ -80,6 +82,23 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
     return files
 
 
+def ran_batch(res: BreakevenResult) -> dict[float, float] | None:
+    """Batch axis (not capacity): each batch asked for -> the mean batch plain decoding ran there."""
+    df = res.frame
+    if res.axis != "batch" or res.metric == CAPACITY or "base_mean_batch" not in df or not len(df):
+        return None
+    return {float(b): float(g["base_mean_batch"].iloc[0]) for b, g in df.groupby("batch", sort=True)}
+
+
+def capacity_at(capacity: Mapping[str, Any] | None, replicas: int) -> dict[str, float | None] | None:
+    """curve_capacities' answer as label -> requests/s on the qps axis (the scenario's replicas
+    times one replica's capacity); None when there is none."""
+    if not capacity:
+        return None
+    return {lab: (c["capacity_qps_per_replica"] * replicas if c["capacity_qps_per_replica"] else None)
+            for lab, c in capacity["capacities"].items()}
+
+
 def _best_row(g: pd.DataFrame) -> pd.Series:
     """The best curve of one cell, and its S (saturated) / M (KV-limited) marks."""
     import pandas as pd
@@ -93,8 +112,10 @@ def _best_row(g: pd.DataFrame) -> pd.Series:
 
 
 def dense_analytic(res: BreakevenResult) -> pd.DataFrame | None:
-    """Analytic curves on a fine grid (batch axis) or at the simulated points (context, alpha);
-    None where the analytic model does not apply."""
+    """Analytic curves on a fine grid through the simulated points (batch axis: each point priced
+    by Analytic.point, the function that gives the rows' analytic_speedup, so the curve passes
+    through every printed value) or at the simulated points themselves (context, alpha); None
+    where the analytic model does not apply."""
     import pandas as pd
     an, axis, df = res.analytic, res.axis, res.frame
     if an is None or axis not in ANALYTIC_AXES:
@@ -104,9 +125,9 @@ def dense_analytic(res: BreakevenResult) -> pd.DataFrame | None:
         if c.k is None:
             continue
         if axis == "batch":
-            xs = np.geomspace(max(1.0, float(df[axis].min())), float(df[axis].max()), 64)
-            ys = an.speedup(xs, an.mean_context, c.k, an.alpha(c.k))
-            rows += [{axis: float(x), "curve": c.label, "speedup": float(y)} for x, y in zip(xs, ys)]
+            xs = np.union1d(np.geomspace(max(1.0, float(df[axis].min())), float(df[axis].max()), 64),
+                            df[axis].astype(float).to_numpy())
+            rows += [{axis: float(x), "curve": c.label, "speedup": an.point({axis: float(x)}, c.k)} for x in xs]
         else:
             g = df[df["curve"] == c.label]
             rows += [{axis: float(x), "curve": c.label, "speedup": float(y)}

@@ -71,6 +71,16 @@ def breakeven(scenario: Any, axis: str = "batch", values: Sequence[float] | Sequ
     return dataclasses.replace(res, meta=describe_scenario(source, overrides, names))
 
 
+def _wants_capacity(source: Mapping[str, Any], capacity: bool | None) -> bool:
+    """Whether a qps-axis study searches the capacities within the SLO: as asked, else when the
+    scenario has an SLO and its arrivals are not a trace (plan's Poisson search replaces a
+    trace's arrivals, and with them its lengths)."""
+    if capacity is not None:
+        return capacity
+    return bool({k: v for k, v in (source.get("slo") or {}).items() if v is not None}) \
+        and arrival_block(source).get("process") != "trace"
+
+
 def _study(source: Mapping[str, Any], axis: str, values: Any, ks: Sequence[int] | str, policies: Sequence[str] | str,
            axis2: str | None, values2: Any, metric: str | None, requests_per_user: int, store: str | Path | None,
            workers: int | None, dask: str | None, executor: Any, progress: bool,
@@ -113,7 +123,8 @@ def _study(source: Mapping[str, Any], axis: str, values: Any, ks: Sequence[int] 
         names = parse_engines(engines)
         with study_executor(executor, workers, dask, len(names) * len(values) * (len(ks) + len(policies))) as ex:
             return breakeven_by_engine(source, names, axis, values, ks, policies, metric, requests_per_user,
-                                       store_path, ex, progress)
+                                       store_path, ex, progress, _wants_capacity(source, capacity),
+                                       QUICK_TOLERANCE if tol is None else tol)
     kind = (source.get("engine") or {}).get("kind", "ideal")
     for p in policies:
         if ENGINE_RULES.get(p, kind) != kind:
@@ -126,10 +137,7 @@ def _study(source: Mapping[str, Any], axis: str, values: Any, ks: Sequence[int] 
             return capacity_study(source, axis, values, curves, tol, store_path, ex, progress)
         res = run_study(source, axis, values, ks, policies, axis2, vals2, metric, requests_per_user,
                         store_path, ex, progress)
-        if capacity is None:            # plan's Poisson search replaces a trace's arrivals, and with them its lengths
-            capacity = bool({k: v for k, v in (source.get("slo") or {}).items() if v is not None}) \
-                and arrival_block(source).get("process") != "trace"
-        if capacity and axis == "qps" and axis2 is None:
+        if _wants_capacity(source, capacity) and axis == "qps" and axis2 is None:
             found = curve_capacities(source, res.curves, QUICK_TOLERANCE if tol is None else tol, store_path, ex,
                                      progress)
             res = dataclasses.replace(res, capacity=found)

@@ -16,6 +16,7 @@ is a repo id, else the folder holding it (engines load local folders). `model_pa
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -29,6 +30,7 @@ from . import sglang as deploy_sglang
 from . import trtllm as deploy_trtllm
 from . import vllm as deploy_vllm
 from .command import EngineCommand, ServingConfig
+from .disagg import pd_engines
 
 ENGINES = ("vllm", "sglang", "trtllm")
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")   # org/name
@@ -172,27 +174,58 @@ def deploy_config(cfg: ServingConfig) -> Deployment:
 
 def deployment(scenario: Any, overrides: Iterable[str] = (), *, model_path: str | None = None,
                draft_path: str | None = None) -> Deployment:
-    """The serving command of each engine (vLLM, SGLang, TensorRT-LLM) for a scenario, as data."""
-    return deploy_config(serving_config(scenario, overrides, model_path=model_path, draft_path=draft_path))
+    """The serving command of each engine (vLLM, SGLang, TensorRT-LLM) for a scenario, as data; a
+    disaggregated one: each engine's prefill and decode servers (disagg.py), the decode pool's
+    configuration as the deployment's."""
+    from simulator.scenario.disagg_spec import pool_source
+
+    from ..shared.overrides import scenario_source
+    source = scenario_source(scenario, overrides)
+    if source.get("disaggregation") is None:
+        return deploy_config(serving_config(source, model_path=model_path, draft_path=draft_path))
+    pools = [deploy_config(serving_config(pool_source(source, pool), model_path=model_path, draft_path=draft_path))
+             for pool in ("prefill", "decode")]
+    d = source["disaggregation"]
+    counts = (int(d["prefill"].get("instances", 1)), int(d["decode"].get("instances", 1)))
+    return Deployment(pools[1].config, pd_engines(pools[0].engines, pools[1].engines, counts))
 
 
 # ---- the configuration a capacity plan chose --------------------------------------------------
+NO_SPECULATION_DIR = "no_speculation"     # where the best configuration without speculation's commands go
+
+
 @dataclass(frozen=True)
 class PlanDeployment:
     """The cheapest plan row some engine can run, its deployment, and the cheaper rows skipped
-    (label, why no engine runs them)."""
+    (label, why no engine runs them); `plain`: the same for the rows without speculation, when
+    the chosen row speculates (what a planner runs to compare, or when speculation is not wanted)."""
     config: str
     deployment: Deployment
     skipped: tuple[tuple[str, str], ...] = ()
+    plain: PlanDeployment | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.config, "priced_engine": self.deployment.config.engine_kind,
-                **self.deployment.to_dict(), "skipped": [{"config": c, "why": w} for c, w in self.skipped]}
+                **self.deployment.to_dict(), "skipped": [{"config": c, "why": w} for c, w in self.skipped],
+                **({"no_speculation": self.plain.to_dict()} if self.plain is not None else {})}
 
     def text(self) -> str:
         head = [f"serving commands for {self.config} (docs/deploy.md):", "  " + priced_line(self.deployment.config)]
         head += [f"  (cheaper {c} skipped: {w})" for c, w in self.skipped]
-        return "\n".join(head) + "\n" + self.deployment.text()
+        out = "\n".join(head) + "\n" + self.deployment.text()
+        if self.plain is not None:
+            out += (f"\nwithout speculation, the best configuration is {self.plain.config} (written under "
+                    f"{NO_SPECULATION_DIR}/):\n" + self.plain.deployment.text())
+        return out
+
+    def write(self, out_dir: str | Path) -> dict[str, str]:
+        """The chosen configuration's files under out_dir, the best one without speculation's under
+        out_dir/no_speculation; returns {file name: path} (no_speculation/NAME for those)."""
+        files = self.deployment.write(out_dir)
+        if self.plain is not None:
+            files.update({f"{NO_SPECULATION_DIR}/{k}": v
+                          for k, v in self.plain.deployment.write(Path(out_dir) / NO_SPECULATION_DIR).items()})
+        return files
 
 
 def priced_line(cfg: ServingConfig) -> str:
@@ -229,8 +262,25 @@ def plan_deployment(plan: Any, scenario: Any, overrides: Iterable[str] = (), pol
         return (math.inf if c is None else c, r.get("gpus") or math.inf, -r["max_qps_per_replica"],
                 math.inf if t is None else t)
     rows = sorted((r for r in plan.rows if r.get("max_qps_per_replica") and r["config"] in by_label), key=cost)
-    return first_deployable(((r["config"], source, override_strings(by_label[r["config"]])) for r in rows),
-                            model_path, draft_path)
+    return with_plain([(r["config"], source, override_strings(by_label[r["config"]]), speculates(by_label[r["config"]]))
+                       for r in rows], model_path, draft_path)
+
+
+def speculates(overrides: Mapping[str, Any]) -> bool:
+    """Whether a configuration's overrides leave speculation on (policy off, or static K 0, do not)."""
+    kind = (overrides.get("policy") or {}).get("kind")
+    return kind != "off" and not (kind == "static" and overrides.get("drafter.num_speculative_tokens") == 0)
+
+
+def with_plain(candidates: list[tuple[str, Any, Iterable[str], bool]], model_path: str | None,
+               draft_path: str | None) -> PlanDeployment | None:
+    """first_deployable over (label, scenario, overrides, speculates), cheapest first; when the one
+    chosen speculates, the first deployable of those that do not as its `plain`."""
+    chosen = first_deployable(((lab, sc, ov) for lab, sc, ov, _ in candidates), model_path, draft_path)
+    if chosen is None or not any(sp for lab, _, _, sp in candidates if lab == chosen.config):
+        return chosen
+    plain = first_deployable(((lab, sc, ov) for lab, sc, ov, sp in candidates if not sp), model_path, draft_path)
+    return dataclasses.replace(chosen, plain=plain)
 
 
 def first_deployable(candidates: Iterable[tuple[str, Any, Iterable[str]]], model_path: str | None,
@@ -239,7 +289,7 @@ def first_deployable(candidates: Iterable[tuple[str, Any, Iterable[str]]], model
     run, with the cheaper ones skipped and why; None when there is none."""
     skipped: list[tuple[str, str]] = []
     for label, scenario, overrides in candidates:
-        dep = deploy_config(serving_config(scenario, overrides, model_path=model_path, draft_path=draft_path))
+        dep = deployment(scenario, overrides, model_path=model_path, draft_path=draft_path)
         if any(e.supported for e in dep.engines):
             return PlanDeployment(label, dep, tuple(skipped))
         skipped.append((label, "; ".join(f"{e.engine}: {e.unsupported}" for e in dep.engines)))
@@ -251,5 +301,5 @@ def search_deployment(search: Any, *, model_path: str | None = None,
                       draft_path: str | None = None) -> PlanDeployment | None:
     """The serving commands for a configuration search's (plan_search.PlanSearch) cheapest ranked
     configuration that at least one engine can run; None when no configuration meets the SLO."""
-    return first_deployable(((r["config"], search.scenario_for(r), ()) for r in search.rows
-                             if r.get("rank") is not None), model_path, draft_path)
+    return with_plain([(r["config"], search.scenario_for(r), (), speculates(r["overrides"])) for r in search.rows
+                       if r.get("rank") is not None], model_path, draft_path)

@@ -165,8 +165,13 @@ def fleet_row(s: Search, target_qps: float, tp: int, price: float) -> dict[str, 
 
 
 def replica_tp(source: Mapping[str, Any]) -> int:
-    """GPUs per replica: the scenario's hardware.tp (1 when unset)."""
-    return int((source.get("hardware") or {}).get("tp", 1))
+    """GPUs per replica: the scenario's hardware.tp (1 when unset); a disaggregated deployment's
+    replica is one xPyD unit: its prefill and decode instances' GPUs."""
+    tp = int((source.get("hardware") or {}).get("tp", 1))
+    d = source.get("disaggregation")
+    if d:
+        return sum(int(d[p].get("instances", 1)) * int(d[p].get("tp") or tp) for p in ("prefill", "decode"))
+    return tp
 
 
 def start_rate(source: Mapping[str, Any]) -> float:

@@ -34,6 +34,11 @@ def describe_scenario(source: Mapping[str, Any], overrides: Iterable[str] = (),
         where = f"fixed step costs ({hw.get('target_step_s')} s per pass)"
     else:
         where = f"{source.get('model')} on {profile_shown(hw.get('profile') or hw.get('gpu'))} x{hw.get('tp', 1)}"
+        dis = source.get("disaggregation")
+        if dis:
+            where += ", disaggregated " + " + ".join(
+                f"{dis[p].get('instances', 1)} {p} x{dis[p].get('tp') or hw.get('tp', 1)}"
+                + (f" on {dis[p]['gpu']}" if dis[p].get("gpu") else "") for p in ("prefill", "decode"))
     drafter = d.get("method", "?") + (f" ({d['model']})" if d.get("model") else "")
     overrides = list(overrides)
     shown = " ".join(f"--set {o}" for o in overrides)

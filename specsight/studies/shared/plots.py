@@ -1,7 +1,8 @@
 """Break-even plots: speedup against an axis, one curve per K or policy, break-even marked."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,13 +84,18 @@ def _legend_outside(ax: Axes) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
-def _place_marks_and_save(fig: Figure, ax: Axes, path: str | Path, marks: list[tuple[float, str]],
-                          prefix: Iterable[str] | None = None) -> Path:
-    """Legend outside, then each (x, colour) crossing labelled at speedup 1 where it covers nothing
-    (plot_labels.py; the legend names every crossing too), then save."""
-    _legend_outside(ax)
-    for (be, c), p in zip(marks, prefix or [""] * len(marks)):
-        place_labels(ax, [(be, 1.0)], [f"{p}{be:.3g}"], color=c, fontsize=8, fontweight="bold")
+def _place_marks_and_save(fig: Figure, axes: Axes | Sequence[Axes], path: str | Path,
+                          marks: list[tuple[float, str]] | Sequence[list[tuple[float, str]]]) -> Path:
+    """Legends outside, then each (x, colour) crossing labelled at speedup 1 where it covers
+    nothing (plot_labels.py; the legend names every crossing too), then save. `axes` one axes and
+    its marks, or a list of axes and a list of marks each."""
+    many = isinstance(axes, Sequence)
+    pairs = list(zip(axes, marks)) if many else [(axes, marks)]
+    for ax, _ in pairs:
+        _legend_outside(ax)
+    for ax, ms in pairs:
+        for be, c in ms:
+            place_labels(ax, [(be, 1.0)], [f"{be:.3g}"], color=c, fontsize=8, fontweight="bold")
     return _save(fig, path)
 
 
@@ -116,23 +122,79 @@ def _plain_log_ticks(ax: Axes) -> None:
         axis.set_tick_params(which="minor", labelsize=7)
 
 
+@dataclass(frozen=True)
+class BreakevenPanel:
+    """One panel of a break-even plot: `df` (columns `x`, `curve`, `y`, and where they are marked
+    saturated, base_saturated, kv_limited, base_kv_limited), each curve's first crossing of 1
+    (`breakeven`, by curve label), the analytic model's curves (same columns) or None, and the
+    capacity within the SLO (`capacity`: label -> requests/s on the x axis, plain decoding as
+    "plain"; None where not searched); on the batch axis `ran`, each batch asked for -> the mean
+    batch plain decoding ran there (a second axis along the top)."""
+    df: pd.DataFrame
+    breakeven: Mapping[str, float | None]
+    title: str | None = None
+    analytic: pd.DataFrame | None = None
+    capacity: Mapping[str, float | None] | None = None
+    ran: Mapping[float, float] | None = None
+
+
 def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | None], title: str, xlabel: str,
                    ylabel: str, path: str | Path, logx: bool = False, analytic: pd.DataFrame | None = None,
-                   y: str = "speedup", curve: str = "curve") -> Path:
+                   y: str = "speedup", curve: str = "curve", capacity: Mapping[str, float | None] | None = None,
+                   ran: Mapping[float, float] | None = None) -> Path:
     """Simulated speedup against `x`, one line per `curve` label ("K=3", "policy=goodput"); the
     analytic model dotted in the same colour; X where each curve crosses 1; shading where
     speculation loses. Where `df` marks them (columns saturated, base_saturated, kv_limited,
     base_kv_limited), saturated or KV-limited points are hollow, and a grey band runs from the
-    first point where plain decoding saturates (a hatched one from where it is KV-limited)."""
-    fig, ax = plt.subplots(figsize=(12, 5.4), dpi=110)
+    first point where plain decoding saturates (a hatched one from where it is KV-limited).
+    `capacity` (qps axis): plain decoding's and the best curve's rate within the SLO as vertical
+    lines; `ran` (batch axis): the batch plain decoding ran at each batch asked, along the top."""
+    return plot_breakeven_panels([BreakevenPanel(df, breakeven, None, analytic, capacity, ran)], x=x, title=title,
+                                 xlabel=xlabel, ylabel=ylabel, path=path, logx=logx, y=y, curve=curve)
+
+
+def plot_breakeven_panels(panels: Sequence[BreakevenPanel], *, x: str, title: str, xlabel: str, ylabel: str,
+                          path: str | Path, logx: bool = False, y: str = "speedup", curve: str = "curve") -> Path:
+    """plot_breakeven's panel once per BreakevenPanel (one above the other, the same x and y
+    scales, each with its own legend, bands and crossings; one colour per curve label across
+    panels), under one title."""
+    n = len(panels)
+    fig, axes = plt.subplots(n, 1, figsize=(12, 5.4 if n == 1 else 4.3 * n), dpi=110, sharex=True, sharey=True,
+                             squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = list(dict.fromkeys(str(c) for p in panels for c in p.df[curve]))
+    marks = []
+    for ax, panel in zip(axes[:, 0], panels):
+        marks.append(_draw_breakeven(ax, panel, x, y, curve, {lab: colors[i % len(colors)]
+                                                              for i, lab in enumerate(labels)}))
+    for ax, panel in zip(axes[:, 0], panels):
+        _below_one(ax)
+        _label_axes(ax, xlabel if ax is axes[-1, 0] else "", ylabel, panel.title or "", logx, ticks=panel.df[x])
+        ax.tick_params(labelbottom=True)
+    if n == 1:
+        axes[0, 0].set_title(title, fontsize=10)
+    else:
+        fig.suptitle(title, fontsize=10)
+    for ax, panel in zip(axes[:, 0], panels):
+        if _flagged(panel.df) is not None:
+            _saturation_bands(ax, panel.df, x)
+        _capacity_lines(ax, panel.capacity, {lab: colors[i % len(colors)] for i, lab in enumerate(labels)})
+        _ran_axis(ax, panel.ran)
+    return _place_marks_and_save(fig, list(axes[:, 0]), path, marks)
+
+
+def _draw_breakeven(ax: Axes, panel: BreakevenPanel, x: str, y: str, curve: str,
+                    color_of: Mapping[str, str]) -> list[tuple[float, str]]:
+    """One panel's curves, hollow points, analytic overlay and crossings; returns the crossings
+    to label, (x, colour)."""
+    df, analytic = panel.df, panel.analytic
     marks: list[tuple[float, str]] = []         # break-even labels, placed once the axes are final
     flagged = _flagged(df)
-    for i, (name, g) in enumerate(df.groupby(curve, sort=False)):
+    for name, g in df.groupby(curve, sort=False):
         g = g.sort_values(x)
-        c = colors[i % len(colors)]
+        c = color_of[str(name)]
         ls = "-" if str(name).startswith("K=") else "--"
-        be = breakeven.get(str(name))
+        be = panel.breakeven.get(str(name))
         ax.plot(g[x], g[y], marker="o", ms=4, lw=2.0, ls=ls, color=c,
                 label=f"{name} (simulated)" + (f": speedup 1 at {be:.3g}" if be is not None else ""))
         if flagged is not None and flagged[g.index].any():
@@ -144,11 +206,44 @@ def plot_breakeven(df: pd.DataFrame, *, x: str, breakeven: Mapping[str, float | 
         if be is not None:
             ax.plot([be], [1.0], marker="X", ms=11, color=c, markeredgecolor="black", zorder=6)
             marks.append((be, c))
-    _below_one(ax)
-    _label_axes(ax, xlabel, ylabel, title, logx, ticks=df[x])
-    if flagged is not None:
-        _saturation_bands(ax, df, x)
-    return _place_marks_and_save(fig, ax, path, marks)
+    return marks
+
+
+def _ran_axis(ax: Axes, ran: Mapping[float, float] | None) -> None:
+    """Along the top, at each batch asked for, the mean batch plain decoding ran there (its
+    scheduler, KV cache and prefill can keep it below what was asked)."""
+    import math
+    if not ran:
+        return
+    from matplotlib.ticker import NullLocator
+    pts = sorted((float(a), float(r)) for a, r in ran.items() if math.isfinite(float(r)))
+    if not pts:
+        return
+    top = ax.secondary_xaxis("top")
+    top.set_xticks([a for a, _ in pts], labels=[f"{r:.3g}" for _, r in pts], fontsize=8)
+    top.xaxis.set_minor_locator(NullLocator())
+    top.set_xlabel("mean batch plain decoding ran (bottom: the batch asked for, closed-loop users)", fontsize=8)
+
+
+def _capacity_lines(ax: Axes, capacity: Mapping[str, float | None] | None, color_of: Mapping[str, str]) -> None:
+    """Plain decoding's capacity within the SLO (grey) and the highest curve's (its colour), as
+    vertical dash-dot lines named in the legend (where they fall inside the axis)."""
+    if not capacity:
+        return
+    left, right = ax.get_xlim()
+    ranked = [(q, -i, lab) for i, (lab, q) in enumerate(capacity.items()) if lab != "plain" and q]
+    best = max(ranked, default=None)                    # the first of a tie, as curve_capacities' best_k
+    best = None if best is None else (best[0], best[2])
+    shown = [("plain", capacity.get("plain"), "grey", "plain decoding")]
+    if best is not None:
+        shown.append((best[1], best[0], color_of.get(best[1], "black"), f"{best[1]} (the highest)"))
+    for _, q, c, who in shown:
+        if q and left < q < right:
+            ax.axvline(q, color=c, ls="-.", lw=1.6, alpha=0.8, zorder=1,
+                       label=f"capacity within the SLO, {who}: {q:.3g} requests/s")
+        elif not q:
+            ax.plot([], [], ls="none", label=f"capacity within the SLO, {who}: no rate meets it")
+    ax.set_xlim(left, right)
 
 
 def _below_one(ax: Axes) -> None:

@@ -1,0 +1,158 @@
+"""Disaggregated serving: a pool of prefill instances and a pool of decode instances.
+
+A request arrives at a prefill instance (the router's pick), whose iterations compute prompt
+chunks only (no drafter, K = 0). When its last chunk is computed, the prompt's KV leaves for a
+decode instance: the transfer takes `transfer_s(rid)` (bytes over the link between the pools:
+disagg_spec.py), after which the first token reaches the client (TTFT includes the transfer: the
+prefill side's first token travels with the KV, as SGLang's PD mode returns it) and the request
+waits in the decode instance's queue of arrived KV. A decode instance admits those, FCFS, at the
+start of each iteration while max_num_seqs and its free KV blocks allow (the request joins the
+decode batch with its context computed: prompt + first token), so its admission waits for the
+transfer and for room. Speculation runs on the decode pool only. A decode sequence preempted for
+memory is recomputed on its decode instance (its waiting queue, vLLM's recompute).
+
+The prefill instance frees the prompt's blocks when the transfer starts (not when it completes:
+its KV is not held across the link time).
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .engine import Engine
+from .metrics import RequestTable
+from .router import make_router
+
+
+class PoolCounts:
+    """Iterations and the sum of their batches, per prefill instance (its pool's mean batch without
+    the log; a decode pool's comes from the requests' decode rounds, compiled ones included)."""
+    iterations = 0
+    batch_sum = 0
+
+    def _complete(self) -> None:
+        super()._complete()
+        self.iterations += 1
+        self.batch_sum += self._row[3]
+
+
+class PrefillHandoff(PoolCounts):
+    """A prefill instance's replica: a computed prompt leaves for the decode pool (mixin)."""
+
+    handoff: Callable[[int, float], None]      # set by DisaggEngine
+
+    def _join(self, rid: int, ctx: int, prompt: int, output: int, remaining: int) -> None:
+        self.outstanding -= 1
+        self.handoff(rid, self.now)
+
+
+class DecodeAdmission:
+    """A decode instance's replica: requests whose KV arrived join the decode batch (mixin)."""
+
+    def _init_kv_queue(self) -> None:
+        self.kv_ready: deque[int] = deque()
+
+    def submit_kv(self, rid: int) -> None:
+        self.kv_ready.append(rid)
+        self.outstanding += 1
+        if self.idle_event is not None:       # idle: its clock is SimPy's; admit now, then wake it
+            self.now = self.env.now
+            self._admit_kv()
+            ev, self.idle_event = self.idle_event, None
+            ev.succeed()
+
+    def _admit_kv(self) -> None:
+        q = self.kv_ready
+        if not q:
+            return
+        t, bs = self.table, self.bs
+        blocks = self._blocks if self._blocks is not None else self._count_blocks(self.n)
+        self._blocks = blocks
+        free = self.capacity - blocks - self.pf_blocks
+        while q and self.n + len(self.prefills) < self.max_seqs:
+            rid = q[0]
+            prompt, output = t.prompt.item(rid), t.output.item(rid)
+            ctx = prompt + t.generated.item(rid)
+            need = (ctx + self._ctx_shift) // bs
+            if need > free:
+                break
+            q.popleft()
+            free -= need
+            self._join(rid, ctx, prompt, output, output - t.generated.item(rid))
+            if self.trace is not None:
+                self.trace.append((self.now, "admit", rid))
+
+    def _schedule(self) -> float | None:
+        if self.kv_ready:
+            self._admit_kv()
+        return super()._schedule()
+
+    def _complete(self) -> None:
+        super()._complete()
+        if self.kv_ready:                     # room may have freed: the loop must not find it idle
+            self._admit_kv()
+
+    def _kernel_rounds(self, start: float, peek_s: float) -> int:
+        if self.kv_ready:                     # arrived KV waits for room: no compiled stretch
+            return 0
+        return super()._kernel_rounds(start, peek_s)
+
+
+def pool_class(base: type, mixin: type, prefix: str) -> type:
+    """The replica class `base` with a pool's mixin before it."""
+    init_kv = mixin is DecodeAdmission
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        base.__init__(self, *args, **kwargs)
+        if init_kv:
+            self._init_kv_queue()
+
+    return type(f"{prefix}{base.__name__}", (mixin, base), {"__init__": __init__})
+
+
+class DisaggEngine(Engine):
+    """Arrivals go to the prefill pool (self.replicas[:P]); a computed prompt's KV is transferred
+    to a decode instance (self.replicas[P:]) picked by the decode pool's router."""
+    RUN_AHEAD = False       # transfers schedule events across replicas: Replica.run's rule
+
+    def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_prefill: int, num_decode: int,
+                 router: str,
+                 decode_router: str, transfer_s: Callable[[int], float],
+                 closed_loop: tuple[int, float] | None = None, trace: list | None = None):
+        super().__init__(table, make_replica, num_prefill + num_decode, router, closed_loop, trace)
+        self.prefill, self.decode = self.replicas[:num_prefill], self.replicas[num_prefill:]
+        self.router = make_router(router, num_prefill)
+        self.decode_router = make_router(decode_router, num_decode)
+        self.transfer_s = transfer_s
+        self.prefill_done_s = np.full(table.n, np.nan)     # [N] s: the prompt computed
+        self.decode_replica = np.full(table.n, -1, dtype=np.int64)
+        for r in self.prefill:       # (a handoff's event is at or after the replica's clock, and every
+            r.handoff = self._handoff    # other replica's inline stretch ends before it: Replica.run)
+
+    def _submit(self, rid: int) -> None:
+        r = self.router.pick(self.prefill, rid)
+        self.table.replica[rid] = r
+        if self.trace is not None:
+            self.trace.append((self.env.now, "arrive", rid))
+        self.prefill[r].submit(rid)
+
+    def _handoff(self, rid: int, now: float) -> None:
+        self.prefill_done_s[rid] = now
+        done = now + self.transfer_s(rid)
+        ev = self.env.timeout(done - self.env.now)
+        ev.callbacks.append(lambda _e, rid=rid: self._arrive_kv(rid))
+
+    def _arrive_kv(self, rid: int) -> None:
+        d = self.decode_router.pick(self.decode, rid)
+        self.decode_replica[rid] = len(self.prefill) + d
+        self.table.first_token_s[rid] = self.env.now
+        if self.trace is not None:
+            self.trace.append((self.env.now, "kv_arrived", rid))
+        self.decode[d].submit_kv(rid)
+
+    @property
+    def pools(self) -> tuple[Sequence, Sequence]:
+        return self.prefill, self.decode

@@ -1,0 +1,88 @@
+"""One instance's prefix cache: KV blocks found by the hash of their prefix, reused across
+requests, evicted least recently freed first, as vLLM's block pool does.
+
+vLLM v1 (vllm/v1/core/block_pool.py, kv_cache_utils.py): a full block's hash chains its
+parent's hash and its tokens, so equal hashes mean equal prefixes; a cached block that no
+running request references (ref_cnt 0) stays in the free queue, still findable, until an
+allocation pops it from the queue's front and evicts its hash; freed blocks go to the queue's
+tail, a request's in reverse order (its last blocks are evicted first); a hit is capped one token
+short of the prompt (the last token is always computed, for its logits).
+
+Here a block is a hash unit of `block_tokens` tokens (the workload's: 512 in the Mooncake
+trace, the engine's block size for synthetic prefixes), `kv_blocks` of the engine's blocks.
+Cached blocks no request holds are free memory; they are evicted, oldest first, only when the
+instance's free blocks can no longer hold them all (`trim`, at each lookup): vLLM's order, except
+that a never-cached free block is used before a cached one (vLLM pops whichever is at the queue's
+front), which differs by at most a request's partial last block each time one is freed.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+
+class PrefixPool:
+    """Cached blocks by hash with reference counts, and an LRU queue of the unreferenced ones."""
+
+    __slots__ = ("block_tokens", "kv_blocks", "refs", "lru", "held", "evictions")
+
+    def __init__(self, block_tokens: int, kv_blocks: int):
+        self.block_tokens = int(block_tokens)
+        self.kv_blocks = int(kv_blocks)           # engine blocks per hash unit
+        self.refs: dict[int, int] = {}            # hash -> running requests referencing it (0: evictable)
+        self.lru: OrderedDict[int, None] = OrderedDict()   # evictable hashes, least recently freed first
+        self.held: dict[int, Sequence[int]] = {}  # request id -> the hashes it references
+        self.evictions = 0
+
+    def match(self, chain: Sequence[int], limit: int) -> int:
+        """How many leading hashes of `chain` (at most `limit`) are cached."""
+        refs = self.refs
+        n = 0
+        for h in chain[:limit]:
+            if h not in refs:
+                break
+            n += 1
+        return n
+
+    def trim(self, free_kv_blocks: int) -> None:
+        """Evict the least recently freed hashes until the free blocks hold the rest."""
+        lru, m = self.lru, self.kv_blocks
+        over = len(lru) - max(free_kv_blocks, 0) // m
+        for _ in range(over):
+            h, _ = lru.popitem(last=False)
+            del self.refs[h]
+        if over > 0:
+            self.evictions += over
+
+    def acquire(self, rid: int, chain: Sequence[int]) -> None:
+        """Request `rid` references `chain` (cached hashes are reused, new ones cached); what it
+        held before is released first."""
+        if rid in self.held:
+            self.release(rid)
+        refs, lru = self.refs, self.lru
+        for h in chain:
+            c = refs.get(h)
+            if c is None:
+                refs[h] = 1
+            else:
+                if c == 0:
+                    del lru[h]
+                refs[h] = c + 1
+        self.held[rid] = chain
+
+    def release(self, rid: int) -> None:
+        """Request `rid` drops its references; hashes no one holds join the LRU queue, its last
+        block first (evicted first)."""
+        chain = self.held.pop(rid, None)
+        if not chain:
+            return
+        refs, lru = self.refs, self.lru
+        for h in reversed(chain):
+            c = refs[h] - 1
+            refs[h] = c
+            if c == 0:
+                lru[h] = None
+
+    @property
+    def cached_blocks(self) -> int:
+        return len(self.refs)

@@ -1,0 +1,77 @@
+"""A replica with automatic prefix caching: admission looks a request's prompt blocks up in the
+instance's pool (prefix_cache.PrefixPool), the cached tokens are context of the first chunk and
+not computed; a prompt computed caches its full blocks, a finished request its output's full
+blocks too, and a request leaving (finished or preempted) makes them evictable.
+
+What a hit saves: the prefill compute of its tokens (the pass prices the chunk with them as
+cached context). Memory: each running request counts its whole context's blocks, so blocks that
+two running requests share are counted twice (KV use over-counted where prefixes are shared by
+requests in flight at once; a block held by no request costs nothing until it is evicted).
+
+`PrefixCaching` is a mixin put before a replica class (Replica, EngineReplica): `with_prefix_cache`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .prefix_cache import PrefixPool
+
+
+class PrefixCaching:
+    """Prefix-cache hooks of a replica (needs the Replica fields; `table.chains` the hashes)."""
+    caching = True
+
+    def _init_prefix_cache(self) -> None:
+        chains = self.table.chains
+        bt = chains.block_tokens
+        self.chains = chains
+        self.pool = PrefixPool(bt, -(-bt // self.bs))
+        self.prefix_query_tokens = 0     # prompt tokens of the prefills computed (admissions)
+        self.prefix_hit_tokens = 0       # ... of them found cached
+        self._hits: dict[int, int] = {}  # request id -> tokens cached at its admission
+
+    def _first_chunk(self, rid: int, budget: int, free: int) -> tuple[int, int, int, int]:
+        t = self.table
+        need_t = t.prompt.item(rid) + t.generated.item(rid)
+        pool = self.pool
+        pool.trim(free)
+        bt = pool.block_tokens
+        chain = self.chains.chain(rid, need_t - 1)        # a hit stops one token short (vLLM)
+        hit = pool.match(chain, len(chain)) * bt if chain else 0
+        c = min(need_t - hit, budget)
+        return need_t, c, -(-(hit + c) // self.bs), hit
+
+    def _take_prefix(self, rid: int, hit: int) -> None:
+        self.pool.acquire(rid, self.chains.chain(rid, hit))
+        self._hits[rid] = hit
+
+    def _complete_prefills(self, now: float) -> int:
+        pool, chains = self.pool, self.chains
+        for e in self._pf_sched:
+            if e[2] + e[3] >= e[1]:                       # its last chunk: the prompt is computed
+                rid = e[0]
+                pool.acquire(rid, chains.chain(rid, e[1]))
+                self.prefix_query_tokens += e[1]
+                self.prefix_hit_tokens += self._hits.pop(rid, 0)
+        return super()._complete_prefills(now)
+
+    def _requeue(self, rid: int) -> None:
+        self.pool.release(rid)
+        self._hits.pop(rid, None)
+        super()._requeue(rid)
+
+    def _finish(self, rid: int, now: float) -> None:
+        t = self.table
+        self.pool.acquire(rid, self.chains.chain(rid, t.prompt.item(rid) + t.output.item(rid)))
+        self.pool.release(rid)
+        super()._finish(rid, now)
+
+
+def with_prefix_cache(replica_class: type) -> type:
+    """The replica class with prefix caching (its constructor then sets the pool up)."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        replica_class.__init__(self, *args, **kwargs)
+        self._init_prefix_cache()
+
+    return type(f"Caching{replica_class.__name__}", (PrefixCaching, replica_class), {"__init__": __init__})

@@ -1,0 +1,132 @@
+"""Disaggregated serving: the KV transfer's time against its closed form, the decode pool's
+admission after it, speculation on the decode pool only, and the conservation of requests and
+tokens across the two pools."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.common.errors import SpecsightInputError
+from simulator.run import SEED_WORKLOAD, simulate
+from simulator.workload.workload import generate_requests
+
+# llama-3.1-8b, bf16 KV at TP 1: 2 (K, V) x 32 layers x 8 KV heads x 128 head dim x 2 bytes
+KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2
+
+
+def scenario(pools: dict, workload: dict, **extra) -> dict:
+    return {"hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b", "workload": workload,
+            "disaggregation": pools, **extra}
+
+
+def test_transfer_time_is_latency_plus_bytes_over_bandwidth():
+    """One request at a time: end-to-end TTFT minus the prefill pool's TTFT is the transfer,
+    latency + prompt x KV bytes per token / bandwidth (overridden link: 25 GB/s, 15 us)."""
+    prompt = 3000
+    wl = {"arrival": {"process": "constant", "qps": 2.0}, "num_requests": 5, "prompt_len": prompt, "output_len": 8}
+    pools = {"prefill": {"instances": 1}, "decode": {"instances": 1}, "link": "network",
+             "bandwidth_gb_s": 25.0, "latency_us": 15.0}
+    r = simulate(scenario(pools, wl))
+    expect_s = 15e-6 + prompt * KV_BYTES_PER_TOKEN / 25e9
+    s = r.summary
+    assert s["kv_link"] == "network"
+    assert s["kv_transfer_ms_mean"] == pytest.approx(expect_s * 1e3, rel=1e-12)
+    assert s["ttft_ms_p50"] - s["pools"][0]["ttft_ms_p50"] == pytest.approx(expect_s * 1e3, rel=1e-9)
+
+
+def test_link_from_the_profile_nvlink_within_a_node_network_across():
+    wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 2, "prompt_len": 1000, "output_len": 4}
+    small = simulate(scenario({"prefill": {"instances": 2}, "decode": {"instances": 2}}, wl)).summary
+    big = simulate(scenario({"prefill": {"instances": 4}, "decode": {"instances": 6}}, wl)).summary
+    # hardware_profiles/h100-sxm.yaml: NVLink 450 GB/s, 20 us; 8 GPUs a node; NIC 50 GB/s, 10 us
+    assert small["kv_link"] == "nvlink" and big["kv_link"] == "network"
+    assert small["kv_transfer_ms_mean"] == pytest.approx((20e-6 + 1000 * KV_BYTES_PER_TOKEN / 450e9) * 1e3)
+    assert big["kv_transfer_ms_mean"] == pytest.approx((10e-6 + 1000 * KV_BYTES_PER_TOKEN / 50e9) * 1e3)
+
+
+def test_conservation_across_pools_with_speculation_on_decode_only():
+    """2P3D under a Poisson load with a tight decode KV (preemptions): every request finishes once,
+    the prefill pool computes every prompt token exactly once and emits K = 0 rounds only, and the
+    tokens emitted across both pools are the requests' output tokens."""
+    wl = {"arrival": {"process": "poisson", "qps": 40.0}, "num_requests": 300,
+          "prompt_len": {"dist": "uniform", "low": 200, "high": 3000}, "output_len": {"dist": "uniform", "low": 2,
+                                                                                       "high": 400}}
+    pools = {"prefill": {"instances": 2}, "decode": {"instances": 3, "num_gpu_blocks": 600}}
+    sc = scenario(pools, wl, drafter={"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3},
+                  acceptance={"model": "iid", "alpha": 0.7})
+    r = simulate(sc)
+    req, it = r.requests, r.iterations
+    assert not req["finish_s"].isna().any()
+    drawn = generate_requests(r.scenario.workload, np.random.default_rng(
+        np.random.SeedSequence(r.scenario.seed).spawn(4)[SEED_WORKLOAD]))
+    assert (req["output_tokens"].to_numpy() == drawn.output_len).all()
+    assert (req["prompt_tokens"].to_numpy() == drawn.prompt_len).all()
+    prefill, decode = it[it["replica"] < 2], it[it["replica"] >= 2]
+    assert int(prefill["num_prefill_tokens"].sum()) == int(req["prompt_tokens"].sum())
+    assert (prefill["k"] == 0).all() and (prefill["num_decode"] == 0).all()
+    assert (decode["k"] > 0).any()
+    assert r.summary["preemptions"] > 0          # the decode pool recomputed some (its own waiting queue)
+    assert int(it["tokens_emitted"].sum()) == int(req["output_tokens"].sum())
+    assert (req["first_token_s"] > req["arrival_s"]).all() and (req["finish_s"] >= req["first_token_s"]).all()
+    assert [p["pool"] for p in r.summary["pools"]] == ["prefill", "decode"]
+    assert r.summary["gpus"] == 5
+
+
+def test_decode_admission_waits_for_room():
+    """One decode slot (max_num_seqs 1): requests whose KV has arrived wait, so each decode starts
+    after the previous one finished, and the decode batch never holds two."""
+    wl = {"arrival": {"process": "constant", "qps": 1000.0}, "num_requests": 6, "prompt_len": 100, "output_len": 20}
+    pools = {"prefill": {"instances": 1}, "decode": {"instances": 1, "max_num_seqs": 1}}
+    r = simulate(scenario(pools, wl))
+    it = r.iterations
+    assert int(it[it["replica"] == 1]["num_decode"].max()) == 1
+    fin = np.sort(r.requests["finish_s"].to_numpy())
+    assert np.all(np.diff(fin) > 0)
+
+
+def test_bad_disaggregation_inputs():
+    wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 2, "prompt_len": 10, "output_len": 4}
+    with pytest.raises(SpecsightInputError, match="hardware.replicas"):
+        simulate({**scenario({"prefill": {"instances": 1}, "decode": {"instances": 1}}, wl),
+                  "hardware": {"gpu": "h100-sxm", "replicas": 2}})
+    with pytest.raises(SpecsightInputError, match="disaggregation.link"):
+        simulate(scenario({"prefill": {}, "decode": {}, "link": "carrier-pigeon"}, wl))
+
+
+def test_compiled_rounds_change_nothing_and_the_pools_batch_is_the_logs(monkeypatch):
+    """The decode pool's compiled rounds give the trajectory Python's rounds give, and the pool's
+    mean batch (decode sequences per decode round) is the iteration log's."""
+    from simulator.serving.replica import Replica
+    wl = {"arrival": {"process": "poisson", "qps": 30.0}, "num_requests": 150, "prompt_len": 500, "output_len": 100}
+    sc = scenario({"prefill": {"instances": 1}, "decode": {"instances": 2}}, wl,
+                  drafter={"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 2},
+                  acceptance={"model": "iid", "alpha": 0.7})
+    on = simulate(sc)
+    monkeypatch.setattr(Replica, "KERNEL", False)
+    off = simulate(sc)
+    assert on.requests.equals(off.requests)
+    it = on.iterations
+    dec = it[(it["replica"] >= 1) & (it["num_decode"] > 0)]
+    assert on.summary["pools"][1]["mean_batch"] == pytest.approx(dec["num_decode"].mean(), rel=1e-12)
+    assert on.summary["mean_batch"] == on.summary["pools"][1]["mean_batch"]
+
+
+def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
+    """A plan's replica is one xPyD unit (its GPUs); each engine gets prefill and decode servers,
+    speculation on the decode servers only."""
+    from simulator.scenario.scenario import load_scenario
+    from specsight.studies.deploy.study import deployment
+    from specsight.studies.plan.study import replica_tp
+    sc = load_scenario("llama8b-h100-eagle3-disagg", ["disaggregation.decode.tp=2"])
+    assert replica_tp(sc.source) == 2 * 1 + 6 * 2
+    dep = deployment(sc)
+    names = [e.engine for e in dep.engines]
+    assert names == ["vllm-prefill", "vllm-decode", "sglang-prefill", "sglang-decode", "trtllm"]
+    assert not dep["trtllm"].supported
+    for engine in ("vllm", "sglang"):
+        pre, dec = dep[f"{engine}-prefill"].argv, dep[f"{engine}-decode"].argv
+        assert not any(a.startswith("--speculative") for a in pre)
+        assert any(a.startswith("--speculative") for a in dec)
+    assert "NixlConnector" in dep["vllm-decode"].command
+    assert dep["sglang-decode"].argv[-4:] == ("--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
+                                              "mooncake")

@@ -1,0 +1,136 @@
+"""The explorer without a browser: the controls as overrides and back (URL, YAML), the closed
+forms it draws against the simulator's own (simulator.speculation.analytic, the engines' round
+times), the round timeline adding up to the step it explains, the capacity table's batch, and
+`specsight explore` as a process: it prints its URL, serves the page, and stops cleanly on
+Ctrl-C."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.common.errors import SpecsightInputError
+from specsight.explore.capacity_table import CAPACITY_BATCHES, capacity_rows
+from specsight.explore.priced import BATCHES, Priced, curves
+from specsight.explore.settings import from_query, from_scenario, scenario_yaml
+from specsight.explore.timeline import PLAIN, SPEC, round_timeline, row_total_s
+from specsight.explore.view import build_view, checked_source
+from specsight.studies.shared.overrides import scenario_source
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = "scenarios/llama8b-h100-eagle3-chat.yaml"
+START_TIMEOUT_S = 120       # a bound for a busy machine, not a speed check
+
+
+@pytest.fixture(scope="module")
+def base():
+    return scenario_source(SCENARIO)
+
+
+def test_settings_round_trip_through_the_url_and_the_yaml(base, tmp_path):
+    from simulator.scenario.scenario import load_scenario
+    s = from_scenario(base).replace(k="5", tp="2", engine="vllm", prompt="700", tpot_ms="", load="rate", rate="3.5")
+    assert from_query(s.to_query(), from_scenario(base)) == s
+    src = checked_source(base, s)
+    path = tmp_path / "back.yaml"
+    path.write_text(scenario_yaml(src))
+    sc = load_scenario(path)
+    assert sc.drafter.num_speculative_tokens == 5 and sc.hardware.tp == 2 and sc.engine.kind == "vllm"
+    assert sc.source["workload"]["prompt_len"] == {**base["workload"]["prompt_len"], "median": 700}
+    assert sc.workload.arrival == "poisson" and sc.workload.qps == 3.5 and sc.slo.tpot_ms_p99 is None
+    assert dataclasses.replace(from_scenario(src), batch=s.batch) == s      # a Poisson scenario holds no batch
+
+
+def test_a_bad_control_is_the_command_lines_error(base, capsys):
+    from specsight.cli import main
+    for field, text, key in (("tp", "0", "hardware.tp"), ("k", "-1", "drafter.num_speculative_tokens"),
+                             ("rate", "abc", "workload.arrival"), ("tpot_ms", "-5", "slo.tpot_ms_p99")):
+        s = from_scenario(base).replace(**{field: text}, load="rate" if field == "rate" else "batch")
+        with pytest.raises(SpecsightInputError) as page:
+            build_view(base, s, with_serve=False)
+        over = f"workload.arrival={{process: poisson, qps: {text}}}" if field == "rate" else f"{key}={text}"
+        assert main(["simulate", SCENARIO, "--set", over]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"specsight: error: {page.value}"
+
+
+def test_ideal_curves_are_the_analytic_model(base):
+    from simulator.speculation.analytic import speedup
+    s = from_scenario(base).replace(acceptance="alpha", alpha="0.6")
+    pr = Priced(checked_source(base, s))
+    c = curves(pr, 32.0)
+    for k, y in c.by_batch.items():
+        np.testing.assert_allclose(y, speedup(pr.cm, pr.drafter, BATCHES, pr.context, k, 0.6), rtol=1e-12)
+    assert c.at_point == pytest.approx(float(speedup(pr.cm, pr.drafter, 32.0, pr.context, pr.k, 0.6)), rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["ideal", "vllm", "sglang", "trtllm"])
+def test_timeline_adds_up_to_the_step_it_explains(base, engine):
+    """Each row's bars sum to the closed-form time the curves use: the engine's round_time_s
+    (or the analytic model's step under ideal), at K and at K = 0."""
+    s = from_scenario(base).replace(engine=engine)
+    pr = Priced(checked_source(base, s))
+    for batch in (1, 48, 300):
+        bars = round_timeline(pr, batch, pr.alpha(pr.k))
+        assert row_total_s(bars, PLAIN) == pytest.approx(float(pr.plain_s([batch])[0]), rel=1e-12)
+        assert row_total_s(bars, SPEC) == pytest.approx(float(pr.spec_s([batch], pr.k, pr.alpha(pr.k))[0]), rel=1e-12)
+        assert all(b.duration_s >= 0 for b in bars)
+        spec = [b for b in bars if b.row == SPEC]
+        assert all(a.start_s + a.duration_s == pytest.approx(b.start_s) for a, b in zip(spec, spec[1:]))
+    if engine == "vllm":
+        names = [b.name for b in bars if b.row == SPEC]
+        assert names[0] == "verify" and any(n.startswith("draft") for n in names)
+
+
+def test_capacity_batch_is_the_largest_within_tpot_and_memory(base):
+    s = from_scenario(base).replace(tpot_ms="12", acceptance="alpha", alpha="0.7")
+    pr = Priced(checked_source(base, s))
+    for row, k in zip(capacity_rows(pr, 0.7, 12.0, None), (0, pr.k)):
+        t = pr.plain_s(CAPACITY_BATCHES) if k == 0 else pr.spec_s(CAPACITY_BATCHES, k, 0.7)
+        tpot = t / (1.0 if k == 0 else pr.expected_tokens(k, 0.7)) * 1e3
+        fits = (tpot <= 12.0) & (CAPACITY_BATCHES <= min(pr.kv_batch_limit(k), pr.max_num_seqs))
+        assert row.batch == int(CAPACITY_BATCHES[np.nonzero(fits)[0][-1]])
+        assert row.tokens_per_s == pytest.approx(row.batch * 1e3 / row.tpot_ms, rel=1e-12)
+        price = pr.cm.hw.price_usd_per_gpu_hour
+        assert row.usd_per_m_tokens == pytest.approx(price / 3600 / row.tokens_per_s * 1e6, rel=1e-12)
+
+
+def test_accepted_distribution_sums_to_one_and_gives_the_mean(base):
+    from simulator.speculation.spec_math import expected_tokens
+    pr = Priced(checked_source(base, from_scenario(base)))
+    p = pr.accepted_distribution()
+    assert p.sum() == pytest.approx(1.0, abs=1e-12) and len(p) == pr.k + 1
+    assert 1 + np.dot(np.arange(len(p)), p) == pytest.approx(expected_tokens(pr.scenario.acceptance.alphas(pr.k)))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_explore_command_prints_its_url_serves_and_stops_cleanly(tmp_path, sig):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "specsight.cli", "explore", "--port", "0", "--out", str(tmp_path)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("specsight explore: http://127.0.0.1:"), line + proc.stderr.read()
+        url = line.split()[2]
+        with urllib.request.urlopen(url, timeout=START_TIMEOUT_S) as r:
+            assert r.status == 200 and b"specsight explore" in r.read()
+        proc.send_signal(sig)
+        assert proc.wait(START_TIMEOUT_S) == 0
+        assert proc.stderr.read().strip() == "specsight explore: stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_explore_refuses_a_bad_port_in_one_line(capsys):
+    from specsight.cli import main
+    assert main(["explore", "--port", "70000"]) == 2
+    assert capsys.readouterr().err.strip() == ("specsight: error: --port=70000: a TCP port in [0, 65535] "
+                                               "(0: any free port)")

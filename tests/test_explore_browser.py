@@ -1,0 +1,199 @@
+"""`specsight explore` in a real browser (headless Chromium driven by Playwright): the page loads
+from 127.0.0.1 alone, a slider move redraws the analytic curve with the closed form's values, a
+bad control shows the command line's one-line error, a simulation runs (and is cancelled, and
+comes back from the point store), the scenario YAML downloads and loads back, and the shareable
+URL restores the settings. One browser and one server for the module; the simulation is tiny
+(two batches, 24 requests a point)."""
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tests.browser import chromium_path, launch
+
+if chromium_path() is None:
+    pytest.skip("no Chromium at /usr/bin/chromium (scripts/setup.sh installs Debian's): the browser tests skip",
+                allow_module_level=True)
+
+SCENARIO = "scenarios/llama8b-h100-eagle3-chat.yaml"
+WAIT_MS = 60_000                  # a generous bound for a busy machine, never a speed check
+
+
+@pytest.fixture(scope="module")
+def explorer(tmp_path_factory):
+    from specsight.explore.server import Explorer
+    from specsight.studies.shared.overrides import scenario_source
+    base = scenario_source(SCENARIO)
+    ex = Explorer(base, 0, tmp_path_factory.mktemp("explore"), workers=1)
+    t = threading.Thread(target=ex.serve_forever, daemon=True)
+    t.start()
+    yield ex, base
+    ex.close()
+    t.join(10)
+
+
+@pytest.fixture(scope="module")
+def page(explorer, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    ex, _ = explorer
+    with sync_playwright() as p:
+        browser = launch(p, tmp_path_factory.mktemp("chromium"))
+        pg = browser.new_page()
+        pg.set_default_timeout(WAIT_MS)
+        hosts: set[str] = set()
+        pg.on("request", lambda r: hosts.add(r.url.split("/")[2]))
+        pg.goto(ex.url)
+        pg.wait_for_selector("#fig-batch .js-plotly-plot .scatterlayer .trace")
+        pg.hosts = hosts
+        yield pg
+        browser.close()
+
+
+def figure(pg, graph_id: str) -> list[dict]:
+    """The traces plotly.js draws in the graph `graph_id` (name, x, y)."""
+    return pg.evaluate("""id => Array.from(document.getElementById(id).querySelector('.js-plotly-plot').data)
+                          .map(t => ({name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])}))""",
+                       graph_id)
+
+
+def trace(pg, graph_id: str, name: str) -> dict:
+    return next(t for t in figure(pg, graph_id) if t["name"] == name)
+
+
+def wait_trace(pg, graph_id: str, name: str, pred) -> dict:
+    deadline = time.monotonic() + WAIT_MS / 1e3
+    while time.monotonic() < deadline:
+        with contextlib.suppress(StopIteration, Exception):
+            t = trace(pg, graph_id, name)
+            if pred(t):
+                return t
+        time.sleep(0.1)
+    raise AssertionError(f"{graph_id}: no trace {name!r} as expected; traces {figure(pg, graph_id)}")
+
+
+def set_text(pg, field: str, value: str) -> None:
+    box = pg.locator(f"#{field}")
+    box.fill(value)
+    box.press("Enter")            # the inputs debounce: Enter (or leaving the box) sends the value
+
+
+def closed_form(base, settings, batch: float):
+    from specsight.explore.priced import Priced, curves
+    from specsight.explore.view import checked_source
+    return curves(Priced(checked_source(base, settings)), batch)
+
+
+def test_page_loads_from_localhost_only_and_draws_the_closed_form(page, explorer):
+    from specsight.explore.priced import K_AXIS
+    from specsight.explore.settings import from_scenario
+    _, base = explorer
+    host = explorer[0].url.split("/")[2]
+    assert page.hosts == {host}, f"assets from elsewhere: {page.hosts - {host}}"
+    s = from_scenario(base)
+    c = closed_form(base, s, float(s.batch))
+    for k in K_AXIS:
+        np.testing.assert_allclose(trace(page, "fig-batch", f"K={k}")["y"], c.by_batch[k], rtol=1e-9)
+    assert page.inner_text("#error") == ""
+    assert "vllm serve" in page.inner_text("#serve")
+
+
+def test_slider_move_redraws_the_analytic_curve(page, explorer):
+    from specsight.explore.settings import from_scenario
+    _, base = explorer
+    s = from_scenario(base)
+    before = trace(page, "fig-batch", "this batch")["y"][0]
+    page.locator("#k [role=slider]").first.press("ArrowRight")          # K 3 -> 4
+    after = wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] != before)
+    want = closed_form(base, s.replace(k="4"), float(s.batch))
+    assert after["y"][0] == pytest.approx(want.at_point, rel=1e-9)
+    assert "K=4" in page.locator("#fig-batch .gtitle").text_content()
+    page.locator("#k [role=slider]").first.press("ArrowLeft")           # back to the scenario's K
+    wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(before, rel=1e-12))
+
+
+def test_bad_input_shows_the_command_lines_error(page, capsys):
+    from specsight.cli import main
+    rc = main(["simulate", SCENARIO, "--set", "hardware.tp=0"])
+    cli_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and cli_line.startswith("specsight: error: hardware.tp=0")
+    set_text(page, "tp", "0")
+    page.wait_for_function("document.getElementById('error').innerText.length > 0")
+    assert page.inner_text("#error").strip() == cli_line
+    set_text(page, "tp", "1")
+    page.wait_for_function("document.getElementById('error').innerText.length === 0")
+
+
+def test_simulation_runs_is_cancellable_and_comes_back_from_the_store(page, explorer):
+    from specsight.explore.settings import from_scenario
+    from specsight.explore.sim_jobs import SimRequest, run_study, study_keys
+    from specsight.explore.view import checked_source
+    from specsight.studies.shared.point_store import PointStore
+    ex, base = explorer
+    set_text(page, "sim-rpu", "1")
+    set_text(page, "sim-batches", "3,5")                      # started, then cancelled
+    page.click("#simulate")
+    page.wait_for_function("document.getElementById('progress').innerText.startsWith('simulating')")
+    page.click("#cancel")
+    page.wait_for_function("document.getElementById('progress').innerText.startsWith('cancelled')")
+
+    set_text(page, "sim-batches", "1,2")
+    page.click("#simulate")
+    sim = wait_trace(page, "fig-sim", "simulated", lambda t: len(t["y"]) == 2)
+    assert page.inner_text("#progress").startswith("simulated 4 points")
+    # the page's curve is the study's, read back from the store the page wrote
+    req = SimRequest(checked_source(base, from_scenario(base)), (1, 2), 3, 1)
+    store = PointStore(ex.jobs.store_path)
+    assert all(k in store for k in study_keys(req))
+    rows = run_study(req, ex.jobs.store_path, 1)["rows"]
+    np.testing.assert_allclose(sim["y"], [r["speedup"] for r in rows], rtol=1e-12)
+    # another K, then back: the stored answer shows without pressing Simulate
+    page.locator("#k [role=slider]").first.press("ArrowRight")
+    page.wait_for_function("document.getElementById('progress').innerText.startsWith('not simulated')")
+    page.locator("#k [role=slider]").first.press("ArrowLeft")
+    again = wait_trace(page, "fig-sim", "simulated", lambda t: len(t["y"]) == 2)
+    assert again["y"] == sim["y"]
+
+
+def test_yaml_downloads_and_loads_back(page, explorer, tmp_path):
+    from simulator.scenario.scenario import load_scenario
+    set_text(page, "prompt", "700")
+    page.wait_for_function("document.querySelector('#share').innerText.includes('prompt=700')")
+    with page.expect_download() as dl:
+        page.click("#yaml-button")
+    path = tmp_path / dl.value.suggested_filename
+    dl.value.save_as(path)
+    sc = load_scenario(path)
+    assert sc.source["workload"]["prompt_len"]["median"] == 700 and sc.drafter.num_speculative_tokens == 3
+    assert sc.hardware.profile == "h100-sxm" and sc.model == "llama-3.1-8b"
+    set_text(page, "prompt", "1020")
+
+
+def test_shareable_url_restores_the_settings(page, explorer):
+    share = page.locator("#share").get_attribute("href")
+    url = re.sub(r"k=\d+", "k=5", re.sub(r"output=\d+", "output=300", share))
+    other = page.context.new_page()
+    other.set_default_timeout(WAIT_MS)
+    other.goto(url)
+    other.wait_for_function("document.querySelector('#fig-batch .gtitle') && "
+                            "document.querySelector('#fig-batch .gtitle').textContent.includes('K=5')")
+    assert other.locator("#output").input_value() == "300"
+    other.close()
+
+
+def test_uploaded_vllm_metrics_set_the_acceptance(page, explorer):
+    from specsight.explore.settings import from_scenario
+    _, base = explorer
+    before = trace(page, "fig-accepted", "P")["y"]
+    page.set_input_files("#upload input[type=file]", "tests/data/vllm/metrics_spec_decode.txt")
+    after = wait_trace(page, "fig-accepted", "P", lambda t: t["y"] != before)
+    path = page.locator("#metrics_file").input_value()
+    s = from_scenario(base).replace(acceptance="file", metrics_file=path)
+    from specsight.explore.priced import Priced
+    from specsight.explore.view import checked_source
+    np.testing.assert_allclose(after["y"], Priced(checked_source(base, s)).accepted_distribution(), rtol=1e-12)
+    page.locator("#acceptance input[value=preset]").check()
