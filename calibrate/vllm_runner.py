@@ -193,13 +193,17 @@ def realtime(llm: LLM) -> None:
     say("engine processes at SCHED_FIFO 1")
 
 
+def _threads(pid: int) -> list[int]:
+    """The thread ids of process `pid` (none once it has exited)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
 def _set_policy(pid: int, policy: int, priority: int) -> None:
     """Every thread of process `pid` to a scheduling policy (sched_setscheduler sets one thread)."""
-    try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return
-    for tid in tids:
+    for tid in _threads(pid):
         try:
             os.sched_setscheduler(tid, policy, os.sched_param(priority))
         except ProcessLookupError:
@@ -211,11 +215,7 @@ def _set_policy(pid: int, policy: int, priority: int) -> None:
 
 def _set_cpus(pid: int, cpus: list[int]) -> None:
     """Every thread of process `pid` onto `cpus` (sched_setaffinity binds one thread)."""
-    try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return
-    for tid in tids:
+    for tid in _threads(pid):
         try:
             os.sched_setaffinity(tid, cpus)
         except OSError:
