@@ -28,6 +28,8 @@ class CalibrationConfig:
     stat: str | None = None                  # statistic of the repeats fitted: median on cuda, min on cpu
     holdout: float = 0.3                     # fraction of grid cells held out (seeded)
     points: str | Path | None = None         # measured points (default: <out>.points.jsonl); resumed
+    attention: str = "torch"                 # passes' attention: torch (SDPA) | vllm (vLLM's CPU kernels)
+    engine_venv: str | Path = ".venv-vllm"   # with attention "vllm": the environment its kernels load from
     machine: MachineConfig = field(default_factory=MachineConfig)
 
 

@@ -4,7 +4,8 @@ Llama/Qwen shape: embedding -> N x [RMSNorm, QKV projection (fused), rotary, att
 preallocated KV cache, output projection, residual, RMSNorm, SwiGLU MLP (fused gate+up), residual]
 -> final RMSNorm -> LM head -> softmax (float32 probabilities, what a sampler reads).
 
-Attention is torch.nn.functional.scaled_dot_product_attention. Grouped-query attention is
+Attention is torch.nn.functional.scaled_dot_product_attention, or on a CPU vLLM's own CPU kernels
+over its paged cache (`attention="vllm"`, calibrate/vllm_attention.py). Grouped-query attention is
 computed by folding each KV head's group of g = heads / kv_heads query heads into the query
 length ([B, kv, n*g, hd] queries against [B, kv, S, hd] keys): exact, no KV copy, and every SDPA
 backend accepts it (the cost is the same as SDPA's own enable_gqa where a backend has it).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from simulator.models.model_spec import ModelSpec
+
+from . import vllm_attention as va
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 INIT_STD = 0.02        # HF initializer_range for Llama/Qwen configs
@@ -135,25 +139,39 @@ class DecoderLayer(nn.Module):
         self.down = Linear(spec.intermediate_size, d, False, **kw)
         self.eps = 1e-5
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cache: torch.Tensor,
-                v_cache: torch.Tensor, write: _Write, mask: torch.Tensor | None, n_keys: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Callable) -> torch.Tensor:
+        """attend(q [B, n, h, hd], k, v [B, n, kv, hd]) -> [B, n, h * hd]: writes the cache and attends."""
         B, n, _ = x.shape                                              # x [B, n, d]
-        h, kv, hd, g = self.h, self.kv, self.hd, self.g
+        h, kv, hd = self.h, self.kv, self.hd
         qkv = self.qkv(_rms_norm(x, self.ln1, self.eps))
         q, k, v = qkv.split([h * hd, kv * hd, kv * hd], dim=-1)
         q = _rotate(q.view(B, n, h, hd), cos, sin)                      # [B, n, h, hd]
         k = _rotate(k.view(B, n, kv, hd), cos, sin)                     # [B, n, kv, hd]
         v = v.view(B, n, kv, hd)
-        write(k_cache, k)
-        write(v_cache, v)
-        # GQA: fold each KV head's g query heads into the query length.
-        q = q.view(B, n, kv, g, hd).permute(0, 2, 1, 3, 4).reshape(B, kv, n * g, hd)
-        att = F.scaled_dot_product_attention(q, k_cache[:, :, :n_keys], v_cache[:, :, :n_keys], attn_mask=mask)
-        att = att.view(B, kv, n, g, hd).permute(0, 2, 1, 3, 4).reshape(B, n, h * hd)
-        x = x + self.o(att)
+        x = x + self.o(attend(q, k, v))
         gu = self.gate_up(_rms_norm(x, self.ln2, self.eps))
         gate, up = gu.chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
+
+    def sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+             write: _Write, mask: torch.Tensor | None, n_keys: int) -> torch.Tensor:
+        """torch's attention over the preallocated cache (GQA: each KV head's g query heads folded
+        into the query length)."""
+        B, n = q.shape[:2]
+        h, kv, hd, g = self.h, self.kv, self.hd, self.g
+        write(k_cache, k)
+        write(v_cache, v)
+        q = q.reshape(B, n, kv, g, hd).permute(0, 2, 1, 3, 4).reshape(B, kv, n * g, hd)
+        att = F.scaled_dot_product_attention(q, k_cache[:, :, :n_keys], v_cache[:, :, :n_keys], attn_mask=mask)
+        return att.view(B, kv, n, g, hd).permute(0, 2, 1, 3, 4).reshape(B, n, h * hd)
+
+    def paged(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
+              meta: va.StepMetadata) -> torch.Tensor:
+        """vLLM's CPU attention over its paged cache (calibrate.vllm_attention)."""
+        B, n = q.shape[:2]
+        out = va.attend(q.reshape(B * n, self.h, self.hd), k.reshape(B * n, self.kv, self.hd),
+                        v.reshape(B * n, self.kv, self.hd), kv_cache, meta, 1.0 / math.sqrt(self.hd))
+        return out.view(B, n, self.h * self.hd)
 
 
 class _Write:
@@ -170,13 +188,21 @@ class _Write:
 
 
 class DecoderModel(nn.Module):
-    """`spec` with `num_layers` decoder layers (random weights), embedding and LM head."""
+    """`spec` with `num_layers` decoder layers (random weights), embedding and LM head.
+
+    attention: "torch" (SDPA over a preallocated cache, any device) or "vllm" (vLLM's CPU kernels
+    over its paged cache, calibrate.vllm_attention; load_kernels first)."""
+
+    ATTENTION = ("torch", "vllm")
 
     def __init__(self, spec: ModelSpec, num_layers: int | None = None, dtype: str = "bf16",
-                 device: str | torch.device = "cpu", seed: int = 0):
+                 device: str | torch.device = "cpu", seed: int = 0, attention: str = "torch"):
         super().__init__()
         if spec.is_moe or spec.is_mla or spec.head_kind is not None:
             raise ValueError(f"{spec.name}: calibration layers are dense Llama/Qwen-style models only")
+        if attention not in self.ATTENTION or (attention == "vllm" and torch.device(device).type != "cpu"):
+            raise ValueError(f"attention {attention!r}: one of {self.ATTENTION} ('vllm' on a CPU only)")
+        self.attention = attention
         self.spec = dataclasses.replace(spec, num_layers=spec.num_layers if num_layers is None else num_layers)
         self.dtype = TORCH_DTYPES[dtype]
         self.device = torch.device(device)
@@ -199,9 +225,12 @@ class DecoderModel(nn.Module):
         self.eval().requires_grad_(False)
 
     # ---- cache ---------------------------------------------------------------------------
-    def new_cache(self, batch: int, max_len: int, fill: float | None = 0.0) -> KVCache:
-        """Preallocated cache of max_len slots (rounded up to 64) per sequence, lengths 0."""
+    def new_cache(self, batch: int, max_len: int, fill: float | None = 0.0) -> KVCache | va.PagedKVCache:
+        """Preallocated cache of max_len slots (rounded up to 64; vLLM's paged cache: to its block
+        size) per sequence, lengths 0."""
         s = self.spec
+        if self.attention == "vllm":
+            return va.PagedKVCache.new(batch, max_len, s.num_layers, s.num_kv_heads, s.head_dim, self.dtype)
         max_len = int(math.ceil(max_len / 64) * 64)
         shape = (batch, s.num_kv_heads, max_len, s.head_dim)
         mk = (lambda: torch.zeros(shape, dtype=self.dtype, device=self.device)) if fill == 0.0 else \
@@ -214,22 +243,10 @@ class DecoderModel(nn.Module):
         el = {"fp32": 4, "bf16": 2, "fp16": 2}[dtype]
         return 2 * num_layers * batch * int(math.ceil(max_len / 64) * 64) * spec.num_kv_heads * spec.head_dim * el
 
-    # ---- forward -------------------------------------------------------------------------
-    @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, cache: KVCache, uniform_length: int | None = None,
-                logits: str = "all", temperature: float = 1.0, num_layers: int | None = None,
-                max_length: int | None = None) -> torch.Tensor:
-        """Next-token probabilities (float32) for n new tokens per sequence.
-
-        tokens: [B, n] int64 at positions cache.lengths[b] + 0..n-1.
-        uniform_length: every sequence's cache length when they are all equal (prefill: one
-            slice write); None reads cache.lengths [B] (ragged: scatter writes), the path every
-            decode, draft and verify pass takes, as a serving engine's varlen attention would.
-        max_length: max(cache.lengths) if the caller knows it (saves a device sync).
-        logits: "all" -> [B, n, V] (verify), "last" -> [B, 1, V] (decode, draft, prefill).
-        num_layers: run only the first num_layers layers (timing at several depths; default all).
-        The cache's K/V slots for the new tokens are written; cache.lengths is not advanced."""
-        B, n = tokens.shape
+    def _sdpa_attends(self, cache: KVCache, n: int, uniform_length: int | None, max_length: int | None,
+                      num_layers: int | None) -> tuple[torch.Tensor, list[Callable]]:
+        """Positions [B, n] and each layer's SDPA attention over the preallocated cache."""
+        B = cache.lengths.shape[0]
         dev = self.device
         ar = torch.arange(n, device=dev)
         g = self.spec.num_heads // self.spec.num_kv_heads
@@ -251,12 +268,42 @@ class DecoderModel(nn.Module):
         # Additive mask, built once per pass: rows follow the folded GQA query layout (n, g).
         mask = torch.zeros(allowed.shape, dtype=self.dtype, device=dev).masked_fill_(~allowed, float("-inf"))
         mask = mask.repeat_interleave(g, dim=1)[:, None]                         # [B|1, 1, n*g, S]
+        attends = [lambda q, k, v, L=L, kc=kc, vc=vc: L.sdpa(q, k, v, kc, vc, write, mask, n_keys)
+                   for L, kc, vc in zip(self.layers[:num_layers], cache.k, cache.v)]
+        return pos, attends
+
+    # ---- forward -------------------------------------------------------------------------
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, cache: KVCache, uniform_length: int | None = None,
+                logits: str = "all", temperature: float = 1.0, num_layers: int | None = None,
+                max_length: int | None = None) -> torch.Tensor:
+        """Next-token probabilities (float32) for n new tokens per sequence.
+
+        tokens: [B, n] int64 at positions cache.lengths[b] + 0..n-1.
+        uniform_length: every sequence's cache length when they are all equal (prefill: one
+            slice write); None reads cache.lengths [B] (ragged: scatter writes), the path every
+            decode, draft and verify pass takes, as a serving engine's varlen attention would.
+        max_length: max(cache.lengths) if the caller knows it (saves a device sync).
+        logits: "all" -> [B, n, V] (verify), "last" -> [B, 1, V] (decode, draft, prefill).
+        num_layers: run only the first num_layers layers (timing at several depths; default all).
+        The cache's K/V slots for the new tokens are written; cache.lengths is not advanced."""
+        B, n = tokens.shape
+        dev = self.device
+        ar = torch.arange(n, device=dev)
+        if self.attention == "vllm":
+            s = self.spec
+            pos = cache.lengths[:, None] + ar[None, :]                          # [B, n]
+            meta = va.step_metadata(cache, n, s.num_heads, s.num_kv_heads, s.head_dim, self.dtype)
+            attends = [lambda q, k, v, L=L, kv=kv: L.paged(q, k, v, kv, meta)
+                       for L, kv in zip(self.layers[:num_layers], cache.kv)]
+        else:
+            pos, attends = self._sdpa_attends(cache, n, uniform_length, max_length, num_layers)
         ang = pos.to(torch.float32)[..., None] * self.inv_freq                   # [B, n, hd/2]
         cos = ang.cos().to(self.dtype)[:, :, None]
         sin = ang.sin().to(self.dtype)[:, :, None]
         x = self.embed(tokens)                                                   # [B, n, d]
-        for i, layer in enumerate(self.layers[:num_layers]):
-            x = layer(x, cos, sin, cache.k[i], cache.v[i], write, mask, n_keys)
+        for layer, attend in zip(self.layers[:num_layers], attends):
+            x = layer(x, cos, sin, attend)
         if logits == "last":
             x = x[:, -1:]
         out = self.lm_head(_rms_norm(x, self.norm, 1e-5))                        # [B, n|1, V]

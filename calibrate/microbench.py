@@ -56,6 +56,9 @@ class BenchConfig:
     # Sweeps over the grid: the repeats of every pass are split over this many passes through the
     # whole grid (1: a pass's repeats back to back). See `measure`.
     sweeps: int = 1
+    # The passes' attention: "torch" (SDPA) or "vllm" (vLLM's CPU kernels, calibrate.vllm_attention,
+    # loaded from the engine's environment before measuring).
+    attention: str = "torch"
 
     def identity(self) -> dict[str, Any]:
         """Everything a measurement depends on (the resume key hashes this)."""
@@ -68,7 +71,8 @@ class BenchConfig:
                 "dtype": self.dtype, "torch": torch.__version__, "threads": torch.get_num_threads(),
                 "warmup": self.warmup, "repeats": self.repeats, "graphs": self.graphs,
                 **({"evict_bytes": self.evict_bytes} if self.evict_bytes else {}),
-                **({"sweeps": self.n_sweeps} if self.n_sweeps > 1 else {})}
+                **({"sweeps": self.n_sweeps} if self.n_sweeps > 1 else {}),
+                **({"attention": self.attention} if self.attention != "torch" else {})}
 
     @property
     def n_sweeps(self) -> int:
@@ -173,7 +177,8 @@ def measure(cfg: BenchConfig, jsonl: str | Path, progress: bool = True,
                 torch.cuda.empty_cache()
             spec = cfg.target if role == "target" else cfg.draft
             n = max(cfg.layers) if role == "target" else cfg.draft_layers
-            runners[role] = PassRunner(DecoderModel(spec, n, dtype=cfg.dtype, device=cfg.device, seed=cfg.seed),
+            runners[role] = PassRunner(DecoderModel(spec, n, dtype=cfg.dtype, device=cfg.device, seed=cfg.seed,
+                                                    attention=cfg.attention),
                                        graphs=cfg.graphs)
         return runners[role]
 

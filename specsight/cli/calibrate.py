@@ -69,6 +69,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="statistic of the repeats that is fitted (default: median on cuda, min on cpu)")
     p.add_argument("--holdout", type=float, default=0.3, help="fraction of grid cells held out (seeded)")
     p.add_argument("--points", default=None, help="JSONL of measured points (default: <out>.points.jsonl); resumed")
+    p.add_argument("--attention", choices=("torch", "vllm"), default="torch",
+                   help="the passes' attention: torch's SDPA (default) or vLLM's own CPU kernels, loaded from "
+                        "--engine-venv (for a profile that predicts vLLM's CPU engine; docs/calibration.md)")
+    p.add_argument("--engine-venv", default=".venv-vllm",
+                   help="with --attention vllm: vLLM's environment (default .venv-vllm, made by "
+                        "scripts/setup.sh --engine vllm)")
     p.add_argument("--from-vidur", metavar="DIR", default=None, help="fit from Vidur profiling data instead of timing")
     p.add_argument("--sku", default="a100", help="with --from-vidur: compute/<sku> folder")
     p.add_argument("--out", required=True, help="profile YAML to write (its name is the file stem)")
@@ -119,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                             draft_layers=args.draft_layers, passes=args.passes, quick=args.quick,
                             repeats=args.repeats, warmup=args.warmup, sweeps=args.sweeps, evict=args.evict,
                             hardware=args.hardware, stat=args.stat, holdout=args.holdout, points=args.points,
-                            machine=machine_config(args))
+                            attention=args.attention, engine_venv=args.engine_venv, machine=machine_config(args))
     check_calibration(cfg)
     res = calibrate_profile(cfg, progress=not (args.no_progress or args.json))
     r = res.summary
