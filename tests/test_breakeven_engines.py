@@ -172,3 +172,22 @@ def test_the_analytic_overlay_stays_on_ideal_rows():
     out = _engine_frame(df, "vllm")
     assert list(out.columns)[0] == "engine" and out["analytic_speedup"].isna().all()
     assert df["analytic_speedup"][0] == 1.3
+
+
+def test_engines_text_shows_the_batch_each_engine_ran(roof_path, tmp_path, capsys):
+    """On the batch axis the --engines table gives, per engine, the mean batch plain decoding ran
+    beside the batch asked for (issue 26 item 6), read from that engine's own study."""
+    argv = ["breakeven", str(roof_path), "--axis", "batch", "--values", "1,4", "--k", "2", "--workers", "1",
+            "--out", str(tmp_path / "be"), "--no-progress", "--engines", "ideal,vllm"]
+    assert main(argv + ["--json"]) == 0
+    pts = pd.DataFrame(json.loads(capsys.readouterr().out)["points"])
+    assert main(argv) == 0
+    text = capsys.readouterr().out.splitlines()
+    head = next(ln for ln in text if ln.lstrip().startswith("batch") and "achieved B ideal" in ln)
+    assert "achieved B vllm" in head
+    for b in (1, 4):
+        row = next(ln for ln in text if ln.split() and ln.split()[0] == str(b))
+        ran = [float(pts[(pts["engine"] == e) & (pts["batch"] == b)]["base_mean_batch"].iloc[0])
+               for e in ("ideal", "vllm")]
+        assert row.split()[1:3] == [f"{x:.1f}" for x in ran]
+    assert any("achieved B <engine>" in ln for ln in text)

@@ -103,3 +103,17 @@ def test_a_head_trained_for_another_target_is_named():
           "workload": {**FIXED["workload"], "num_requests": 2, "output_len": 4}}
     with pytest.warns(SpecsightWarning, match="was trained for meta-llama/Llama-3.3-70B-Instruct"):
         simulate(sc)
+
+
+def test_a_command_over_several_studies_warns_once(tmp_path, capsys):
+    """`breakeven --engines ideal,vllm` runs one study per engine (each resetting Python's own
+    once-only registry): the command still prints the preset's warning once."""
+    from scenario_files import write_scenario
+
+    from specsight.cli import main
+    roof = {**FIXED, "hardware": {"gpu": "h100-sxm"}, "model": "llama-3.1-8b"}
+    path = write_scenario(tmp_path / "roof.yaml", roof, "Does K=4 pay past the preset's K? (test scenario)")
+    assert main(["breakeven", str(path), "--axis", "batch", "--values", "1,2", "--k", "4", "--workers", "1",
+                 "--out", str(tmp_path / "be"), "--no-progress", "--engines", "ideal,vllm"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("was measured at K=3") == 1

@@ -135,13 +135,20 @@ def negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+_SHOWN: set[str] = set()          # the SpecsightWarning texts this command has printed
+
+
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: TextIO | None = None, line: str | None = None,
                   _default: Callable[..., None] = warnings.showwarning) -> None:
-    """SpecsightWarning as one line on stderr; any other warning as Python prints it."""
+    """SpecsightWarning as one line on stderr, each text once per command (Python's own once-only
+    registry is reset whenever a study's points change the filters); any other warning as Python
+    prints it."""
     if issubclass(category, SpecsightWarning):
         text = " ".join(str(message).split())
-        print(f"specsight: warning: {text}", file=sys.stderr)
+        if text not in _SHOWN:
+            _SHOWN.add(text)
+            print(f"specsight: warning: {text}", file=sys.stderr)
     else:
         _default(message, category, filename, lineno, file, line)
 
@@ -152,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser, argv)
     real = sys.stdout
     sys.stdout = _GuardedStdout(real)        # type: ignore[assignment]
+    _SHOWN.clear()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

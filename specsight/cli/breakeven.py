@@ -157,10 +157,17 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
     cols = list(dict.fromkeys(zip(lines["engine"], lines["line"])))
     names = [f"{e}: {ln}" for e, ln in cols]
     width = [max(18, len(n) + 2) for n in names]
+    achieved = {e: r.frame.groupby("batch", sort=True)["base_mean_batch"].first()
+                for e, r in res.results.items() if axis == "batch" and "base_mean_batch" in r.frame}
     if cols:
-        out.append(f"{axis:>10}" + "".join(f"{n:>{w}}" for n, w in zip(names, width)))
+        aw = {e: max(12, len(e) + 13) for e in achieved}
+        out.append(f"{axis:>10}" + "".join(f"{'achieved B ' + e:>{aw[e]}}" for e in achieved)
+                   + "".join(f"{n:>{w}}" for n, w in zip(names, width)))
         for v, g in lines.groupby(axis, sort=True):
             cells = []
+            for e, ran in achieved.items():
+                b = float(ran.get(v, math.nan))
+                cells.append(f"{b:>{aw[e]}.1f}" if math.isfinite(b) else f"{'-':>{aw[e]}}")
             for (e, ln), w in zip(cols, width):
                 r = g[(g["engine"] == e) & (g["line"] == ln)]
                 s = float(r["speedup"].iloc[0]) if len(r) else math.nan
@@ -178,6 +185,10 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
             past = " past saturation" if cr and cr[0].get("saturated") else ""
             out.append(f"  break-even {e + ': ' + ln:<28} "
                        + (f"{axis} = {b:.4g} (speedup {_way(cr)}{past})" if b is not None else str(v["status"])))
+    if achieved:
+        out.append(f"  {axis}: the closed-loop users asked for, what each break-even is against; achieved B <engine>: "
+                   "the mean batch plain decoding ran under that engine (its scheduler, prefill and KV cache can keep "
+                   "it lower)")
     for e, cap in res.capacity.items():
         labels = list(dict.fromkeys(res.results[e].frame["curve"]))
         out += [f"  {e}: {line}" for line in capacity_lines(cap, labels)]
