@@ -111,7 +111,7 @@ def test_accepted_distribution_sums_to_one_and_gives_the_mean(base):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_explore_command_prints_its_url_serves_and_stops_cleanly(tmp_path, sig):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}    # SIGABRT dumps every thread
     proc = subprocess.Popen([sys.executable, "-m", "specsight.cli", "explore", "--port", "0", "--out", str(tmp_path)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -121,8 +121,13 @@ def test_explore_command_prints_its_url_serves_and_stops_cleanly(tmp_path, sig):
         with urllib.request.urlopen(url, timeout=START_TIMEOUT_S) as r:
             assert r.status == 200 and b"specsight explore" in r.read()
         proc.send_signal(sig)
-        assert proc.wait(START_TIMEOUT_S) == 0
-        assert proc.stderr.read().strip() == "specsight explore: stopped"
+        try:            # communicate, not wait: both pipes drained while it stops
+            out, err = proc.communicate(timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate()
+            pytest.fail(f"not stopped {START_TIMEOUT_S} s after signal {sig}; its threads:\n{err}")
+        assert proc.returncode == 0 and err.strip() == "specsight explore: stopped", err
     finally:
         if proc.poll() is None:
             proc.kill()
