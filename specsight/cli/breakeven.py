@@ -22,7 +22,7 @@ from ..studies.breakeven.capacity import CAPACITY_AXES, QUICK_TOLERANCE
 from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, METRICS, as_number
 from ..studies.breakeven.drafters import DRAFTER, VALUE_FORM
 from ..studies.plan.study import TOLERANCE
-from ..studies.shared.answer_intervals import format_interval, group_note, scenario_group
+from ..studies.published.answer_intervals import format_interval, group_note, scenario_group
 from .args import GRID_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out, add_set, grid_cases
 from .breakeven_text import MARKS, capacity_lines, format_text, range_text, simulated_line
 from .emit import emit_json

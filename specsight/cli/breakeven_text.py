@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from ..studies.breakeven.axes import ANALYTIC_AXES, AXIS_UNITS
 from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, PLAIN, as_number
 from ..studies.breakeven.drafters import DRAFTER
+from ..studies.published.answer_intervals import format_interval, group_note, scenario_group
 from ..studies.published.intervals import LEVEL
-from ..studies.shared.answer_intervals import format_interval, group_note, scenario_group
 
 if TYPE_CHECKING:
     import pandas as pd

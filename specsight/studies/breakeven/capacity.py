@@ -26,7 +26,7 @@ from simulator.common.errors import SpecsightInputError
 
 from ..plan.statuses import no_rate_meets
 from ..plan.study import SLO, TOLERANCE, plan, replica_tp
-from ..shared.answer_intervals import (
+from ..published.answer_intervals import (
     has_interval,
     scaled_interval,
     scenario_group,

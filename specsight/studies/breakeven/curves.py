@@ -16,7 +16,7 @@ from simulator.common.errors import SpecsightInputError
 from simulator.scenario.engine_spec import EngineSpec
 from simulator.speculation.policies import ENGINE_RULES
 
-from ..shared.answer_intervals import with_speedup_interval
+from ..published.answer_intervals import with_speedup_interval
 from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy
 from ..shared.points import run_points

@@ -100,7 +100,7 @@ class EngineBreakevenResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         stem = f"breakeven_{self.axis}_engines"
-        from ..shared.answer_intervals import csv_frame
+        from ..published.answer_intervals import csv_frame
         files = {"csv": str(write_csv(csv_frame(self.frame), out / f"{stem}.csv")),
                  "lines_csv": str(write_csv(csv_frame(self.lines), out / f"{stem}_lines.csv"))}
         if plot and len(self.lines):

@@ -13,7 +13,7 @@ import numpy as np
 
 from simulator.common.atomic_files import write_csv
 
-from ..shared.answer_intervals import csv_frame
+from ..published.answer_intervals import csv_frame
 from .axes import ANALYTIC_AXES, AXIS_LABELS, CAPACITY_AXIS_LABELS, LOG_AXES
 from .crossings import CAPACITY, METRIC_LABELS
 from .drafters import DRAFTER, plot_drafters

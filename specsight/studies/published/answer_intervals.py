@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..published.intervals import LEVEL, family, interval_for, load_residuals
+from .intervals import LEVEL, family, interval_for, load_residuals
 
 IDEAL_NOTE = "ideal: the physics bound, no interval"
 SUFFIX = "_interval"
