@@ -123,3 +123,19 @@ def with_speedup_interval(df: Any, source: Mapping[str, Any],
     out.insert(list(out.columns).index("speedup") + 1, "speedup_interval",
                speedup_intervals(out["speedup"].tolist(), engine, list(methods) if methods is not None else method))
     return out
+
+
+def capacity_intervals(row: Mapping[str, Any], target_qps: float, engine: str, method: str | None,
+                       speculates: bool) -> dict[str, Any]:
+    """A capacity plan row's intervals under a real engine ({} under ideal): `capacity_vs_off_interval`
+    (the speedup's), `max_qps_per_replica_interval` (the capacity times the speedup's two
+    factors) and `replicas_interval` (the replicas serving `target_qps` at its ends); None for a
+    configuration that does not speculate (plain decoding: the reference the speedups are
+    relative to)."""
+    if not has_interval(engine):
+        return {}
+    rows = load_residuals()
+    cap = scaled_interval(row.get("max_qps_per_replica"), engine, method, rows) if speculates else None
+    vs = speedup_interval(row.get("capacity_vs_off"), engine, method, rows) if speculates else None
+    return {"max_qps_per_replica_interval": cap, "capacity_vs_off_interval": vs,
+            "replicas_interval": replicas_interval(target_qps, cap)}
