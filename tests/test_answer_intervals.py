@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 from scenario_files import write_scenario
+from test_breakeven_engines import ROOF as ENGINES_ROOF
 
 import specsight
 from specsight.cli import main
@@ -25,15 +26,7 @@ from specsight.studies.plan.study import capacity_plan
 from specsight.studies.published.answer_intervals import IDEAL_NOTE, csv_frame, replicas_interval
 from specsight.studies.published.intervals import interval_for, summary_intervals
 
-ROOF = {
-    "name": "roofline-intervals", "seed": 5,
-    "hardware": {"gpu": "h100-sxm"}, "model": "llama-3.1-8b",
-    "drafter": {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3},
-    "acceptance": {"model": "iid", "alpha": 0.6},
-    "workload": {"arrival": {"process": "closed_loop", "concurrency": 1}, "num_requests": 6,
-                 "prompt_len": 8, "output_len": 24},
-    "engine": {"kind": "vllm"},
-}
+ROOF = {**ENGINES_ROOF, "name": "roofline-intervals", "engine": {"kind": "vllm"}}   # llama-3.1-8b, EAGLE-3, H100
 KW = dict(axis="alpha", values="0.1,0.5,0.9", ks="1,3", workers=1, progress=False)
 FACTORS = interval_for(1.0, "vllm", "eagle3")        # the vLLM EAGLE group's two factors
 
