@@ -66,6 +66,9 @@ class SimResult:
     kv: KVBudget | None = None         # memory breakdown per GPU (None for hardware.kind fixed)
     baseline: SimResult | None = None
     trace: list | None = field(default=None, repr=False)
+    # `<metric>_interval` -> [low, high], the 80 % intervals of the summary's speedups and TPOTs under a
+    # real engine: filled by `specsight.simulate` (specsight/studies/simulate.py), empty from here
+    intervals: dict[str, Any] = field(default_factory=dict)
 
     @property
     def engine(self) -> str:

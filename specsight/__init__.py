@@ -20,7 +20,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "simulate": "simulator.run",
+    "simulate": "specsight.studies.simulate",
     "SimResult": "simulator.run",
     "load_scenario": "simulator.scenario.scenario",
     "breakeven": "specsight.studies.breakeven.study",

@@ -252,8 +252,10 @@ def test_cli_json_keys(capsys, table, tmp_path, monkeypatch):
     monkeypatch.setattr(published, "RESULTS_FILE", path)
     assert main(["validate", "--published", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"rows", "median_error", "goals"} <= set(out)
+    assert {"rows", "median_error", "goals", "coverage"} <= set(out)
+    assert {"rows", "inside", "coverage", "level"} <= set(out["coverage"]) and out["coverage"]["level"] == 0.8
     assert {r["name"] for r in out["rows"]} == names
+    assert all("interval" in r and (r["interval"] is None or len(r["interval"]) == 2) for r in out["rows"])
     predicted = table.set_index("name")["predicted"]
     for r in out["rows"]:
         assert {"name", "engine", "published", "predicted", "error", "side_ok", "acceptance", "why"} <= set(r)

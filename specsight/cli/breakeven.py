@@ -22,8 +22,9 @@ from ..studies.breakeven.capacity import CAPACITY_AXES, QUICK_TOLERANCE
 from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, METRICS, as_number
 from ..studies.breakeven.drafters import DRAFTER, VALUE_FORM
 from ..studies.plan.study import TOLERANCE
+from ..studies.published.answer_intervals import format_interval, group_note, scenario_group
 from .args import GRID_HELP, add_executor, add_grid, add_hardware, add_json, add_k, add_out, add_set, grid_cases
-from .breakeven_text import MARKS, capacity_lines, format_text, simulated_line
+from .breakeven_text import MARKS, capacity_lines, format_text, range_text, simulated_line
 from .emit import emit_json
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
            f"speedup metric: {METRIC_LABELS[res.metric]}", f"engines: {', '.join(res.ran) or 'none ran'}"]
     cols = list(dict.fromkeys(zip(lines["engine"], lines["line"])))
     names = [f"{e}: {ln}" for e, ln in cols]
-    width = [max(18, len(n) + 2) for n in names]
+    width = [max(18 if e == "ideal" else 30, len(n) + 2) for n, (e, _) in zip(names, cols)]
     achieved = {e: r.frame.groupby("batch", sort=True)["base_mean_batch"].first()
                 for e, r in res.results.items() if axis == "batch" and "base_mean_batch" in r.frame}
     if cols:
@@ -172,6 +173,8 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
                 r = g[(g["engine"] == e) & (g["line"] == ln)]
                 s = float(r["speedup"].iloc[0]) if len(r) else math.nan
                 txt = f"{s:.3f}" if math.isfinite(s) else "-"
+                band = format_interval(r["speedup_interval"].iloc[0]) if len(r) else ""
+                txt += f" {band}" if band else ""
                 if len(r) and ln != r["curve"].iloc[0] and r["curve"].iloc[0]:
                     txt += f" ({r['curve'].iloc[0]})"
                 flags = ("S" if len(r) and r["saturated"].iloc[0] else "") + \
@@ -179,12 +182,14 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
                 txt += f" {flags}" if flags else ""
                 cells.append(f"{txt:>{w}}")
             out.append(f"{as_number(v)!s:>10}" + "".join(cells))
+    grid = [float(v) for v in res.values]
     for e, per_line in res.verdict.items():
         for ln, v in per_line.items():
             b, cr = v["breakeven"], v["crossings"]
             past = " past saturation" if cr and cr[0].get("saturated") else ""
             out.append(f"  break-even {e + ': ' + ln:<28} "
-                       + (f"{axis} = {b:.4g} (speedup {_way(cr)}{past})" if b is not None else str(v["status"])))
+                       + (f"{axis} = {b:.4g} (speedup {_way(cr)}{past})" if b is not None else str(v["status"]))
+                       + range_text(v.get("breakeven_interval"), cr, v["status"], axis, grid))
     if achieved:
         out.append(f"  {axis}: the closed-loop users asked for, what each break-even is against; achieved B <engine>: "
                    "the mean batch plain decoding ran under that engine (its scheduler, prefill and KV cache can keep "
@@ -194,6 +199,7 @@ def format_engines_text(res: EngineBreakevenResult, files: Mapping[str, str], el
         out += [f"  {e}: {line}" for line in capacity_lines(cap, labels)]
     marks = [MARKS[m] for m, col in (("S", "saturated"), ("M", "kv_limited")) if lines[col].astype(bool).any()]
     out += marks + list(res.skipped)
+    out += list(dict.fromkeys(group_note(*scenario_group(r.source)) for r in res.results.values()))
     errs = res.frame[res.frame["error"] != ""] if "error" in res.frame else res.frame.iloc[0:0]
     if len(errs):
         out.append(f"{len(errs)} point(s) failed, e.g. {errs['error'].iloc[0]}")

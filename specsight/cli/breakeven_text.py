@@ -8,9 +8,11 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..studies.breakeven.axes import ANALYTIC_AXES
+from ..studies.breakeven.axes import ANALYTIC_AXES, AXIS_UNITS
 from ..studies.breakeven.crossings import CAPACITY, METRIC_LABELS, PLAIN, as_number
 from ..studies.breakeven.drafters import DRAFTER
+from ..studies.published.answer_intervals import format_interval, group_note, scenario_group
+from ..studies.published.intervals import LEVEL
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,6 +41,8 @@ def _cell(r: pd.DataFrame, metric: str) -> str:
         txt = (f"{q:.3g}/s {s:.2f}x" if math.isfinite(s) else f"{q:.3g}/s") if q is not None and q == q else "none"
     else:
         txt = "error" if r["error"].iloc[0] else (f"{s:.3f}" if math.isfinite(s) else "-")
+    band = format_interval(r["speedup_interval"].iloc[0]) if "speedup_interval" in r else ""
+    txt += f" {band}" if band else ""
     if math.isfinite(a):
         txt += f" ({a:.2f})"
     f = _flags(r)
@@ -71,6 +75,21 @@ def _last_stable(sub: pd.DataFrame, axis: str, col: str, first: Any) -> Any:
     return as_number(float(before.max())) if len(before) else None
 
 
+def range_text(rng: list[float | None] | None, crossed: list[dict[str, Any]], status: str | None, axis: str,
+               grid: list[float]) -> str:
+    """'; 80 % interval: stops paying between 9.1 and 11.4 requests/s' (an edge past the grid's
+    ends: 'below 1.5', 'beyond 24'), or '' without a range."""
+    if rng is None or not grid:
+        return ""
+    way = crossed[0]["direction"] if crossed else ("down" if str(status).startswith("pays") else "up")
+    verb = "stops paying" if way == "down" else "starts paying"
+    a = f"{rng[0]:.3g}" if rng[0] is not None else f"below {as_number(min(grid))}"
+    b = f"{rng[1]:.3g}" if rng[1] is not None else f"beyond {as_number(max(grid))}"
+    unit = AXIS_UNITS.get(axis, "")
+    past = " (an edge does not cross 1 within the grid)" if None in rng else ""
+    return f"; {100 * LEVEL:.0f} % interval: {verb} between {a} and {b}{' ' + unit if unit else ''}{past}"
+
+
 def capacity_lines(cap: Mapping[str, Any] | None, labels: list[str]) -> list[str]:
     """The qps axis's capacity line: plain decoding's and each curve's rate per GPU within the SLO."""
     if not cap:
@@ -79,7 +98,10 @@ def capacity_lines(cap: Mapping[str, Any] | None, labels: list[str]) -> list[str
 
     def one(lab: str) -> str:
         q, v = per[lab]["capacity_qps_per_gpu"], per[lab]["vs_plain"]
-        return "none meets it" if not q else f"{q:.3g}" + (f" ({v:.2f}x)" if v and lab != PLAIN else "")
+        band = format_interval(per[lab].get("capacity_qps_per_gpu_interval"), ".3g")
+        vband = format_interval(per[lab].get("vs_plain_interval"))
+        return "none meets it" if not q else f"{q:.3g}" + (f" {band}" if band else "") + (
+            f" ({v:.2f}x{' ' + vband if vband else ''})" if v and lab != PLAIN else "")
     slo = " and ".join(f"{n} p99 <= {v:g} ms" for n, v in (("TPOT", cap["slo"]["tpot_ms_p99"]),
                                                           ("TTFT", cap["slo"]["ttft_ms_p99"])) if v is not None)
     return [f"capacity within the SLO ({slo}), Poisson requests/s per GPU (tp {cap['tp']}), searched to within "
@@ -105,7 +127,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
         tag = None if v2 is None else f"{axis2}={as_number(v2)}"
         if v2 is not None:
             lines.append(f"-- {axis2} = {as_number(v2)}")
-        width = {lab: max(16, len(lab) + 2) for lab in labels}
+        width = {lab: max(28 if "speedup_interval" in df else 16, len(lab) + 2) for lab in labels}
         extra = f"{'achieved B':>12}" if achieved else (f"{'plain/GPU':>11}" if capacity else "")
         head = max([10, *(len(str(v)) + 1 for v in sub[axis])])
         lines.append(f"{axis:>{head}}" + extra + "".join(f"{lab:>{width[lab]}}" for lab in labels) + f"{'best K':>8}")
@@ -124,6 +146,8 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
         def pick(m: dict | None, tag: str | None = tag) -> dict:
             return m if tag is None else (m or {}).get(tag, {})
         be, st, cr = pick(summ.breakeven), pick(summ.status), pick(summ.crossings)
+        rg = pick(summ.breakeven_interval) or {}
+        grid = [float(v) for v in sub[axis].unique()] if axis != DRAFTER else []
         for lab in labels:
             b = be.get(lab)
             c = cr.get(lab) or []
@@ -136,7 +160,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
                 if achieved and b is not None and math.isfinite(ran_at(sub, b)) else ""
             lines.append(f"  {'status' if axis == DRAFTER else 'break-even'} {lab:<22} "
                          + (f"{axis} = {b:.4g} (speedup {way}{past}){ran}{note}" if b is not None
-                            else st.get(lab, "")))
+                            else st.get(lab, "")) + range_text(rg.get(lab), c, st.get(lab), axis, grid))
         sat, kv = pick(summ.saturation), pick(summ.kv_limited)
         stable = {"saturates (queue grows)": _last_stable(sub, axis, "base_saturated", (sat or {}).get(PLAIN)),
                   "is KV-limited": _last_stable(sub, axis, "base_kv_limited", (kv or {}).get(PLAIN))}
@@ -157,6 +181,7 @@ def format_text(res: BreakevenResult, files: Mapping[str, str], elapsed: float) 
         lines += [MARKS["M"]] if (df["kv_limited"] | df["base_kv_limited"]).any() else []
     lines.append(edge_line(df, axis, summ.best_k))
     lines += capacity_lines(res.capacity, labels)
+    lines.append(group_note(*scenario_group(res.source), each=axis == DRAFTER))
     if capacity:
         lines.append("cells: speculative capacity (Poisson requests/s per GPU within the SLO) and its speedup "
                      "over plain decoding's (plain/GPU)")

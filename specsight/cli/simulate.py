@@ -2,7 +2,9 @@
 
 Runs a scenario through the SimPy serving simulator (simulator.run.simulate). stdout gets the
 summary (a table, or one JSON object on one line with --json) with `engine` (the engine the run
-is priced under: `ideal` or e.g. `vllm v1`), `saturated` (the queue grows
+is priced under: `ideal` or e.g. `vllm v1`), under a real engine with --baseline each speedup's
+and TPOT's 80 % interval (`<key>_interval`: [low, high]; the table prints it beside the figure;
+ideal has none and says so), `saturated` (the queue grows
 through the run), `kv_limited` (the KV cache ran out) and `achieved_mean_batch` added
 (specsight.studies.shared.saturation); stderr gets which hardware profile the numbers come from. --out
 DIR writes requests.parquet, iterations.parquet (CSV when pyarrow is missing), summary.json and
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.common.atomic_files import replacing, write_text
 from simulator.common.errors import SpecsightInputError
 
+from ..studies.published.answer_intervals import SUFFIX, format_interval, group_note
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, check_out_dir, scenario_overrides
 from .emit import dumps, emit_json
 
@@ -71,7 +74,9 @@ TABLE_GROUPS = (
 )
 
 
-def format_table(summary: Mapping[str, Any]) -> str:
+def format_table(summary: Mapping[str, Any], note: str = "") -> str:
+    """The summary by group, each figure with its `<key>_interval` where the summary has one; `note`
+    closes it (what the intervals are, or that ideal has none)."""
     lines: list[str] = []
     shown: set[str] = set()
     for title, keys in TABLE_GROUPS:
@@ -82,14 +87,23 @@ def format_table(summary: Mapping[str, Any]) -> str:
             continue
         lines.append(f"[{title}]")
         for k in keys:
-            lines.append(f"  {k:<34} {_fmt(summary[k])}")
+            lines.append(_line(summary, k))
             shown.add(k)
-    rest = [k for k in summary if k.startswith(("speedup_", "baseline_")) and k not in shown]
+    rest = [k for k in summary if k.startswith(("speedup_", "baseline_")) and k not in shown
+            and not k.endswith(SUFFIX)]
     if rest:
         lines.append("[against K = 0 baseline]")
         for k in rest:
-            lines.append(f"  {k:<34} {_fmt(summary[k])}")
+            lines.append(_line(summary, k))
+    if note:
+        lines.append(note)
     return "\n".join(lines)
+
+
+def _line(summary: Mapping[str, Any], k: str) -> str:
+    """One key and its value, with its 80 % interval where the summary carries one."""
+    band = format_interval(summary.get(k + SUFFIX), ".4g")
+    return f"  {k:<34} {_fmt(summary[k])}" + (f" {band}" if band else "")
 
 
 def _write_table(df: pd.DataFrame, path_stem: Path) -> Path:
@@ -138,10 +152,11 @@ def run(args: argparse.Namespace) -> int:
             print(load_profile(sc.hardware.profile or sc.hardware.gpu).describe(), file=sys.stderr)
         result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
         summary = {"engine": result.engine, **result.summary, **pool_keys(result), **result_flags(result)}
-        if args.json and sc.engine.kind != "ideal":      # ideal: the physics bound, no interval
+        method = sc.drafter.method if sc.drafter is not None else None
+        if sc.engine.kind != "ideal":      # ideal: the physics bound, no interval
             from ..studies.published.intervals import summary_intervals
-            summary.update(summary_intervals(summary, sc.engine.kind,
-                                             sc.drafter.method if sc.drafter is not None else None))
+            summary.update(summary_intervals(summary, sc.engine.kind, method))
+        note = group_note(sc.engine.kind, method) if args.baseline else ""
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):
                 print(f"wrote {p}", file=sys.stderr)
@@ -151,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(summary, indent=None)
     else:
-        print(format_table(summary))
+        print(format_table(summary, note))
     return 0
 
 

@@ -30,6 +30,7 @@ AXIS_LABELS = {"batch": "concurrent sequences B (closed-loop users)",
                "context": "prompt length (tokens)",
                "alpha": "per-token acceptance rate alpha (i.i.d.)",
                "k": "draft tokens per round K"}
+AXIS_UNITS = {"batch": "sequences", "qps": "requests/s", "context": "tokens"}   # break-even ranges' text
 # metric capacity: what an axis value caps where that differs from the axis above
 CAPACITY_AXIS_LABELS = {"batch": "batch cap (engine.max_num_seqs; Poisson load searched)"}
 MIN_REQUESTS = 24            # batch axis: fewest requests per point (B = 1 still sees 24 requests)

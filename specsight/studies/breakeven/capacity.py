@@ -26,6 +26,13 @@ from simulator.common.errors import SpecsightInputError
 
 from ..plan.statuses import no_rate_meets
 from ..plan.study import SLO, TOLERANCE, plan, replica_tp
+from ..published.answer_intervals import (
+    has_interval,
+    scaled_interval,
+    scenario_group,
+    speedup_interval,
+    with_speedup_interval,
+)
 from ..shared.point_store import PointStore
 from .axes import AXES, REQUESTS_PER_USER, axis_overrides
 from .crossings import CAPACITY, as_number, verdict
@@ -92,16 +99,21 @@ def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: floa
                      executor: Any, progress: bool) -> dict[str, Any]:
     """At the scenario itself: plain decoding's and each curve's capacity, each curve's capacity
     over plain's (`vs_plain`), and the static K of the highest capacity (`best_k`; 0 when none
-    beats plain decoding, None without static curves; the first of a tie)."""
+    beats plain decoding, None without static curves; the first of a tie); under a real engine each
+    curve's `vs_plain_interval` and `capacity_qps_per_gpu_interval` (answer_intervals.py)."""
     slo = scenario_slo(source, "capacity", True)
     found, ran, probes = search(source, [PLAIN_CONFIG, *((c.label, c.overrides) for c in curves)], slo, tol,
                                 store_path, executor, progress)
     tp = replica_tp(source)
     per = {lab: capacity_of(r, tp) for lab, r in found.items()}
     base = per["plain"]["capacity_qps_per_replica"]
-    for p in per.values():
+    engine, method = scenario_group(source)
+    for lab, p in per.items():
         q = p["capacity_qps_per_replica"]
         p["vs_plain"] = q / base if q and base else None
+        if has_interval(engine) and lab != "plain":      # the speedup's interval, carried to the capacity
+            p["vs_plain_interval"] = speedup_interval(p["vs_plain"], engine, method)
+            p["capacity_qps_per_gpu_interval"] = scaled_interval(p["capacity_qps_per_gpu"], engine, method)
     static = [(per[c.label]["vs_plain"] or 0.0, -c.k, c.k) for c in curves if c.k is not None]
     best = max(static, default=None)
     return {"slo": vars(slo), "tolerance": tol, "tp": tp, "capacities": per,
@@ -155,6 +167,8 @@ def capacity_study(source: Mapping[str, Any], axis: str, values: Sequence[float 
     meta = describe_scenario(source)
     df = pd.DataFrame(rows)
     df.insert(0, "engine", meta["engine"])       # the engine every capacity of the row was searched under
+    methods = {v.label: v.drafter.get("method") for v in values if isinstance(v, DrafterValue)}
+    df = with_speedup_interval(df, source, [methods[str(v)] for v in df[axis]] if methods else None)
     shown = [v.label if isinstance(v, DrafterValue) else v for v in values]
     return BreakevenResult(axis, None, shown, [], CAPACITY, df,   # type: ignore[arg-type]
                            drafter_verdict(df) if axis == DRAFTER else verdict(df, axis, None), list(curves),

@@ -108,7 +108,9 @@ class BreakevenVerdict:
     analytic_breakeven: the analytic model's first crossing per curve (one axis only).
     saturation, kv_limited: per curve and for `plain` (no speculation), the first axis value
     whose run is saturated / KV-limited (None: none is); None for a study that does not mark them
-    (saturation: or whose arrivals it does not judge, a trace's)."""
+    (saturation: or whose arrivals it does not judge, a trace's).
+    breakeven_interval: where the rows carry `speedup_interval` (a real engine), per curve the
+    range breakeven_range gives (None: neither edge crosses 1); None under ideal."""
     breakeven: dict[str, Any]
     crossings: dict[str, Any]
     status: dict[str, Any]
@@ -116,9 +118,12 @@ class BreakevenVerdict:
     analytic_breakeven: dict[str, Any] | None = None
     saturation: dict[str, Any] | None = None
     kv_limited: dict[str, Any] | None = None
+    breakeven_interval: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"breakeven": self.breakeven, "crossings": self.crossings, "status": self.status, "best_k": self.best_k}
+        if self.breakeven_interval is not None:
+            out["breakeven_interval"] = self.breakeven_interval
         if self.analytic_breakeven is not None:
             out["analytic_breakeven"] = self.analytic_breakeven
         if self.saturation is not None:
@@ -133,6 +138,17 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
     log = axis in LOG_AXES
 
     marked = "saturated" in df.columns
+
+    banded = "speedup_interval" in df.columns
+
+    def ranges(sub: pd.DataFrame) -> dict[str, Any]:
+        out = {}
+        for label, g in sub.groupby("curve", sort=False):
+            g = g.sort_values(axis)
+            ivs = [v if isinstance(v, (list, tuple)) else (math.nan, math.nan) for v in g["speedup_interval"]]
+            out[label] = breakeven_range(g[axis].tolist(), g["speedup"].tolist(), [v[0] for v in ivs],
+                                         [v[1] for v in ivs], log)
+        return out
 
     def one(sub: pd.DataFrame) -> tuple[dict, dict, dict]:
         be, cr, st = {}, {}, {}
@@ -178,14 +194,16 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
                 crossings(g.sort_values(axis)[axis].tolist(), g.sort_values(axis)["analytic_speedup"].tolist(), log))
                 for label, g in an.groupby("curve", sort=False)}
         return BreakevenVerdict(be, cr, st, best_k(df), analytic, first(df, "saturated", "base_saturated"),
-                                first(df, "kv_limited", "base_kv_limited"))
-    be, cr, st, bk, sat, kv = {}, {}, {}, {}, {}, {}
+                                first(df, "kv_limited", "base_kv_limited"), ranges(df) if banded else None)
+    be, cr, st, bk, sat, kv, rg = {}, {}, {}, {}, {}, {}, {}
     for v2, sub in df.groupby(axis2, sort=True):
         tag = f"{axis2}={as_number(v2)}"
         be[tag], cr[tag], st[tag] = one(sub)
         bk[tag] = best_k(sub)
         sat[tag], kv[tag] = first(sub, "saturated", "base_saturated"), first(sub, "kv_limited", "base_kv_limited")
-    return BreakevenVerdict(be, cr, st, bk, None, sat if marked else None, kv if marked else None)
+        rg[tag] = ranges(sub) if banded else None
+    return BreakevenVerdict(be, cr, st, bk, None, sat if marked else None, kv if marked else None,
+                            rg if banded else None)
 
 
 def line_verdict(xs: Sequence[float], ys: Sequence[float], log: bool,
@@ -206,6 +224,37 @@ def line_verdict(xs: Sequence[float], ys: Sequence[float], log: bool,
     st = status([y for y, f in zip(ys, flagged) if not f])
     out["status"] = SATURATED_STATUS[st] if hit else st
     return out
+
+
+def breakeven_range(xs: Sequence[float], ys: Sequence[float], lows: Sequence[float], highs: Sequence[float],
+                    log: bool = False) -> list[float | None] | None:
+    """[from, to] along the axis: where the speedup interval's edges (`lows`, `highs`, one per
+    point) cross 1 in the direction of the point curve's first crossing (else of the edges' first:
+    a curve that pays throughout may stop paying within its interval). Each edge gives the
+    crossing nearest the point's; an edge that does not cross lies past one end of the grid:
+    None at `from` is below the first value, None at `to` beyond the last (an edge past the same
+    end as the other gives that end's value). None when neither edge crosses 1 (the interval
+    agrees with the status)."""
+    point = crossings(xs, ys, log)
+    lo_c, hi_c = crossings(xs, lows, log), crossings(xs, highs, log)
+    first = point or lo_c or hi_c
+    if not first:
+        return None
+    way = first[0]["direction"]
+    at = first[0]["at"]
+    grid = sorted(float(x) for x in xs)
+    ends = []
+    for edge, cr in ((lows, lo_c), (highs, hi_c)):
+        same = [c["at"] for c in cr if c["direction"] == way]
+        if same:
+            ends.append(min(same, key=lambda a: abs(a - at)))
+            continue
+        vals = [float(y) for _, y in sorted(zip(xs, edge)) if y is not None and math.isfinite(float(y))]
+        after = bool(vals) and ((vals[0] < 1.0) if way == "down" else (vals[0] > 1.0))
+        ends.append(-math.inf if after else math.inf)
+    a, b = sorted(ends)
+    return [None if a == -math.inf else (grid[-1] if a == math.inf else a),
+            None if b == math.inf else (grid[0] if b == -math.inf else b)]
 
 
 def _first_true(g: pd.DataFrame, axis: str, col: str) -> Any:

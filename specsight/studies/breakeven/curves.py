@@ -16,6 +16,7 @@ from simulator.common.errors import SpecsightInputError
 from simulator.scenario.engine_spec import EngineSpec
 from simulator.speculation.policies import ENGINE_RULES
 
+from ..published.answer_intervals import with_speedup_interval
 from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy
 from ..shared.points import run_points
@@ -43,7 +44,8 @@ class Curve:
 @dataclass(frozen=True)
 class BreakevenResult:
     """A simulated break-even study. `frame`: one row per (point, curve) with the speedup, the
-    analytic model's (NaN where it does not apply), both runs' headline metrics, and whether each
+    analytic model's (NaN where it does not apply), under a real engine its 80 % interval
+    (`speedup_interval`, answer_intervals.py), both runs' headline metrics, and whether each
     run saturated or was KV-limited (saturation.py); `verdict`: break-even, crossings, status,
     best K and where the runs saturate (crossings.BreakevenVerdict); `capacity`: on the qps axis,
     each curve's capacity within the SLO (breakeven_capacity.curve_capacities)."""
@@ -205,6 +207,7 @@ def run_study(source: Mapping[str, Any], axis: str, values: Sequence[float], ks:
     meta = describe_scenario(source)
     df = pd.DataFrame(rows)
     df.insert(0, "engine", meta["engine"])       # the engine every number of the row was priced under
+    df = with_speedup_interval(df, source)
     return BreakevenResult(axis, axis2, list(values), list(values2), df["metric"].iloc[0] if len(df) else "throughput",
                            df, verdict(df, axis, axis2), curves, meta, schedule,
                            sum(1 for r in recs if not r["cached"]), len(recs), source, analytic)

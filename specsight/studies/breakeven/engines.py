@@ -10,14 +10,16 @@ only under that engine; every other combination is reported as skipped.
 
 Per engine, the lines tabled: the best static K at each point (the best of the K curves there) and
 each other policy given; the verdict, per line and per curve (each static K and policy), its
-crossings of speedup 1 and its status (crossings.py); on the qps axis with an SLO, each engine's
-capacity within it (capacity.curve_capacities). The plot draws one panel per engine with every
-curve (engine_plots.py).
+crossings of speedup 1 and its status (crossings.py), and under a real engine the speedups'
+intervals and the break-even's range (`speedup_interval`, `breakeven_interval`); on the qps
+axis with an SLO, each engine's capacity within it (capacity.curve_capacities). The plot draws
+one panel per engine with every curve (engine_plots.py).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy
 from .axes import LOG_AXES
 from .capacity import QUICK_TOLERANCE, curve_capacities
-from .crossings import as_number, line_verdict
+from .crossings import as_number, breakeven_range, line_verdict
 from .curves import BreakevenResult, comma_names, run_study
 
 BEST_K = "best K"           # the line of the best static K at each point
@@ -98,8 +100,9 @@ class EngineBreakevenResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         stem = f"breakeven_{self.axis}_engines"
-        files = {"csv": str(write_csv(self.frame, out / f"{stem}.csv")),
-                 "lines_csv": str(write_csv(self.lines, out / f"{stem}_lines.csv"))}
+        from ..published.answer_intervals import csv_frame
+        files = {"csv": str(write_csv(csv_frame(self.frame), out / f"{stem}.csv")),
+                 "lines_csv": str(write_csv(csv_frame(self.lines), out / f"{stem}_lines.csv"))}
         if plot and len(self.lines):
             from .engine_plots import plot_engine_breakeven
             m = self.meta
@@ -154,19 +157,27 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
     frames = [_engine_frame(r.frame, e) for e, r in results.items()]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["engine", axis, "curve"])
     lines = pd.DataFrame([row for e, r in results.items() for row in engine_lines(r, e)],
-                         columns=["engine", "line", axis, "speedup", "curve", "k", "saturated", "kv_limited"])
+                         columns=["engine", "line", axis, "speedup", "speedup_interval", "curve", "k", "saturated",
+                                  "kv_limited"])
     log = axis in LOG_AXES
     verdict: dict[str, dict[str, dict[str, Any]]] = {}
     for (e, line), g in lines.groupby(["engine", "line"], sort=False):
         g = g.sort_values(axis)
-        verdict.setdefault(str(e), {})[str(line)] = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log,
-                                                                 g["saturated"].astype(bool).tolist())
+        v = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log, g["saturated"].astype(bool).tolist())
+        ivs = [iv if isinstance(iv, (list, tuple)) else None for iv in g["speedup_interval"]]
+        if any(iv is not None for iv in ivs):       # a real engine: where the interval's edges cross 1
+            v["breakeven_interval"] = breakeven_range(
+                g[axis].tolist(), g["speedup"].tolist(), [iv[0] if iv else math.nan for iv in ivs],
+                [iv[1] if iv else math.nan for iv in ivs], log)
+        verdict.setdefault(str(e), {})[str(line)] = v
     for e, r in results.items():           # then each curve's own, as the engine's panel draws it
         v = r.verdict
         for label in v.breakeven:
             verdict.setdefault(e, {}).setdefault(label, {"breakeven": v.breakeven[label],
                                                          "crossings": v.crossings.get(label, []),
-                                                         "status": v.status.get(label)})
+                                                         "status": v.status.get(label),
+                                                         **({"breakeven_interval": v.breakeven_interval.get(label)}
+                                                            if v.breakeven_interval is not None else {})})
     metric_used = next((r.metric for r in results.values()), metric or "throughput")
     return EngineBreakevenResult(axis, list(values), metric_used, list(engines), list(results), skipped, frame, lines,
                                  verdict, results, describe_scenario(source),
@@ -214,14 +225,16 @@ def engine_lines(res: BreakevenResult, engine: str) -> list[dict[str, Any]]:
         if len(ok):
             j = ok["speedup"].idxmax()
             rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float(ok.loc[j, "speedup"]),
+                         "speedup_interval": ok.loc[j].get("speedup_interval"),
                          "curve": ok.loc[j, "curve"], "k": ok.loc[j, "k"], **_marks(ok.loc[j])})
         else:
-            rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float("nan"), "curve": "", "k": None,
-                         **_marks(g.iloc[0])})
+            rows.append({"engine": engine, "line": BEST_K, axis: v, "speedup": float("nan"), "speedup_interval": None,
+                         "curve": "", "k": None, **_marks(g.iloc[0])})
     rest = df if axis == "k" else df[df["policy"] != "static"]
     for label, g in rest.groupby("curve", sort=False):
-        rows += [{"engine": engine, "line": label, axis: r[axis], "speedup": r["speedup"], "curve": label, "k": r["k"],
-                  **_marks(r)} for _, r in g.iterrows()]
+        rows += [{"engine": engine, "line": label, axis: r[axis], "speedup": r["speedup"],
+                  "speedup_interval": r.get("speedup_interval"), "curve": label, "k": r["k"], **_marks(r)}
+                 for _, r in g.iterrows()]
     return rows
 
 

@@ -1,5 +1,6 @@
-"""A break-even study's files: the CSV of its rows and its plots (speedup against the axis with
-break-even marked, the analytic model dotted, saturated and KV-limited points hollow in a
+"""A break-even study's files: the CSV of its rows (an interval as `speedup_low`, `speedup_high`)
+and its plots (speedup against the axis with break-even marked, its interval shaded, the analytic
+model dotted, saturated and KV-limited points hollow in a
 shaded band, or a heatmap over two axes; TPOT against throughput with and without speculation)."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from simulator.common.atomic_files import write_csv
 
+from ..published.answer_intervals import csv_frame
 from .axes import ANALYTIC_AXES, AXIS_LABELS, CAPACITY_AXIS_LABELS, LOG_AXES
 from .crossings import CAPACITY, METRIC_LABELS
 from .drafters import DRAFTER, plot_drafters
@@ -39,7 +41,7 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     stem = f"breakeven_{axis}" + (f"_{axis2}" if axis2 else "")
-    csv = write_csv(df, out_dir / f"{stem}.csv")
+    csv = write_csv(csv_frame(df), out_dir / f"{stem}.csv")
     files["csv"] = str(csv)
     if not plot:
         return files

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.common.atomic_files import out_folder, write_csv, write_text
 
+from ..published.answer_intervals import SUFFIX, csv_frame, format_interval, group_note, has_interval, scenario_group
 from .statuses import no_rate_meets
 
 if TYPE_CHECKING:
@@ -24,11 +25,25 @@ TABLE = (("config", "config", "", "<24"), ("max QPS/replica", "max_qps_per_repli
          ("$/M out tok", "cost_per_million_output_tokens_usd", ".3f", ">13"))
 
 
+def _cell(r: dict[str, Any], key: str, fmt: str) -> str:
+    """A cell, with the value's 80 % interval beside it where the row carries one."""
+    txt = str(r[key]) if not fmt else _f(r[key], fmt)
+    band = format_interval(r.get(key + SUFFIX), fmt.lstrip(","))
+    return f"{txt} {band}" if band else txt
+
+
+def banded(rows: list[dict[str, Any]], table: tuple = TABLE) -> tuple:
+    """`table` with each column that has an interval in some row widened to hold it."""
+    return tuple((h, k, f, a[0] + str(int(a[1:]) + 14)) if any(r.get(k + SUFFIX) for r in rows) and a[1:].isdigit()
+                 else (h, k, f, a) for h, k, f, a in table)
+
+
 def format_table(rows: list[dict[str, Any]], table: tuple = TABLE) -> str:
     """A text table of `rows`; `table`: (heading, key, format, alignment) per column."""
+    table = banded(rows, table)
     lines = ["".join(format(h, a) for h, _, _, a in table)]
     for r in rows:
-        lines.append("".join(format(str(r[k]) if not f else _f(r[k], f), a) for _, k, f, a in table))
+        lines.append("".join(format(_cell(r, k, f), a) for _, k, f, a in table))
     return "\n".join(lines)
 
 
@@ -42,8 +57,7 @@ def format_markdown(rows: list[dict[str, Any]], head: str, table: tuple = TABLE)
     lines = [head, "", "| " + " | ".join(h for h, _, _, _ in table) + " | limited by |",
              "|" + "---|" * (len(table) + 1)]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[k]) if not f else _f(r[k], f) for _, k, f, _ in table)
-                     + f" | {r['limited_by']} |")
+        lines.append("| " + " | ".join(_cell(r, k, f) for _, k, f, _ in table) + f" | {r['limited_by']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -54,7 +68,17 @@ def headline(p: CapacityPlan) -> str:
             f"drafter {p.meta['drafter']}; "
             f"target {p.target_qps:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
             f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour"
-            + (f" ({p.price_source.split(':')[0]})." if p.price_source else "."))
+            + (f" ({p.price_source.split(':')[0]})." if p.price_source else ".")
+            + f"\n\n{interval_note(p)}")
+
+
+def interval_note(p: CapacityPlan) -> str:
+    """What the brackets are (how a capacity gets the speedup's interval), or that ideal has none."""
+    engine, method = scenario_group(p.source or {})
+    note = group_note(engine, method)
+    return note if not has_interval(engine) else (
+        note + "; a speculative configuration's max QPS takes its capacity speedup's interval, plain decoding's "
+        "capacity held right, and its replicas follow from the ends")
 
 
 def serving_section(serving: str | None) -> str:
@@ -71,7 +95,7 @@ def write_outputs(p: CapacityPlan, out: Path, serving: str | None = None) -> dic
     under `out`."""
     from ..shared.plots import plot_plan_probes
     out = out_folder(out)
-    csv = write_csv(p.frame, out / "plan.csv")
+    csv = write_csv(csv_frame(p.frame), out / "plan.csv")
     md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)) + serving_section(serving))
     png = plot_plan_probes(p.rows, slo_tpot_ms=p.slo.tpot_ms_p99, slo_ttft_ms=p.slo.ttft_ms_p99, path=out / "plan.png",
                            title=f"{p.meta['scenario']}, engine {p.meta['engine']}: p99 latency vs offered load "

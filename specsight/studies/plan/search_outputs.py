@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.common.atomic_files import out_folder, write_csv, write_text
 
-from .outputs import _f, serving_section
+from ..published.answer_intervals import csv_frame
+from .outputs import _cell, _f, banded, serving_section
 from .statuses import MEETS
 
 if TYPE_CHECKING:
@@ -21,15 +22,13 @@ TABLE = (("rank ", "rank", "d", ">4"), ("configuration", "config", "", "<"), ("s
          ("TPOT p99 ms at load", "tpot_ms_p99_at_load", ".1f", ">20"))
 
 
-def _cell(r: dict[str, Any], key: str, fmt: str) -> str:
-    return str(r[key]) if not fmt else _f(r[key], fmt)
-
-
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """The ranked table as text; the configuration column as wide as its longest entry."""
+    """The ranked table as text (each figure with its 80 % interval where a row has one); the
+    configuration column as wide as its longest entry."""
     wide = f"<{max([len('configuration'), *(len(r['config']) for r in rows)])}"
-    align = [wide if a == "<" else a for _, _, _, a in TABLE]
-    lines = [" ".join(format(h, a) for (h, _, _, _), a in zip(TABLE, align))]
+    table = banded(rows, TABLE)
+    align = [wide if a == "<" else a for _, _, _, a in table]
+    lines = [" ".join(format(h, a) for (h, _, _, _), a in zip(table, align))]
     for r in rows:
         lines.append(" ".join(format(_cell(r, k, f), a) for (_, k, f, _), a in zip(TABLE, align)))
     return "\n".join(lines)
@@ -74,7 +73,7 @@ def write_outputs(s: PlanSearch, out: Path, serving: str | None = None) -> dict[
     search_pareto.png under `out`."""
     from .search_plot import plot_pareto
     out = out_folder(out)
-    csv = write_csv(s.frame, out / "search.csv")
+    csv = write_csv(csv_frame(s.frame), out / "search.csv")
     md = write_text(out / "search.md", format_markdown(s) + serving_section(serving))
     png = plot_pareto(s, out / "search_pareto.png")
     return {"csv": str(csv), "markdown": str(md), "plot": str(png)}

@@ -9,7 +9,9 @@ limit, then bisect geometrically until they are within `tolerance` (relative). E
 point of the point store, so a rerun resumes. A probe that errors (the configuration does not fit
 in memory, or cannot run at all) ends its configuration's search: no rate would help. replicas =
 ceil(target / max rate); GPUs = replicas x tp; $/hour = GPUs x price (price.py); $/M
-output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6.
+output tokens = $/hour / (target rate x mean output tokens x 3600) x 10^6. Under a real engine a
+speculative configuration's max rate, capacity against `off` and replicas carry their 80 %
+intervals (published/answer_intervals.capacity_intervals).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from simulator.common.errors import SpecsightInputError, require_range
 
+from ..published.answer_intervals import capacity_intervals, scenario_group
 from ..shared.inputs import int_list
 from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy, scenario_source
@@ -195,17 +198,20 @@ def plan(source: Mapping[str, Any], target_qps: float, slo: SLO, price: float, c
     run_searches(source, searches, store_path=store_path, executor=executor, progress=progress)
     rows = [fleet_row(s, target_qps, tp, price) for s in searches]
     base = next((r for r in rows if r["config"].startswith("off")), None)
-    for r in rows:
+    engine, method = scenario_group(source)
+    for r, (_, ov) in zip(rows, configs):
         r["capacity_vs_off"] = (r["max_qps_per_replica"] / base["max_qps_per_replica"]
                                 if base and base["max_qps_per_replica"] and r["max_qps_per_replica"] else None)
+        r.update(capacity_intervals(r, target_qps, engine, method, speculates(ov)))
     return rows
 
 
 @dataclass(frozen=True)
 class CapacityPlan:
     """A capacity plan: `rows`, one per configuration (max QPS per replica, the bracket, what
-    limits it, latencies at the max, replicas, GPUs, costs, capacity against `off`, and the
-    search's probes); `frame`: the rows without their probes."""
+    limits it, latencies at the max, replicas, GPUs, costs, capacity against `off`, under a real
+    engine the `*_interval`s of those three, and the search's probes); `frame`: the rows without
+    their probes."""
     scenario: str | None
     meta: dict[str, Any]                    # {scenario, deployment, drafter, engine} in words
     target_qps: float
@@ -214,6 +220,7 @@ class CapacityPlan:
     rows: list[dict[str, Any]]
     frame: Any                              # pandas.DataFrame
     price_source: str = ""                  # where the price comes from (price.py)
+    source: Mapping[str, Any] | None = None  # the scenario as planned (its engine and drafter pick the intervals)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: what `specsight plan --json` prints, less timing and files."""
@@ -286,4 +293,4 @@ def capacity_plan(scenario: Any, target_qps: float, *, slo_tpot_ms_p99: float | 
     meta = describe_scenario(source, overrides)
     flat = pd.DataFrame([{k: v for k, v in r.items() if k != "probes"} for r in rows])
     flat.insert(0, "engine", meta["engine"])     # the engine every capacity was searched under
-    return CapacityPlan(source.get("name"), meta, target, slo, price, rows, flat, price_source)
+    return CapacityPlan(source.get("name"), meta, target, slo, price, rows, flat, price_source, source)

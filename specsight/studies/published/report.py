@@ -408,6 +408,37 @@ def engine_section(table: str | None = None) -> list[str]:
     return [ENGINE_INTRO + ENGINE_BEGIN, (engine_groundtruth_table() if table is None else table) + ENGINE_END]
 
 
+INTERVALS_SECTION = """## Intervals on every answer
+
+Each speedup, TPOT, capacity and break-even specsight predicts under a real engine carries an 80 %
+interval that says how far to trust it, from this table's residuals, log(published / predicted),
+of its engine and drafter family (plain decoding; EAGLE-like heads: eagle, eagle3, mtp; lookup:
+ngram, suffix; draft models; a group of fewer than 4 rows widens to the family over every engine,
+then to every row): the prediction times exp of the residuals' split-conformal 10 % and 90 % order
+statistics (`specsight/studies/published/intervals.py`). A row of this table gets its interval
+leave-one-source-out, built without every row that shares a publication with it; the coverage
+line above counts the rows inside theirs. A scenario's answer takes every row of its group, from
+`data/published/residuals.json` (rewritten by this page's command). Where they appear, each
+`[low, high]` in JSON (`specsight/studies/published/answer_intervals.py`):
+
+- `simulate --baseline` (text beside each figure; `--json` and `summary.json`: `<key>_interval`;
+  Python: `SimResult.intervals`): each `speedup_*`, and the speculative TPOTs with the same
+  residuals inverted (the plain TPOT held right).
+- `breakeven`: each point's `speedup_interval` (CSV: `speedup_low`, `speedup_high`; the plot shades
+  it per curve) and each curve's break-even as a range, `breakeven_interval` [from, to]: where the
+  interval's two edges cross 1 in the direction the curve does ("stops paying between 9.1 and
+  11.4 requests/s"); an edge that does not cross within the grid gives `null` (text: below the
+  first value, beyond the last); a curve that pays throughout gets a range where its low edge
+  stops paying. With `--engines`, each line's too.
+- `plan`: a speculative configuration's `max_qps_per_replica_interval` (its capacity times the
+  speedup's two factors: plain decoding's capacity held right), `capacity_vs_off_interval` and
+  `replicas_interval` (ceil(target / each end)); `off` has none (it is what the speedups are
+  relative to). CSV: `<figure>_low`, `<figure>_high`. With `--grid`: the max QPS and replicas.
+- `validate --published --json`: each row's `interval`, the table's `coverage`.
+
+`ideal` has none: it is the physics bound, not an engine this table measures; the text says so once."""
+
+
 def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = None,
                         engine_table: str | None = None) -> str:
     """docs/validation.md (engine_table: the real-engine table's text; None: computed)."""
@@ -416,7 +447,7 @@ def validation_markdown(df: Any | None = None, cat: PublishedCatalog | None = No
     g = goals(df)
     out = [INTRO, "## The table (as `specsight validate --published` prints it)", "", table_markdown(df), "",
            "## Goals", "", "Over the rows with stated acceptance, engine and version of each publication:", "",
-           *goals_lines(g), coverage_line(table_coverage(df)), ""]
+           *goals_lines(g), coverage_line(table_coverage(df)), "", INTERVALS_SECTION, ""]
     out += ["## Why rows miss", "",
             "The table's last column gives each miss from the numbers: the simulated against the published "
             "TPOT or tokens/s, plain and speculative, the accept length, and for a stated accept length the "

@@ -188,6 +188,20 @@ def plot_breakeven_panels(panels: Sequence[BreakevenPanel], *, x: str, title: st
     return _place_marks_and_save(fig, list(axes[:, 0]), path, marks)
 
 
+BAND_LABEL = "shaded: 80 % interval (published residuals)"
+
+
+def _interval_band(ax: Axes, g: pd.DataFrame, x: str, col: str, color: str) -> None:
+    """A curve's interval (`col`: [low, high] per point) shaded in its colour; the legend names
+    the first band drawn on the axes."""
+    ok = [(float(xv), iv) for xv, iv in zip(g[x], g[col]) if isinstance(iv, (list, tuple)) and len(iv) == 2
+          and all(v is not None for v in iv)]
+    if not ok:
+        return
+    ax.fill_between([p[0] for p in ok], [float(p[1][0]) for p in ok], [float(p[1][1]) for p in ok], color=color,
+                    alpha=0.15, lw=0, label=None if BAND_LABEL in ax.get_legend_handles_labels()[1] else BAND_LABEL)
+
+
 def _draw_breakeven(ax: Axes, panel: BreakevenPanel, x: str, y: str, curve: str,
                     color_of: Mapping[str, str]) -> list[tuple[float, str]]:
     """One panel's curves, hollow points, analytic overlay and crossings; returns the crossings
@@ -209,6 +223,8 @@ def _draw_breakeven(ax: Axes, panel: BreakevenPanel, x: str, y: str, curve: str,
         ax.plot(g[x], g[y], color=c, **style,
                 label=f"{name} (simulated)" + (f", the same as {twin}" if twin else "")
                 + (f": speedup 1 at {be:.3g}" if be is not None else ""))
+        if f"{y}_interval" in g:
+            _interval_band(ax, g, x, f"{y}_interval", c)
         if flagged is not None and flagged[g.index].any():
             h = g[flagged[g.index]]
             ax.plot(h[x], h[y], ls="none", marker="o", ms=7, mfc="white", mec=c, mew=1.6, zorder=5)
