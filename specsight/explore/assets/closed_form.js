@@ -17,10 +17,22 @@
         let t = decoded.get(d);
         if (!t) {
             t = {plain: f64(d.plain), spec: f64(d.spec), etok: f64(d.etok), nb: d.batches.length + 1,
-                 na: d.alphas.length};
+                 na: d.alphas.length, memo: new Map()};
             decoded.set(d, t);
         }
         return t;
+    }
+
+    // NOTE: plotly.react redraws a trace from scratch when its x or y is a new array and only
+    // restyles it when the array is the one it drew: each curve's arrays are kept by what they
+    // depend on, so a K move leaves the other K's curves (and the K curve) as drawn
+    function memo(t, key, make) {
+        let v = t.memo.get(key);
+        if (v === undefined) {
+            v = make();
+            t.memo.set(key, v);
+        }
+        return v;
     }
 
     // speedup at batch column bi (the chosen batch is the last), or null outside the tables
@@ -58,22 +70,26 @@
         const label = d.alpha_by_k === null ? alpha.toFixed(2) : d.alpha_label_by_k[String(k)];
         const ks = Array.from(new Set(d.k_axis.concat([k]))).sort((a, b) => a - b);
 
+        const ksKey = ks.join(",");
+        const xKs = memo(t, "ks|" + ksKey, () => ks);
         const batchData = [];
         for (let i = 0; i < ks.length; i++) {
-            const kk = ks[i], y = [];
-            for (let bi = 0; bi < last; bi++) {
-                const v = speedup(d, t, kk, alphaOf(kk), bi);
-                if (v === null) return null;
-                y.push(v);
-            }
+            const kk = ks[i], a = alphaOf(kk);
+            const y = memo(t, "batch|" + kk + "|" + a, () => {
+                const ys = [];
+                for (let bi = 0; bi < last; bi++) ys.push(speedup(d, t, kk, a, bi));
+                return ys.includes(null) ? null : ys;
+            });
+            if (y === null) return null;
             const bold = kk === k;
-            batchData.push({type: "scatter", mode: "lines", name: "K=" + kk, x: d.batches.slice(), y: y,
+            batchData.push({type: "scatter", mode: "lines", name: "K=" + kk, x: d.batches, y: y,
                             line: {width: bold ? 3.5 : 1.2, color: d.k_colors[i % d.k_colors.length]},
                             opacity: bold ? 1.0 : 0.5});
         }
         const atPoint = speedup(d, t, k, alpha, last);
-        const byK = ks.map(kk => speedup(d, t, kk, alphaOf(kk), last));
-        const byAlpha = d.alpha_axis.map(a => speedup(d, t, k, a, last));
+        const byK = memo(t, "k|" + ksKey + "|" + (d.alpha_by_k === null ? A : ""),
+                         () => ks.map(kk => speedup(d, t, kk, alphaOf(kk), last)));
+        const byAlpha = memo(t, "alpha|" + k, () => d.alpha_axis.map(a => speedup(d, t, k, a, last)));
         if (atPoint === null || byK.includes(null) || byAlpha.includes(null)) return null;
 
         const lb = layout(d, "batch", "analytic speedup vs batch (alpha " + label + " at K=" + k + ")");
@@ -87,8 +103,8 @@
         const la = layout(d, "alpha", "analytic speedup vs alpha at batch " + d.batch_label + ", K=" + k);
         vline(la, alpha, "black", null);
         return {batch: {data: batchData, layout: lb},
-                k: {data: [{type: "scatter", mode: "lines+markers", name: "speedup", x: ks, y: byK}], layout: lk},
-                alpha: {data: [{type: "scatter", mode: "lines", name: "speedup", x: d.alpha_axis.slice(),
+                k: {data: [{type: "scatter", mode: "lines+markers", name: "speedup", x: xKs, y: byK}], layout: lk},
+                alpha: {data: [{type: "scatter", mode: "lines", name: "speedup", x: d.alpha_axis,
                                 y: byAlpha}], layout: la}};
     }
 
