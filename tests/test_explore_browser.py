@@ -116,14 +116,20 @@ def test_slider_move_redraws_the_analytic_curve(page, explorer):
     wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(before, rel=1e-12))
 
 
-def test_bad_input_shows_the_command_lines_error(page, capsys):
+def shows_the_cli_error(pg, capsys, override: str, field: str, text: str) -> None:
+    """`specsight simulate SCENARIO --set OVERRIDE` fails with one line, and the control `field`
+    holding `text` shows that line."""
     from specsight.cli import main
-    rc = main(["simulate", SCENARIO, "--set", "hardware.tp=0"])
+    rc = main(["simulate", SCENARIO, "--set", override])
     cli_line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert rc == 2 and cli_line.startswith("specsight: error: hardware.tp=0")
-    set_text(page, "tp", "0")
-    page.wait_for_function("document.getElementById('error').innerText.length > 0")
-    assert page.inner_text("#error").strip() == cli_line
+    assert rc == 2 and cli_line.startswith(f"specsight: error: {override}")
+    set_text(pg, field, text)
+    pg.wait_for_function("document.getElementById('error').innerText.length > 0")
+    assert pg.inner_text("#error").strip() == cli_line
+
+
+def test_bad_input_shows_the_command_lines_error(page, capsys):
+    shows_the_cli_error(page, capsys, "hardware.tp=0", "tp", "0")
     set_text(page, "tp", "1")
     page.wait_for_function("document.getElementById('error').innerText.length === 0")
 
@@ -252,14 +258,8 @@ def test_an_alpha_outside_the_browsers_tables_is_drawn_by_the_server(page, explo
 
 
 def test_a_bad_tree_shows_the_command_lines_error(page, explorer, capsys):
-    from specsight.cli import main
     _, base = explorer
-    rc = main(["simulate", SCENARIO, "--set", "drafter.tree_branches=0"])
-    cli_line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert rc == 2 and cli_line.startswith("specsight: error: drafter.tree_branches=0")
-    set_text(page, "tree", "tree: true, tree_branches: 0")
-    page.wait_for_function("document.getElementById('error').innerText.length > 0")
-    assert page.inner_text("#error").strip() == cli_line
+    shows_the_cli_error(page, capsys, "drafter.tree_branches=0", "tree", "tree: true, tree_branches: 0")
     set_text(page, "tree", "tree: true, nodes: 59")
     page.wait_for_function("document.getElementById('error').innerText.includes(\"tree='nodes'\")")
     assert page.inner_text("#error").strip() == ("specsight: error: tree='nodes': a drafter tree key: tree, "
