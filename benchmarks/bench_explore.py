@@ -13,9 +13,9 @@
         preset mode.
     (b) browser: headless Chromium (Debian's, via Playwright) on `specsight explore`'s page,
         from a key press on the K slider (the scenario's preset acceptance) and on the alpha
-        slider (acceptance: alpha) to plotly's `plotly_afterplot`: of the speedup-vs-batch
-        figure, of the three closed-form figures (redrawn in the browser, assets/closed_form.js)
-        and of all five (the timeline and the accepted-length distribution come from the
+        slider (acceptance: alpha) to plotly's `plotly_afterplot`: of the three closed-form
+        figures (redrawn in the browser, assets/closed_form.js; plotly reports the three at
+        once) and of all five (the timeline and the accepted-length distribution come from the
         server's callback). plotly.js draws in software (--disable-gpu), with Chromium and the
         server on the same two cores. Timed from Playwright's press (which includes its own
         message to the browser, ~10 ms) and, for the closed-form figures, from the page's
@@ -90,7 +90,7 @@ def _presses(page: Any, slider: str, moves: int) -> dict[str, list[float]]:
             .on('plotly_afterplot', () => { window.__drawn[id] = performance.now(); }); }""".replace(
         "FIGS", str(list(FIGURES))))
     handle = page.locator(f"#{slider} [role=slider]").first
-    out: dict[str, list[float]] = {"batch": [], "closed": [], "every": [], "closed_from_keydown": []}
+    out: dict[str, list[float]] = {"closed": [], "every": [], "closed_from_keydown": []}
     for i in range(moves):
         key = "ArrowRight" if (i // 4) % 2 == 0 else "ArrowLeft"      # 4 steps up, 4 back, ...
         t0 = page.evaluate("() => { window.__drawn = {}; return performance.now(); }")
@@ -98,7 +98,6 @@ def _presses(page: Any, slider: str, moves: int) -> dict[str, list[float]]:
         page.wait_for_function(f"() => Object.keys(window.__drawn).length === {len(FIGURES)}", timeout=60_000)
         time.sleep(0.3)                         # plotly may draw twice; take the last
         drawn, keydown = page.evaluate("() => [window.__drawn, window.__keydown]")
-        out["batch"].append(drawn["fig-batch"] - t0)
         out["closed"].append(max(drawn[f] for f in CLOSED_FORM) - t0)
         out["every"].append(max(drawn.values()) - t0)
         out["closed_from_keydown"].append(max(drawn[f] for f in CLOSED_FORM) - keydown)
@@ -126,8 +125,6 @@ def browser(moves: int) -> None:
                 page.wait_for_selector("#fig-batch .js-plotly-plot .scatterlayer .trace", timeout=120_000)
                 time.sleep(1.0)
                 ms = _presses(page, slider, moves)
-                print(f"(b) browser {slider:<5} slider, key press to the speedup-vs-batch curve drawn: "
-                      f"{_stats(ms['batch'])}")
                 print(f"(b) browser {slider:<5} slider, key press to the 3 closed-form figures drawn: "
                       f"{_stats(ms['closed'])}")
                 print(f"(b) browser {slider:<5} slider, key press to all {len(FIGURES)} figures drawn:       "
