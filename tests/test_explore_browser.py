@@ -116,6 +116,24 @@ def test_slider_move_redraws_the_analytic_curve(page, explorer):
     wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(before, rel=1e-12))
 
 
+def test_alpha_slider_move_redraws_in_the_browser(page, explorer):
+    from specsight.explore.settings import from_scenario
+    _, base = explorer
+    s = from_scenario(base).replace(acceptance="alpha", alpha="0.7")
+    share = page.locator("#share").get_attribute("href")
+    other = page.context.new_page()
+    other.set_default_timeout(WAIT_MS)
+    other.goto(re.sub(r"acceptance=\w+", "acceptance=alpha", re.sub(r"alpha=[0-9.]+", "alpha=0.7", share)))
+    at = closed_form(base, s, float(s.batch)).at_point
+    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(at, rel=1e-9))
+    other.locator("#alpha [role=slider]").first.press("ArrowRight")          # 0.70 -> 0.71
+    want = closed_form(base, s.replace(alpha="0.71"), float(s.batch))
+    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(want.at_point, rel=1e-9))
+    np.testing.assert_allclose(trace(other, "fig-k", "speedup")["y"], want.by_k, rtol=1e-9)
+    assert "alpha 0.71 at K=3" in other.locator("#fig-batch .gtitle").text_content()
+    other.close()
+
+
 def shows_the_cli_error(pg, capsys, override: str, field: str, text: str) -> None:
     """`specsight simulate SCENARIO --set OVERRIDE` fails with one line, and the control `field`
     holding `text` shows that line."""
