@@ -100,8 +100,8 @@ class Priced:
         return self._engine_rounds(batch, k)
 
     def spec_table(self, batch: np.ndarray, k: int, alphas: np.ndarray) -> np.ndarray:
-        """[len(alphas), len(batch)] seconds of one speculative round of K drafts, spec_s at each
-        alpha (the same operations on arrays: equal to spec_s's, bit for bit)."""
+        """[len(alphas), len(batch)] seconds of one speculative round of K drafts: spec_s at each
+        alpha, by the same operations on arrays (tests/test_explore.py checks them equal)."""
         batch, alphas = np.asarray(batch, dtype=float), np.asarray(alphas, dtype=float)
         if self.step is not None:
             return np.broadcast_to(self._engine_rounds(batch, k), (len(alphas), len(batch))).copy()
