@@ -139,3 +139,76 @@ def test_explore_refuses_a_bad_port_in_one_line(capsys):
     assert main(["explore", "--port", "70000"]) == 2
     assert capsys.readouterr().err.strip() == ("specsight: error: --port=70000: a TCP port in [0, 65535] "
                                                "(0: any free port)")
+
+
+def test_simulated_rows_carry_their_interval_and_its_band_is_drawn():
+    """An interval column of the breakeven study's frame ([low, high] as a list, tuple or array)
+    reaches the page's rows, and the simulated figure draws its band: a closed polygon along the
+    highs, back along the lows. Without intervals (engine.kind ideal: None) no band."""
+    import pandas as pd
+
+    from specsight.explore.figures import simulated_figure
+    from specsight.explore.sim_jobs import shown_rows
+    frame = pd.DataFrame({"batch": [1, 4, 16], "speedup": [1.5, 1.2, 0.9], "saturated": [False, False, True],
+                          "speedup_interval": [(1.4, 1.6), np.array([1.1, 1.3]), [0.8, 1.0]],
+                          "spec_time_s": [1.0, 2.0, 3.0]})
+    rows = shown_rows(frame)
+    assert [r["speedup_interval"] for r in rows] == [[1.4, 1.6], [1.1, 1.3], [0.8, 1.0]]
+    assert all("spec_time_s" not in r for r in rows)
+    band = next(t for t in simulated_figure(None, rows, 3, None)["data"] if t["name"] == "interval")
+    assert band["x"] == [1.0, 4.0, 16.0, 16.0, 4.0, 1.0]
+    assert band["y"] == [1.6, 1.3, 1.0, 0.8, 1.1, 1.4] and band["fill"] == "toself"
+    ideal = shown_rows(frame.assign(speedup_interval=[None, None, np.nan]))
+    assert all(r["speedup_interval"] is None for r in ideal)
+    assert "interval" not in [t["name"] for t in simulated_figure(None, ideal, 3, None)["data"]]
+
+
+def test_tree_control_sets_the_drafters_tree_keys(base):
+    from simulator.scenario.scenario import load_scenario
+    s = from_scenario(base)
+    assert s.tree == ""                                                  # the scenario's drafter is a chain
+    tree = s.replace(tree="{tree: true, tree_nodes: 59, tree_branches: 4}")
+    src = checked_source(base, tree)
+    assert {k: src["drafter"][k] for k in ("tree", "tree_nodes", "tree_branches")} == \
+        {"tree": True, "tree_nodes": 59, "tree_branches": 4}
+    back = from_scenario(src)
+    assert back.tree == "tree: true, tree_nodes: 59, tree_branches: 4"
+    assert from_query(back.to_query(), s) == back
+    p = Priced(src)
+    assert p.drafter.spec.branches == 4 and p.drafter.verify_tokens_per_seq(3) == 60   # 59 nodes + the root
+    assert load_scenario(src).drafter.tree
+    chain = checked_source(src, back.replace(tree=""))                  # cleared: a chain again
+    assert Priced(chain).drafter.spec.branches == 1
+    for bad, line in (("tree: maybe", "drafter.tree='maybe'"), ("nodes: 5", "tree='nodes': a drafter tree key"),
+                      ("tree", "tree='tree': KEY: VALUE pairs")):
+        with pytest.raises(SpecsightInputError, match=line.replace("(", r"\(")):
+            checked_source(base, s.replace(tree=bad))
+
+
+@pytest.mark.parametrize("engine", ["ideal", "vllm"])
+def test_browser_tables_hold_the_closed_forms_factors(base, engine):
+    """closed_form's tables are Priced's step times and expected tokens, exactly: t_spec tabled at
+    each alpha where it depends on alpha (ideal: the drafter ingests the tokens emitted last round),
+    once where it does not (an engine's round); their speedup arithmetic is Priced.speedup's."""
+    import base64
+
+    from specsight.explore.closed_form import ALPHA_GRID
+    from specsight.explore.view import closed_form_tables
+
+    def f64(text):
+        return np.frombuffer(base64.b64decode(text), dtype="<f8")
+    s = from_scenario(base).replace(engine=engine, acceptance="alpha", batch="24")
+    d = closed_form_tables(base, s)
+    p = Priced(checked_source(base, s))
+    cols = np.append(BATCHES, 24.0)
+    na, nb = len(d["alphas"]), len(cols)
+    assert set(ALPHA_GRID.tolist()) <= set(d["alphas"]) and d["spec_alpha_free"] == (engine != "ideal")
+    spec = f64(d["spec"]).reshape(len(d["ks"]), 1 if d["spec_alpha_free"] else na, nb)
+    etok, plain = f64(d["etok"]).reshape(len(d["ks"]), na), f64(d["plain"])
+    assert np.array_equal(plain, p.plain_s(cols))
+    for ki, k in enumerate(d["ks"]):
+        for ai in (0, 37, na - 1):
+            a = d["alphas"][ai]
+            t = spec[ki, 0 if d["spec_alpha_free"] else ai]
+            assert np.array_equal(t, p.spec_s(cols, k, a)) and etok[ki, ai] == p.expected_tokens(k, a)
+            assert np.array_equal(etok[ki, ai] * plain / t, p.speedup(cols, k, a))

@@ -116,14 +116,38 @@ def test_slider_move_redraws_the_analytic_curve(page, explorer):
     wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(before, rel=1e-12))
 
 
-def test_bad_input_shows_the_command_lines_error(page, capsys):
+def test_alpha_slider_move_redraws_in_the_browser(page, explorer):
+    from specsight.explore.settings import from_scenario
+    _, base = explorer
+    s = from_scenario(base).replace(acceptance="alpha", alpha="0.7")
+    share = page.locator("#share").get_attribute("href")
+    other = page.context.new_page()
+    other.set_default_timeout(WAIT_MS)
+    other.goto(re.sub(r"acceptance=\w+", "acceptance=alpha", re.sub(r"alpha=[0-9.]+", "alpha=0.7", share)))
+    at = closed_form(base, s, float(s.batch)).at_point
+    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(at, rel=1e-9))
+    other.locator("#alpha [role=slider]").first.press("ArrowRight")          # 0.70 -> 0.71
+    want = closed_form(base, s.replace(alpha="0.71"), float(s.batch))
+    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(want.at_point, rel=1e-9))
+    np.testing.assert_allclose(trace(other, "fig-k", "speedup")["y"], want.by_k, rtol=1e-9)
+    assert "alpha 0.71 at K=3" in other.locator("#fig-batch .gtitle").text_content()
+    other.close()
+
+
+def shows_the_cli_error(pg, capsys, override: str, field: str, text: str) -> None:
+    """`specsight simulate SCENARIO --set OVERRIDE` fails with one line, and the control `field`
+    holding `text` shows that line."""
     from specsight.cli import main
-    rc = main(["simulate", SCENARIO, "--set", "hardware.tp=0"])
+    rc = main(["simulate", SCENARIO, "--set", override])
     cli_line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert rc == 2 and cli_line.startswith("specsight: error: hardware.tp=0")
-    set_text(page, "tp", "0")
-    page.wait_for_function("document.getElementById('error').innerText.length > 0")
-    assert page.inner_text("#error").strip() == cli_line
+    assert rc == 2 and cli_line.startswith(f"specsight: error: {override}")
+    set_text(pg, field, text)
+    pg.wait_for_function("document.getElementById('error').innerText.length > 0")
+    assert pg.inner_text("#error").strip() == cli_line
+
+
+def test_bad_input_shows_the_command_lines_error(page, capsys):
+    shows_the_cli_error(page, capsys, "hardware.tp=0", "tp", "0")
     set_text(page, "tp", "1")
     page.wait_for_function("document.getElementById('error').innerText.length === 0")
 
@@ -197,3 +221,74 @@ def test_uploaded_vllm_metrics_set_the_acceptance(page, explorer):
     from specsight.explore.view import checked_source
     np.testing.assert_allclose(after["y"], Priced(checked_source(base, s)).accepted_distribution(), rtol=1e-12)
     page.locator("#acceptance input[value=preset]").check()
+
+
+def assert_same_figure(got, want, where: str = "figure") -> None:
+    """The browser's figure dict is Python's: the same keys and strings, numbers to 1e-9 relative."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+        for k in want:
+            assert_same_figure(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got} != {want}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same_figure(g, w, f"{where}[{i}]")
+    elif isinstance(want, bool) or want is None or isinstance(want, str):
+        assert got == want, f"{where}: {got!r} != {want!r}"
+    else:
+        assert got == pytest.approx(float(want), rel=1e-9, abs=0.0), f"{where}: {got} != {want}"
+
+
+@pytest.mark.parametrize("engine,acceptance,tree", [
+    ("ideal", "alpha", ""), ("vllm", "alpha", ""), ("ideal", "preset", ""),
+    ("ideal", "alpha", "tree: true, tree_nodes: 59, tree_branches: 4"), ("sglang", "preset", "")])
+def test_browser_redraw_is_the_python_closed_form(page, explorer, engine, acceptance, tree):
+    """assets/closed_form.js, from the tables the server sends, draws Python's three figures
+    (figures.py on priced.curves) at every K and alpha the sliders reach that we try; an alpha
+    outside the tables is left to the server (null) where the alpha control sets the alpha."""
+    from specsight.explore.settings import from_scenario
+    from specsight.explore.view import closed_form_tables, server_curve_figures
+    _, base = explorer
+    s = from_scenario(base).replace(engine=engine, acceptance=acceptance, tree=tree,
+                                    preset="eagle3-llama-3.1-8b-mtbench", batch="24")
+    tables = closed_form_tables(base, s)
+    for k, alpha in ((3, 0.7), (1, 0.0), (8, 0.99), (12, 0.55), (16, 0.3)):
+        got = page.evaluate("([d, k, a]) => window.dash_clientside.specsight.figures(d, k, a)", [tables, k, alpha])
+        want = server_curve_figures(base, s.replace(k=k, alpha=alpha))
+        for name in ("batch", "k", "alpha"):
+            assert_same_figure(got[name], want[name], f"{engine} {acceptance} K={k} alpha={alpha} {name}")
+    off_grid = page.evaluate("d => window.dash_clientside.specsight.figures(d, 3, 0.705)", tables)
+    assert (off_grid is None) == (acceptance == "alpha" and tables["alphas"] is not None)   # preset: alpha unused
+
+
+def test_an_alpha_outside_the_browsers_tables_is_drawn_by_the_server(page, explorer):
+    from specsight.explore.settings import from_scenario
+    _, base = explorer
+    s = from_scenario(base).replace(acceptance="alpha", alpha="0.705")     # the slider's step is 0.01
+    want = closed_form(base, s, float(s.batch))
+    share = page.locator("#share").get_attribute("href")
+    other = page.context.new_page()
+    other.set_default_timeout(WAIT_MS)
+    other.goto(re.sub(r"acceptance=\w+", "acceptance=alpha", re.sub(r"alpha=[0-9.]+", "alpha=0.705", share)))
+    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(want.at_point, rel=1e-9))
+    np.testing.assert_allclose(trace(other, "fig-alpha", "speedup")["y"], want.by_alpha, rtol=1e-9)
+    other.close()
+
+
+def test_a_bad_tree_shows_the_command_lines_error(page, explorer, capsys):
+    _, base = explorer
+    shows_the_cli_error(page, capsys, "drafter.tree_branches=0", "tree", "tree: true, tree_branches: 0")
+    set_text(page, "tree", "tree: true, nodes: 59")
+    page.wait_for_function("document.getElementById('error').innerText.includes(\"tree='nodes'\")")
+    assert page.inner_text("#error").strip() == ("specsight: error: tree='nodes': a drafter tree key: tree, "
+                                                 "tree_nodes, tree_branches")
+    before = trace(page, "fig-batch", "this batch")["y"][0]
+    set_text(page, "tree", "tree: true, tree_nodes: 59, tree_branches: 4")          # a good tree redraws
+    page.wait_for_function("document.getElementById('error').innerText.length === 0")
+    from specsight.explore.settings import from_scenario
+    s = from_scenario(base).replace(tree="tree: true, tree_nodes: 59, tree_branches: 4")
+    want = closed_form(base, s, float(s.batch)).at_point
+    wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(want, rel=1e-9))
+    assert want != pytest.approx(before, rel=1e-3)
+    set_text(page, "tree", "")
+    wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(before, rel=1e-12))

@@ -17,10 +17,12 @@ from typing import Any
 from simulator.common.errors import SpecsightInputError
 
 from . import figures
+from .priced import K_MAX
 from .settings import ACCEPTANCE_MODES, FIELDS, LOADS, Settings, from_query
 from .sim_jobs import SimJobs, SimRequest, check_requests_per_user, parse_batches
-from .view import batch_curve_figure, build_view
+from .view import build_view, closed_form_tables, server_curve_figures
 
+SLIDERS = ("k", "alpha")            # the controls the browser redraws the curves for by itself
 POLL_MS = 500                       # how often the page asks a running study for its progress
 DEFAULT_SIM_BATCHES = "1,4,16,64,256"
 SIM_REQUESTS_PER_USER = 4
@@ -75,8 +77,10 @@ def controls(s: Settings) -> list[Any]:
         H("model"), _dropdown("model", available_models(), s.model),
         H("drafter (eagle3, draft_model:NAME, ngram, a catalog name)"), _text("drafter", s.drafter),
         H("K (drafts per round)"),
-        dcc.Slider(id="k", min=1, max=16, step=1, value=_int(s.k, 3), marks=None, allow_direct_input=True,
+        dcc.Slider(id="k", min=1, max=K_MAX, step=1, value=_int(s.k, 3), marks=None, allow_direct_input=True,
                    updatemode="drag"),
+        H("tree (tree: true, tree_nodes: N, tree_branches: B; empty: a chain)"),
+        _text("tree", s.tree, "a chain"),
         H("acceptance"),
         dcc.RadioItems(id="acceptance", options=list(ACCEPTANCE_MODES), value=s.acceptance, inline=True),
         H("alpha (i.i.d. per-draft acceptance)"),
@@ -123,6 +127,7 @@ def layout(s: Settings) -> Any:
     return html.Div([
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="scenario"),
+        dcc.Store(id="closed"), dcc.Store(id="closed-miss"),
         dcc.Download(id="download"),
         dcc.Interval(id="poll", interval=POLL_MS, disabled=True),
         html.Div(id="main", children=[
@@ -171,7 +176,7 @@ def create_app(base: Mapping[str, Any], default: Settings, work_dir: Path, jobs:
     """The Dash app for scenario `base` (a checked mapping) starting at `default`; uploads go
     under `work_dir`, simulations through `jobs`."""
     import dash
-    from dash import Input, Output, State, ctx, dcc, html, no_update
+    from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 
     app = dash.Dash(__name__, serve_locally=True, title="specsight explore", update_title=None,
                     index_string=_index_string())
@@ -186,32 +191,49 @@ def create_app(base: Mapping[str, Any], default: Settings, work_dir: Path, jobs:
         s = from_query(search, default)
         return [_control_value(f, getattr(s, f)) for f in FIELDS]
 
-    @app.callback([Output("error", "children"), Output("fig-batch", "figure")], control_inputs)
-    def redraw_curve(*vals: Any) -> tuple:
-        """The speedup-vs-batch curve on its own request, so it is drawn before the rest."""
-        s = Settings(*["" if v is None else str(v) for v in vals])
+    # the closed-form curves: the server prices the other controls' setting once (closed_form.py),
+    # the browser redraws from it as K and alpha move (assets/closed_form.js), and the server
+    # draws the curves where the browser's tables do not reach (the browser asks on closed-miss)
+    @app.callback(Output("closed", "data"), [Input(f, "value") for f in FIELDS if f not in SLIDERS],
+                  [State(f, "value") for f in SLIDERS])
+    def closed_tables(*vals: Any) -> Any:
+        s = _settings(dict(zip([f for f in FIELDS if f not in SLIDERS] + list(SLIDERS), vals)))
         try:
-            return "", batch_curve_figure(base, s)
-        except SpecsightInputError as e:
-            return f"specsight: error: {e}", no_update
+            return closed_form_tables(base, s)
+        except SpecsightInputError:                 # redraw shows it
+            return None
 
-    @app.callback([Output("warnings", "children"), Output("fig-k", "figure"), Output("fig-alpha", "figure"),
+    app.clientside_callback(ClientsideFunction("specsight", "redraw"),
+                            [Output("fig-batch", "figure"), Output("fig-k", "figure"), Output("fig-alpha", "figure"),
+                             Output("closed-miss", "data")],
+                            [Input("closed", "data"), Input("k", "value"), Input("alpha", "value")])
+
+    @app.callback([Output("fig-batch", "figure", allow_duplicate=True), Output("fig-k", "figure", allow_duplicate=True),
+                   Output("fig-alpha", "figure", allow_duplicate=True)],
+                  Input("closed-miss", "data"), [State(f, "value") for f in FIELDS], prevent_initial_call=True)
+    def redraw_curves(miss: Any, *vals: Any) -> tuple:
+        try:
+            figs = server_curve_figures(base, _settings(dict(zip(FIELDS, vals))))
+        except SpecsightInputError:                 # redraw shows it
+            return no_update, no_update, no_update
+        return figs["batch"], figs["k"], figs["alpha"]
+
+    @app.callback([Output("error", "children"), Output("warnings", "children"),
                    Output("fig-timeline", "figure"), Output("fig-accepted", "figure"), Output("capacity", "children"),
                    Output("serve", "children"), Output("share", "href"), Output("share", "children"),
                    Output("scenario", "data")],
                   control_inputs, State("url", "href"))
     def redraw(*values: Any) -> tuple:
         *vals, href = values
-        s = Settings(*["" if v is None else str(v) for v in vals])
+        s = _settings(dict(zip(FIELDS, vals)))
         try:
             v = build_view(base, s)
-        except SpecsightInputError:                 # redraw_curve shows it
-            return ("", *[no_update] * 10)
+        except SpecsightInputError as e:
+            return (f"specsight: error: {e}", *[no_update] * 8)
         url = (re.sub(r"\?.*$", "", href or "") or "/") + v.query
         warns = "\n".join(f"specsight: warning: {w}" for w in v.warnings)
-        return (warns, v.figures["k"], v.figures["alpha"], v.figures["timeline"],
-                v.figures["accepted"], capacity_html(v.capacity, v.source.get("slo", {}).get("tpot_ms_p99"),
-                                                     s.load == "rate"),
+        return ("", warns, v.figures["timeline"], v.figures["accepted"],
+                capacity_html(v.capacity, v.source.get("slo", {}).get("tpot_ms_p99"), s.load == "rate"),
                 v.serve, url, url, {"source": v.source, "yaml": v.yaml, "k": int(s.k), "query": v.query})
 
     @app.callback([Output("metrics_file", "value", allow_duplicate=True), Output("acceptance", "value",
@@ -273,6 +295,11 @@ def create_app(base: Mapping[str, Any], default: Settings, work_dir: Path, jobs:
         return {"data": [], "layout": {"height": 320}}, "not simulated yet: press Simulate", True, True
 
     return app
+
+
+def _settings(values: Mapping[str, Any]) -> Settings:
+    """The controls' values (by field) as Settings, each as its text."""
+    return Settings(**{f: "" if values.get(f) is None else str(values[f]) for f in FIELDS})
 
 
 def _control_value(field: str, text: str) -> Any:

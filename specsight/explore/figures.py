@@ -19,6 +19,8 @@ COLORS = {"target": "#1f77b4", "draft": "#ff7f0e", "host": "#7f7f7f", "sync": "#
 K_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 AXIS = {"gridcolor": "#e5e5e5", "zeroline": False, "linecolor": "#444", "showline": True}
 Figure = dict[str, Any]
+CURVE_AXES = {"batch": ("batch (sequences)", True), "k": ("K (drafts per round)", False),   # x title, log x
+              "alpha": ("alpha (per-draft acceptance)", False)}
 
 
 def _list(a: Any) -> list[float]:
@@ -58,7 +60,7 @@ def speedup_layout(title: str, xtitle: str, logx: bool = False) -> dict[str, Any
 
 def batch_figure(c: Curves) -> Figure:
     """Speedup against batch, one curve per K (the chosen K bold), the KV limit and the chosen batch."""
-    lay = speedup_layout(f"analytic speedup vs batch (alpha {c.alpha:.2f} at K={c.k})", "batch (sequences)", True)
+    lay = speedup_layout(f"analytic speedup vs batch (alpha {c.alpha:.2f} at K={c.k})", *CURVE_AXES["batch"])
     data = []
     for i, (k, y) in enumerate(c.by_batch.items()):
         bold = k == c.k
@@ -73,14 +75,14 @@ def batch_figure(c: Curves) -> Figure:
 
 
 def k_figure(c: Curves) -> Figure:
-    lay = speedup_layout(f"analytic speedup vs K at batch {c.batch:g}", "K (drafts per round)")
+    lay = speedup_layout(f"analytic speedup vs K at batch {c.batch:g}", *CURVE_AXES["k"])
     _vline(lay, c.k)
     return {"data": [{"type": "scatter", "mode": "lines+markers", "name": "speedup", "x": list(c.ks),
                       "y": _list(c.by_k)}], "layout": lay}
 
 
 def alpha_figure(c: Curves) -> Figure:
-    lay = speedup_layout(f"analytic speedup vs alpha at batch {c.batch:g}, K={c.k}", "alpha (per-draft acceptance)")
+    lay = speedup_layout(f"analytic speedup vs alpha at batch {c.batch:g}, K={c.k}", *CURVE_AXES["alpha"])
     _vline(lay, c.alpha)
     return {"data": [{"type": "scatter", "mode": "lines", "name": "speedup", "x": _list(ALPHAS),
                       "y": _list(c.by_alpha)}], "layout": lay}

@@ -22,6 +22,7 @@ from simulator.common.errors import SpecsightInputError
 from ..studies.breakeven.analytic import Analytic
 
 K_AXIS = tuple(range(1, 9))          # the K curve's points (extended to the chosen K when larger)
+K_MAX = 16                           # the K slider's largest value: every K up to it priced from one deployment
 BATCHES = np.unique(np.round(np.geomspace(1, 1024, 41)))
 ALPHAS = np.round(np.linspace(0.0, 0.95, 20), 4)
 
@@ -55,7 +56,7 @@ class Priced:
         if source.get("drafter") is None:
             raise SpecsightInputError("drafter", None, "the explorer needs a scenario with a drafter")
         k = int(source["drafter"].get("num_speculative_tokens", 1))
-        dep, self._rounds = _deployment(source, max(max(K_AXIS), k))
+        dep, self._rounds = _deployment(source, max(K_MAX, k))
         self.model = Analytic(source, dep)           # refuses fixed hardware, by name
         sc = self.model.scenario
         self.scenario = sc
@@ -97,6 +98,19 @@ class Priced:
             from simulator.speculation.analytic import spec_step_time_s
             return np.asarray(spec_step_time_s(self.cm, self.drafter, batch, self.context, k, alpha), dtype=float)
         return self._engine_rounds(batch, k)
+
+    def spec_table(self, batch: np.ndarray, k: int, alphas: np.ndarray) -> np.ndarray:
+        """[len(alphas), len(batch)] seconds of one speculative round of K drafts: spec_s at each
+        alpha, by the same operations on arrays (tests/test_explore.py checks them equal)."""
+        batch, alphas = np.asarray(batch, dtype=float), np.asarray(alphas, dtype=float)
+        if self.step is not None:
+            return np.broadcast_to(self._engine_rounds(batch, k), (len(alphas), len(batch))).copy()
+        from simulator.speculation.analytic import spec_step_time_s
+        t = spec_step_time_s(self.cm, self.drafter, batch[None, :], self.context, k, alphas[:, None])
+        try:
+            return np.broadcast_to(np.asarray(t, dtype=float), (len(alphas), len(batch))).copy()
+        except ValueError:       # a drafter whose price does not broadcast over alpha
+            return np.stack([self.spec_s(batch, k, float(a)) for a in alphas])
 
     def _engine_rounds(self, batch: np.ndarray, k: int) -> np.ndarray:
         """The engine's round time at each batch (kept with the deployment)."""

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from simulator.common.errors import SpecsightInputError
+
 ACCEPTANCE_MODES = ("alpha", "preset", "file")
 LOADS = ("batch", "rate")
+TREE_KEYS = ("tree", "tree_nodes", "tree_branches")      # the drafter's tree keys (drafters.DRAFTER)
 DEFAULT_ALPHA = "0.7"              # the i.i.d. rate offered when a scenario's acceptance is not one
 
 
@@ -26,6 +29,7 @@ class Settings:
     model: str
     drafter: str             # as `--drafter`: eagle3, draft_model:llama-3.2-1b, a catalog name
     k: str
+    tree: str                # the drafter's tree keys, `tree: true, tree_nodes: 59, tree_branches: 4` ("" a chain)
     acceptance: str          # ACCEPTANCE_MODES
     alpha: str
     preset: str
@@ -76,6 +80,35 @@ def _drafter_text(block: Any) -> str:
     return f"{method}:{model}" if model else str(method)
 
 
+def tree_text(block: Any) -> str:
+    """The tree keys a drafter block sets, as the tree control writes them."""
+    if not isinstance(block, Mapping):
+        return ""
+    return ", ".join(f"{k}: {json.dumps(block[k])}" for k in TREE_KEYS if k in block)
+
+
+def tree_overrides(text: str) -> list[str]:
+    """The tree control's `KEY: VALUE, ...` (braces optional) as `drafter.KEY=VALUE` overrides,
+    every tree key set (one left out takes the schema's default: "" is a chain); the values
+    are checked by load_scenario, as `--set drafter.KEY=VALUE` is."""
+    allowed = ", ".join(TREE_KEYS)
+    body = text.strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1]
+    given: dict[str, str] = {}
+    for part in filter(str.strip, body.split(",")):
+        key, colon, value = part.partition(":")
+        key = key.strip()
+        if not colon or not value.strip():
+            raise SpecsightInputError("tree", text, f"KEY: VALUE pairs of {allowed}, comma-separated "
+                                      "(e.g. tree: true, tree_nodes: 59, tree_branches: 4; empty: a chain)")
+        if key not in TREE_KEYS:
+            raise SpecsightInputError("tree", key, f"a drafter tree key: {allowed}")
+        given[key] = value.strip()
+    from simulator.speculation.drafters import DRAFTER
+    return [f"drafter.{k}={given.get(k, json.dumps(DRAFTER.keys[k].default))}" for k in TREE_KEYS]
+
+
 def from_scenario(source: Mapping[str, Any]) -> Settings:
     """The controls' values a scenario (a checked mapping, `scenario_source`) starts from."""
     hw = source.get("hardware") or {}
@@ -99,6 +132,7 @@ def from_scenario(source: Mapping[str, Any]) -> Settings:
     return Settings(
         gpu=str(hw.get("profile") or hw.get("gpu") or ""), tp=str(hw.get("tp", 1)), model=str(source.get("model", "")),
         drafter=_drafter_text(drafter), k=str(drafter.get("num_speculative_tokens", 3) if drafter else 3),
+        tree=tree_text(drafter),
         acceptance=mode, alpha=alpha, preset=preset, metrics_file="",
         engine=str(eng.get("kind", "ideal")), version=str(eng.get("version") or ""),
         load=load, batch=str(arr.get("concurrency", 16)), rate=str(arr.get("qps", 4.0)),
@@ -126,6 +160,8 @@ def overrides(base: Mapping[str, Any], s: Settings, drafter_block: Mapping[str, 
     if drafter_block is not None:
         out.append(f"drafter={json.dumps(dict(drafter_block))}")
     out.append(f"drafter.num_speculative_tokens={s.k}")
+    if drafter_block is not None or s.tree != tree_text(base.get("drafter")):
+        out += tree_overrides(s.tree)
     if s.acceptance == "alpha":
         out.append(f"acceptance={{model: iid, alpha: {s.alpha}}}")
     elif s.acceptance == "preset":

@@ -72,14 +72,22 @@ def study_keys(req: SimRequest) -> list[str]:
     return [point_key(req.source, p, False) for p in spec + list(base.values())]
 
 
+def shown_rows(frame: Any) -> list[dict[str, Any]]:
+    """The study frame's rows as the page draws them: SHOWN_COLUMNS and every interval column
+    (`speedup_interval`: [low, high], as a list, tuple or array; its band is drawn where every
+    point carries one), JSON-safe (NaN and inf as None)."""
+    from ..studies.shared.jsonable import json_safe
+    cols = [c for c in frame.columns if c in SHOWN_COLUMNS or "interval" in c]
+    return json_safe(frame[cols].to_dict("records"))
+
+
 def run_study(req: SimRequest, store: Path, workers: int | None) -> dict[str, Any]:
-    """The study's rows (SHOWN_COLUMNS and any interval columns) and verdict, JSON-safe."""
+    """The study's rows (shown_rows) and verdict, JSON-safe."""
     from ..studies.breakeven.study import breakeven
     from ..studies.shared.jsonable import json_safe
     res = breakeven(req.source, "batch", list(req.batches), [req.k], store=store, workers=workers, progress=False,
                     requests_per_user=req.requests_per_user)
-    cols = [c for c in res.frame.columns if c in SHOWN_COLUMNS or "interval" in c]
-    return json_safe({"rows": res.frame[cols].to_dict("records"), "verdict": res.verdict.to_dict()})
+    return {"rows": shown_rows(res.frame), "verdict": json_safe(res.verdict.to_dict())}
 
 
 def _child(req: SimRequest, store: str, workers: int | None, out: Any) -> None:

@@ -1,8 +1,9 @@
 """What the page shows for one set of controls, computed without Dash: the scenario the controls
 make (checked as the command line checks it), the closed-form figures, the round timeline, the
 accepted-length distribution, the capacity table, the serving command and the shareable URL.
-The page's callbacks are `batch_curve_figure` (the speedup-vs-batch curve, drawn first) and
-`build_view` (everything); benchmarks/bench_explore.py times both."""
+The page's callbacks are `closed_form_tables` (what the browser redraws the curves from as the K
+and alpha sliders move), `server_curve_figures` (the curves where those tables do not reach) and
+`build_view` (everything else); benchmarks/bench_explore.py times build_view and the browser."""
 from __future__ import annotations
 
 import warnings
@@ -15,7 +16,8 @@ from simulator.common.errors import SpecsightInputError, SpecsightWarning
 from ..studies.shared.overrides import scenario_source
 from . import figures
 from .capacity_table import CapacityRow, capacity_rows
-from .priced import Curves, Priced, curves
+from .closed_form import closed_form_data
+from .priced import K_MAX, Curves, Priced, curves
 from .settings import Settings, overrides, scenario_yaml
 from .timeline import round_timeline
 
@@ -75,11 +77,27 @@ def analytic_curves(base: Mapping[str, Any], s: Settings) -> tuple[dict[str, Any
     return source, pr, curves(pr, batch, float(s.alpha) if s.acceptance == "alpha" else None), batch
 
 
-def batch_curve_figure(base: Mapping[str, Any], s: Settings) -> dict[str, Any]:
-    """The speedup-vs-batch figure alone: what the page redraws first as a slider moves."""
+def curve_figures(c: Curves) -> dict[str, Any]:
+    """The closed-form curves' figures: speedup against batch, K and alpha."""
+    return {"batch": figures.batch_figure(c), "k": figures.k_figure(c), "alpha": figures.alpha_figure(c)}
+
+
+def closed_form_tables(base: Mapping[str, Any], s: Settings) -> dict[str, Any]:
+    """What the browser redraws the curves from as the K and alpha sliders move (closed_form.py),
+    for the other controls of `s` (its K held within the slider's range)."""
+    k = min(max(int(s.k), 1), K_MAX) if s.k.strip().lstrip("-").isdigit() else 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SpecsightWarning)        # build_view reports them
-        return figures.batch_figure(analytic_curves(base, s)[2])
+        source = checked_source(base, s.replace(k=k))
+        pr = Priced(source)
+        return closed_form_data(pr, _batch(s, pr), s.acceptance == "alpha")
+
+
+def server_curve_figures(base: Mapping[str, Any], s: Settings) -> dict[str, Any]:
+    """curve_figures at the settings `s`, drawn here where the browser's tables do not hold them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpecsightWarning)
+        return curve_figures(analytic_curves(base, s)[2])
 
 
 def build_view(base: Mapping[str, Any], s: Settings, *, with_serve: bool = True) -> View:
@@ -93,7 +111,7 @@ def build_view(base: Mapping[str, Any], s: Settings, *, with_serve: bool = True)
         cap = capacity_rows(pr, c.alpha, tpot, rate)
     said = tuple(dict.fromkeys(" ".join(str(w.message).split()) for w in caught
                                if issubclass(w.category, SpecsightWarning)))
-    figs = {"batch": figures.batch_figure(c), "k": figures.k_figure(c), "alpha": figures.alpha_figure(c),
+    figs = {**curve_figures(c),
             "timeline": figures.timeline_figure(bars, int(round(batch)), pr.expected_tokens(pr.k, c.alpha),
                                                 source.get("engine", {}).get("kind", "ideal")),
             "accepted": figures.accepted_figure(pr.accepted_distribution(), pr.k)}
