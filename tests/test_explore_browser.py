@@ -292,3 +292,24 @@ def test_a_bad_tree_shows_the_command_lines_error(page, explorer, capsys):
     assert want != pytest.approx(before, rel=1e-3)
     set_text(page, "tree", "")
     wait_trace(page, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(before, rel=1e-12))
+
+
+def test_a_simulation_under_a_real_engine_draws_its_interval_band(page, explorer):
+    """Under engine.kind vllm the simulated study's rows carry the published table's 80 %
+    interval; the page draws it as a band around the simulated curve (ideal has none)."""
+    ex, _ = explorer
+    assert not any(t["name"] == "interval" for t in figure(page, "fig-sim"))      # ideal: no band
+    share = page.locator("#share").get_attribute("href")
+    assert "engine=ideal" in share
+    other = page.context.new_page()
+    other.set_default_timeout(WAIT_MS)
+    other.goto(share.replace("engine=ideal", "engine=vllm"))
+    other.wait_for_selector("#fig-batch .js-plotly-plot .scatterlayer .trace")
+    set_text(other, "sim-rpu", "1")
+    set_text(other, "sim-batches", "1,2")
+    other.click("#simulate")
+    sim = wait_trace(other, "fig-sim", "simulated", lambda t: len(t["y"]) == 2)
+    band = trace(other, "fig-sim", "interval")
+    high, low = band["y"][:2], band["y"][2:][::-1]          # the polygon: high edge out, low edge back
+    assert all(lo < s < hi for lo, s, hi in zip(low, sim["y"], high))
+    other.close()
