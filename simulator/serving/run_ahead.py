@@ -126,6 +126,8 @@ class RunAhead:
                         ran = True
                         break
                     self.now, self._tie = t, first     # it ended at h before h's arrivals: plan on
+                    if self._crossed_n:
+                        self._retire_crossed()
                     if not (self.n or self.prefills or self.waiting):
                         t = None
                         break
@@ -159,6 +161,8 @@ class RunAhead:
             self.now, self._tie = t, first
             if not ran:
                 complete()
+            elif self._crossed_n:
+                self._retire_crossed()
 
     def _wait_until(self, t: float, dt: float) -> Generator[simpy.Event, object, None]:
         """SimPy's clock to t, the end of the iteration of dt seconds started at self.now. One timeout
