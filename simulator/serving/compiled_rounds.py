@@ -22,6 +22,16 @@ class CompiledRounds:
     """Runs stretches of uneventful decode rounds in decode_kernel (a `Replica` mixin)."""
     crosses = False      # the rounds may run past peek_s, the last of them crossing it (RunAhead.crosses)
     _crossed_n = 0       # the round crossing peek_s finished sequences among its first n: retired at its end
+    holds_crossed_row = False      # the crossing round's log row too waits for its end (Replica.run)
+    _crossed_row: bytes | None = None
+
+    def _complete_crossed(self) -> None:
+        """What `_complete` does at the end of a round that the compiled rounds ran before it
+        (Replica.run): its finishes retired, its log row written."""
+        if self._crossed_n:
+            self._retire_crossed()
+        self._logbuf.frombytes(self._crossed_row)
+        self._crossed_row = None
 
     def _retire_crossed(self) -> None:
         """Retire what the round that crossed peek_s finished, at its end (self.now): a router
@@ -121,7 +131,11 @@ class CompiledRounds:
             if not m:
                 break
             total += m
-            self._logbuf.frombytes(out[:m].tobytes())
+            if self.holds_crossed_row and cross and now >= peek_s:     # its row waits for its end
+                self._logbuf.frombytes(out[:m - 1].tobytes())
+                self._crossed_row = out[m - 1].tobytes()
+            else:
+                self._logbuf.frombytes(out[:m].tobytes())
             self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
             self.rounds_cum += m
             if k:

@@ -95,6 +95,11 @@ class DecodeAdmission:
         if self.kv_ready:                     # room may have freed: the loop must not find it idle
             self._admit_kv()
 
+    def _complete_crossed(self) -> None:
+        super()._complete_crossed()
+        if self.kv_ready:                     # (as `_complete`)
+            self._admit_kv()
+
     def _kernel_rounds(self, start: float, peek_s: float) -> int:
         if self.kv_ready:                     # arrived KV waits for room: no compiled stretch
             return 0

@@ -66,6 +66,9 @@ class Engine:
                 r.next_request = functools.partial(self.router.next_request, i)
                 if cross:
                     r.crosses = r.CROSS
+        elif trace is None:       # Replica.run: the compiled rounds may run the iteration in flight at
+            for r in self.replicas:       # the next event, its completion at its end (Replica._wait_crossed)
+                r.crosses = r.holds_crossed_row = getattr(r, "CROSS", False)
 
     # ---- submission -----------------------------------------------------------------------
     def _submit(self, rid: int) -> None:
