@@ -46,6 +46,8 @@ class PrefillHandoff(PoolCounts):
 
     def _join(self, rid: int, ctx: int, prompt: int, output: int, remaining: int) -> None:
         self.outstanding -= 1
+        if self.caching:                      # its blocks freed as the transfer starts: cached, evictable
+            self.pool.release(rid)
         self.handoff(rid, self.now)
 
 

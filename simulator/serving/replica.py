@@ -67,6 +67,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
     CROSS = True           # ... and the one in flight at a replica's next arrival, where it reads no replica state
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
+    caching = False        # a prefix cache (prefix_replica.PrefixCaching)
 
     def __init__(self, env: simpy.Environment, index: int, table: RequestTable, log: IterationLog, *,
                  cost: FixedStepCost | RooflineStepCost | EngineStepCost, policy: Policy,
