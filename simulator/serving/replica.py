@@ -65,7 +65,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
     INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
-    CROSS = True           # ... and the one in flight at a replica's next arrival, where it reads no replica state
+    CROSS = True           # ... and the one in flight at the next arrival or event, where no trace is kept
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
     caching = False        # a prefix cache (prefix_replica.PrefixCaching)
 
