@@ -26,14 +26,15 @@ CASES = {
 }
 
 
-def _counted(monkeypatch) -> list[int]:
+def _counted(monkeypatch, cls: type, name: str) -> list[int]:
+    """Calls of cls.name from now on (a one-item list)."""
     seen = [0]
-    plain = CompiledRounds._complete_crossed
+    plain = getattr(cls, name)
 
     def counted(self):
         seen[0] += 1
         plain(self)
-    monkeypatch.setattr(CompiledRounds, "_complete_crossed", counted)
+    monkeypatch.setattr(cls, name, counted)
     return seen
 
 
@@ -42,7 +43,7 @@ def _counted(monkeypatch) -> list[int]:
 def test_rounds_crossing_the_next_event_keep_every_output(name, iterations, monkeypatch):
     spec, over = CASES[name]
     sc = load_scenario(spec, over)
-    seen = _counted(monkeypatch)
+    seen = _counted(monkeypatch, CompiledRounds, "_complete_crossed")
     a = simulate(sc, iterations=iterations)
     assert seen[0] > 50, seen
     monkeypatch.setattr(Replica, "CROSS", False)
@@ -61,13 +62,7 @@ def test_log_folded_in_blocks_during_the_run_gives_the_end_fold_totals(monkeypat
     """FOLD_ROWS of 64: the disaggregated run folds whole blocks as it goes (fold_blocks), and its
     summary equals the one of the same run folding everything at its end, in the same blocks."""
     monkeypatch.setattr(IterationLog, "FOLD_ROWS", 64)
-    calls = [0]
-    plain = IterationLog.fold_blocks
-
-    def counted(self):
-        calls[0] += 1
-        plain(self)
-    monkeypatch.setattr(IterationLog, "fold_blocks", counted)
+    calls = _counted(monkeypatch, IterationLog, "fold_blocks")
     sc = load_scenario(DISAGG, ["workload.num_requests=300"])
     a = simulate(sc, iterations="none")
     assert calls[0] > 10
