@@ -130,3 +130,18 @@ def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
     assert "NixlConnector" in dep["vllm-decode"].command
     assert dep["sglang-decode"].argv[-4:] == ("--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
                                               "mooncake")
+
+
+def test_prefill_pool_prefix_cache_frees_a_prompt_at_its_transfer():
+    """Prefix caching on the prefill pool: a prompt's blocks join the LRU queue when its KV leaves
+    (still findable, evictable), so with 200 blocks of room and requests one at a time, every
+    request after the first finds the 256-token system prompt (16 blocks, the queue's most recent)
+    and each admission evicts down to 200 hashes: 16 + 62 (N - 1) - 200 in all (each prompt 78 full
+    blocks, 62 its own)."""
+    n = 30
+    wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": n, "prompt_len": 1000, "output_len": 4,
+          "prefix": {"shared_tokens": 256}}
+    pools = {"prefill": {"instances": 1, "num_gpu_blocks": 200}, "decode": {"instances": 1}}
+    s = simulate(scenario(pools, wl, engine={"prefix_caching": True})).summary
+    assert s["prefix_cache_hit_tokens"] == (n - 1) * 256
+    assert s["prefix_cache_evictions"] == 16 + 62 * (n - 1) - 200

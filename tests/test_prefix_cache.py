@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simulator.common.errors import SpecsightInputError
@@ -144,3 +145,66 @@ def test_bad_inputs_name_their_field(tmp_path: Path):
     bad.write_text('{"timestamp": 0, "input_length": 5}\n')
     with pytest.raises(SpecsightInputError, match="line 1"):
         load_hash_trace(bad, "workload.arrival.path")
+
+
+class LoopPool:
+    """The pool's rules one hash at a time (module docstring of prefix_cache.py): the reference the
+    pool's mapped updates must match, order of the LRU queue included."""
+
+    def __init__(self, kv_blocks: int):
+        self.kv_blocks, self.refs, self.lru, self.held, self.evictions = kv_blocks, {}, [], {}, 0
+
+    def trim(self, free: int) -> None:
+        over = len(self.lru) - max(free, 0) // self.kv_blocks
+        for _ in range(max(over, 0)):
+            del self.refs[self.lru.pop(0)]
+            self.evictions += 1
+
+    def acquire(self, rid: int, chain: list[int]) -> None:
+        self.release(rid)
+        for h in chain:
+            if self.refs.get(h) == 0:
+                self.lru.remove(h)
+            self.refs[h] = self.refs.get(h, 0) + 1
+        self.held[rid] = chain
+
+    def release(self, rid: int) -> None:
+        for h in reversed(self.held.pop(rid, [])):
+            self.refs[h] -= 1
+            if self.refs[h] == 0:
+                self.lru.append(h)
+
+
+@pytest.mark.parametrize("repeats", [False, True])
+def test_pool_matches_the_one_hash_at_a_time_rules(repeats):
+    """Random admissions, prompt completions (`extend`: the chain grows), finishes, preemptions and
+    trims over shared and private hashes, with and without a hash repeated within a chain: counts,
+    LRU order, holdings and evictions equal the reference's after every step."""
+    rng = np.random.default_rng(7)
+    pool, ref = PrefixPool(16, 2), LoopPool(2)
+    chains: dict[int, list[int]] = {}
+    for step in range(3000):
+        rid = int(rng.integers(40))
+        op = rng.integers(4)
+        if op == 0 or rid not in chains:
+            own = [1000 * (rid + 1) + j for j in range(int(rng.integers(1, 9)))]     # (rid's own blocks)
+            full = [int(h) for h in rng.integers(0, 30, 3)] + own
+            if repeats and rng.random() < 0.3:
+                full.append(full[0])
+            chains[rid] = full
+            k = int(rng.integers(0, len(full) + 1))
+            pool.acquire(rid, full[:k])
+            ref.acquire(rid, full[:k])
+        elif op == 1:
+            pool.extend(rid, chains[rid])
+            ref.acquire(rid, chains[rid])
+        elif op == 2:
+            pool.release(rid)
+            ref.release(rid)
+            chains.pop(rid)
+        else:
+            free = int(rng.integers(0, 60))
+            pool.trim(free)
+            ref.trim(free)
+        assert pool.refs == ref.refs and list(pool.lru) == ref.lru and pool.evictions == ref.evictions, step
+        assert {r: list(c) for r, c in pool.held.items()} == ref.held, step

@@ -171,15 +171,15 @@ def _crossings(monkeypatch) -> Counter:
 
 @pytest.mark.parametrize("router", ["round_robin", "least_outstanding"])
 def test_compiled_rounds_run_the_iteration_in_flight_at_the_next_arrival(router, monkeypatch):
-    """Round robin reads no replica state at an arrival, so the compiled rounds run the iteration
-    that is in flight when a replica's next request arrives (least outstanding, and a trace, wait for
-    the arrival); the trajectory is the one-timeout-per-iteration path's either way, and the same as
-    with no crossing."""
+    """The compiled rounds run the iteration that is in flight when a replica's next request
+    arrives (a trace waits for the arrival), its finishes retired at its end, after a router that
+    reads the replicas (least outstanding) picked; the trajectory is the one-timeout-per-iteration
+    path's, and the same as with no crossing."""
     seen = _crossings(monkeypatch)
     over = ["workload.num_requests=240", OPEN, "hardware.replicas=4", f"engine.router={router}"]
     a, b, _ = _runs(EAGLE, over, monkeypatch)
     assert_same_run(a, b)
-    assert (seen["after"] > 20) == (router == "round_robin"), seen
+    assert seen["after"] > 20, seen
     crossed = sum(seen.values())
     monkeypatch.setattr(Replica, "CROSS", False)
     monkeypatch.setattr(Replica, "INLINE", True)
@@ -227,3 +227,19 @@ def test_a_round_robin_replica_runs_what_its_requests_alone_give(tmp_path):
     pd.testing.assert_frame_equal(it[it["replica"] == 0].reset_index(drop=True), alone.iterations)
     cols = ["arrival_s", "first_token_s", "finish_s", "rounds", "accepted_drafts", "drafted_tokens"]
     pd.testing.assert_frame_equal(mine[cols], alone.requests[cols])
+
+
+@pytest.mark.parametrize("shared", [0, 256])
+def test_prefix_aware_replicas_running_ahead_keep_the_trajectory(shared, monkeypatch):
+    """Prefix caching under the prefix-aware router, which reads every replica's load and cache at
+    each arrival: replicas running ahead, the compiled rounds running the iterations in flight at
+    arrivals (their finishes, which change what the router reads, retired at their ends), give the
+    one-timeout-per-iteration trajectory bit for bit."""
+    seen = _crossings(monkeypatch)
+    over = ["workload.num_requests=240", OPEN, "hardware.replicas=4", "engine.router=prefix_aware",
+            "engine.prefix_caching=true", f"workload.prefix={{shared_tokens: {shared}}}"]
+    a, b, _ = _runs(EAGLE, over, monkeypatch)
+    assert_same_run(a, b)
+    assert seen["after"] > 20, seen
+    assert a.summary["prefix_cache_hit_rate"] == b.summary["prefix_cache_hit_rate"]
+    assert (a.summary["prefix_cache_hit_rate"] > 0.05) == (shared > 0)

@@ -21,6 +21,25 @@ from .step_cost import FixedStepCost, RooflineStepCost
 class CompiledRounds:
     """Runs stretches of uneventful decode rounds in decode_kernel (a `Replica` mixin)."""
     crosses = False      # the rounds may run past peek_s, the last of them crossing it (RunAhead.crosses)
+    _crossed_n = 0       # the round crossing peek_s finished sequences among its first n: retired at its end
+    holds_crossed_row = False      # the crossing round's log row too waits for its end (Replica.run)
+    _crossed_row: bytes | None = None
+
+    def _complete_crossed(self) -> None:
+        """What `_complete` does at the end of a round that the compiled rounds ran before it
+        (Replica.run): its finishes retired, its log row written."""
+        if self._crossed_n:
+            self._retire_crossed()
+        self._logbuf.frombytes(self._crossed_row)
+        self._crossed_row = None
+
+    def _retire_crossed(self) -> None:
+        """Retire what the round that crossed peek_s finished, at its end (self.now): a router
+        reading the replicas at an arrival during that round sees them before it, as SimPy's
+        timeout per iteration shows them (a finish is all such a round changes that a router reads:
+        `outstanding`, a prefix cache)."""
+        n, self._crossed_n = self._crossed_n, 0
+        self._retire(n, self.now)
 
     def _kernel_plan(self):
         """What decode_kernel needs that holds for the whole run, or None where it does not apply.
@@ -112,7 +131,11 @@ class CompiledRounds:
             if not m:
                 break
             total += m
-            self._logbuf.frombytes(out[:m].tobytes())
+            if self.holds_crossed_row and cross and now >= peek_s:     # its row waits for its end
+                self._logbuf.frombytes(out[:m - 1].tobytes())
+                self._crossed_row = out[m - 1].tobytes()
+            else:
+                self._logbuf.frombytes(out[:m].tobytes())
             self.now, self.sum_ctx, self.rem_lb, self._blocks, self._res = now, sum_ctx, rem_lb, blocks, None
             self.rounds_cum += m
             if k:
@@ -126,9 +149,9 @@ class CompiledRounds:
                     self._sync_pend()             # whatever _phase says)
                 self.d_pend[:n] += m
                 self.pend_sum += n * m
-            if cross and now >= peek_s:       # the round crossing peek_s ran: the stretch's last
-                if finished:
-                    self._retire(n, now)
+            if cross and now >= peek_s:       # the round crossing peek_s ran: the stretch's last; its
+                if finished:                      # finishes wait for its end (`_retire_crossed`)
+                    self._crossed_n = n
                 break
             if not finished:
                 if k and roofline:       # stopped for a first-step row not built yet: build it, go on

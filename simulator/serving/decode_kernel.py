@@ -2,8 +2,8 @@
 
 Most of a long simulation's iterations are decode rounds in which nothing but token counters
 changes: no prefill chunk, no waiting request that fits, the KV blocks within capacity, and the
-round ending strictly before the next SimPy event (so it runs inline, `Replica.run`), or, for a
-replica running ahead whose next arrival reads no replica state, starting before it (run_ahead.py).
+round ending strictly before the next SimPy event (so it runs inline, `Replica.run`) or the
+replica's next arrival (run_ahead.py), or, where no trace is kept, starting before it (`cross`).
 `decode_rounds` runs a stretch of such rounds: per round it prices the target pass and the
 drafter's K steps, takes the accept lengths from the block sampler's draws (K = 0: one token
 each), advances the counters and writes the iteration-log row, with the same operations in the
@@ -180,9 +180,9 @@ def decode_rounds(kvc: np.ndarray, lim: np.ndarray, em: np.ndarray, out: np.ndar
     exact check of who finishes where closed loop does not inline one; and after a round in which
     a sequence reaches its output length (its tokens emitted capped at what was left, in pend):
     the replica then retires it. cross: a round that ends at or after peek_s runs too, as the
-    last, and none starts at or after it (a replica running ahead whose next arrival reads no
-    replica state: run_ahead.py). Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks,
-    pos, row of the last em, whether the last round finished a sequence)."""
+    last, and none starts at or after it (no trace kept: run_ahead.py, Replica._wait_crossed).
+    Returns (rounds run, clock, sum_ctx, pend_sum, rem_lb, blocks, pos, row of the last em,
+    whether the last round finished a sequence)."""
     rp, rd = RunInputs(*run), RoundInputs(*rnd)
     draft_kind, first_is_b, branches = rp.draft_kind, rp.first_is_b, rp.branches
     bs, cap, index = rp.block_size, rp.capacity, rp.index

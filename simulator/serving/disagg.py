@@ -46,6 +46,8 @@ class PrefillHandoff(PoolCounts):
 
     def _join(self, rid: int, ctx: int, prompt: int, output: int, remaining: int) -> None:
         self.outstanding -= 1
+        if self.caching:                      # its blocks freed as the transfer starts: cached, evictable
+            self.pool.release(rid)
         self.handoff(rid, self.now)
 
 
@@ -93,6 +95,11 @@ class DecodeAdmission:
     def _complete(self) -> None:
         super()._complete()
         if self.kv_ready:                     # room may have freed: the loop must not find it idle
+            self._admit_kv()
+
+    def _complete_crossed(self) -> None:
+        super()._complete_crossed()
+        if self.kv_ready:                     # (as `_complete`)
             self._admit_kv()
 
     def _kernel_rounds(self, start: float, peek_s: float) -> int:

@@ -57,14 +57,18 @@ class Engine:
                           and num_replicas >= self.RUN_AHEAD_MIN_REPLICAS and (trace is None or num_replicas == 1))
         if self.run_ahead:
             times = table.arrival_s.tolist()
-            # an arrival that reads no replica state (and no trace kept): the compiled rounds may run
-            # the iteration in flight at a replica's next arrival before it (run_ahead.py)
-            cross = not self.router.reads_state and trace is None
+            # no trace kept: the compiled rounds may run the iteration in flight at a replica's next
+            # arrival before it, its finishes retired at its end (a router reads what they change:
+            # run_ahead.py)
+            cross = trace is None
             for i, r in enumerate(self.replicas):
                 r.arrivals = times
                 r.next_request = functools.partial(self.router.next_request, i)
                 if cross:
                     r.crosses = r.CROSS
+        elif trace is None:       # Replica.run: the compiled rounds may run the iteration in flight at
+            for r in self.replicas:       # the next event, its completion at its end (Replica._wait_crossed)
+                r.crosses = r.holds_crossed_row = getattr(r, "CROSS", False)
 
     # ---- submission -----------------------------------------------------------------------
     def _submit(self, rid: int) -> None:

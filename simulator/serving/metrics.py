@@ -106,6 +106,15 @@ class IterationLog:
             _fold_rows(self.buf, start, self.FOLD_ROWS, self.totals, self._caps)
         del self.buf[:]       # (the same array the replicas append to: emptied, not replaced)
 
+    def fold_blocks(self) -> None:
+        """Fold the whole FOLD_ROWS blocks logged so far (`fold`), keeping the rest: the blocks, and
+        so the totals' sums, are the ones one `fold` at the end gives."""
+        assert self.totals is not None, "fold_blocks() after drop()"
+        whole = len(self) // self.FOLD_ROWS * self.FOLD_ROWS
+        for start in range(0, whole, self.FOLD_ROWS):
+            _fold_rows(self.buf, start, self.FOLD_ROWS, self.totals, self._caps)
+        del self.buf[:whole * N_ITER_COLS]
+
     def frame(self, kv_capacity_blocks: list[int]) -> pd.DataFrame:
         """The log as a DataFrame sorted by start time, then replica (stable), emptying the log: each
         column is gathered in that order straight from the log and handed to pandas uncopied, then

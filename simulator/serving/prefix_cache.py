@@ -14,11 +14,17 @@ Cached blocks no request holds are free memory; they are evicted, oldest first, 
 instance's free blocks can no longer hold them all (`trim`, at each lookup): vLLM's order, except
 that a never-cached free block is used before a cached one (vLLM pops whichever is at the queue's
 front), which differs by at most a request's partial last block each time one is freed.
+
+The counts of a chain without repeated hashes (every synthetic one, a trace's as a rule) are read
+and written by C-level maps (`_take`, `release`); a chain that repeats a hash takes the loop,
+whose in-order updates the maps would not reproduce.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
+from itertools import compress, islice, repeat
+from operator import add, eq, not_, sub
 
 
 class PrefixPool:
@@ -46,12 +52,12 @@ class PrefixPool:
 
     def trim(self, free_kv_blocks: int) -> None:
         """Evict the least recently freed hashes until the free blocks hold the rest."""
-        lru, m = self.lru, self.kv_blocks
-        over = len(lru) - max(free_kv_blocks, 0) // m
-        for _ in range(over):
-            h, _ = lru.popitem(last=False)
-            del self.refs[h]
+        lru = self.lru
+        over = len(lru) - max(free_kv_blocks, 0) // self.kv_blocks
         if over > 0:
+            gone = list(islice(lru, over))            # the queue's front, oldest first
+            deque(map(lru.__delitem__, gone), 0)
+            deque(map(self.refs.__delitem__, gone), 0)
             self.evictions += over
 
     def acquire(self, rid: int, chain: Sequence[int]) -> None:
@@ -59,7 +65,24 @@ class PrefixPool:
         held before is released first."""
         if rid in self.held:
             self.release(rid)
+        self._take(chain)
+        self.held[rid] = chain
+
+    def extend(self, rid: int, chain: Sequence[int]) -> None:
+        """`acquire(rid, chain)` where what rid holds (if anything) is a prefix of `chain`: only the
+        new hashes are taken. Exact: releasing the held prefix and taking it again restores each of
+        its hashes' counts and takes none of them out of the LRU queue (a held hash is not in it)."""
+        old = self.held.get(rid)
+        self._take(chain if old is None else chain[len(old):])
+        self.held[rid] = chain
+
+    def _take(self, chain: Sequence[int]) -> None:
         refs, lru = self.refs, self.lru
+        if len(set(chain)) == len(chain):
+            counts = list(map(refs.get, chain, repeat(0)))       # (absent: 0)
+            deque(map(lru.pop, compress(chain, map(not_, counts)), repeat(None)), 0)   # 0: evictable or new
+            refs.update(zip(chain, map(add, counts, repeat(1))))
+            return
         for h in chain:
             c = refs.get(h)
             if c is None:
@@ -68,7 +91,6 @@ class PrefixPool:
                 if c == 0:
                     del lru[h]
                 refs[h] = c + 1
-        self.held[rid] = chain
 
     def release(self, rid: int) -> None:
         """Request `rid` drops its references; hashes no one holds join the LRU queue, its last
@@ -77,6 +99,12 @@ class PrefixPool:
         if not chain:
             return
         refs, lru = self.refs, self.lru
+        if len(set(chain)) == len(chain):
+            rev = chain[::-1]
+            counts = list(map(sub, map(refs.__getitem__, rev), repeat(1)))
+            refs.update(zip(rev, counts))
+            lru.update(dict.fromkeys(compress(rev, map(eq, counts, repeat(0)))))
+            return
         for h in reversed(chain):
             c = refs[h] - 1
             refs[h] = c

@@ -50,7 +50,7 @@ class PrefixCaching:
         for e in self._pf_sched:
             if e[2] + e[3] >= e[1]:                       # its last chunk: the prompt is computed
                 rid = e[0]
-                pool.acquire(rid, chains.chain(rid, e[1]))
+                pool.extend(rid, chains.chain(rid, e[1]))
                 self.prefix_query_tokens += e[1]
                 self.prefix_hit_tokens += self._hits.pop(rid, 0)
         return super()._complete_prefills(now)
@@ -62,7 +62,7 @@ class PrefixCaching:
 
     def _finish(self, rid: int, now: float) -> None:
         t = self.table
-        self.pool.acquire(rid, self.chains.chain(rid, t.prompt.item(rid) + t.output.item(rid)))
+        self.pool.extend(rid, self.chains.chain(rid, t.prompt.item(rid) + t.output.item(rid)))
         self.pool.release(rid)
         super()._finish(rid, now)
 

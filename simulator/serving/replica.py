@@ -31,6 +31,7 @@ the same draws as per-round sampling).
 """
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,7 @@ from ..speculation.k_choice import KChoice
 from ..speculation.policies import PolicyState
 from .compiled_rounds import CompiledRounds
 from .decode_batch import DecodeBatch
-from .metrics import IterationLog, RequestTable
+from .metrics import ITER_COLUMNS, IterationLog, RequestTable
 from .run_ahead import RunAhead
 from .scheduler import Scheduler
 
@@ -57,13 +58,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Replica"]
 
+START, DRAFT, VERIFY, OVERHEAD = (ITER_COLUMNS.index(c) for c in ("start_s", "draft_s", "verify_s", "overhead_s"))
+
 
 class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
     INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
-    CROSS = True           # ... and the one in flight at a replica's next arrival, where it reads no replica state
+    CROSS = True           # ... and the one in flight at the next arrival or event, where no trace is kept
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
+    caching = False        # a prefix cache (prefix_replica.PrefixCaching)
 
     def __init__(self, env: simpy.Environment, index: int, table: RequestTable, log: IterationLog, *,
                  cost: FixedStepCost | RooflineStepCost | EngineStepCost, policy: Policy,
@@ -147,14 +151,21 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
         schedule, complete = self._schedule, self._complete
         inline, any_iteration = self.INLINE, self.silent_finish
         kernel = self._kernel_rounds if self._kern is not None else None
+        log, logbuf = self.log, self._logbuf
+        fold_floats = log.fold_floats          # (sys.maxsize unless the run drops the log)
         while True:
             self.now = env.now
             if not (self.n or self.prefills or self.waiting):
                 self.idle_event = env.event()
                 yield self.idle_event
                 continue
+            if len(logbuf) > fold_floats:
+                log.fold_blocks()
             start = self.now
             inlined = kernel is not None and not self.prefills and kernel(start, peek()) > 0
+            if self._crossed_row is not None:
+                yield from self._wait_crossed(start)
+                continue
             dt = schedule()
             if dt is None:          # everything preempted itself; reschedule at once
                 if inlined:
@@ -172,9 +183,14 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
                         break
                     if kernel is not None and not self.prefills:
                         kernel(start, peek())
+                        if self._crossed_row is not None:
+                            break
                     dt = schedule()
                     if dt is None:
                         break
+                if self._crossed_row is not None:
+                    yield from self._wait_crossed(start)
+                    continue
                 if inlined:
                     yield timeout(self.now - start)      # SimPy's clock to the replica's (may be 0)
                     if dt is None:
@@ -182,6 +198,22 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
             yield timeout(dt)
             self.now = env.now
             complete()
+
+    def _wait_crossed(self, start: float) -> Generator[simpy.Event, object, None]:
+        """The SimPy timeouts `run` yields for a round the compiled rounds ran across peek() (the
+        `crosses` of a replica whose trace is not kept): to its start S (if the chain ran
+        iterations before it), then its dt from S, which lands at its end as the kernel computed
+        it; there, what its completion does after it (`_complete_crossed`). The same events, at the
+        same times, created at the same moments as one `_schedule` + timeout + `_complete` of that
+        round give; in between, other processes see the replica as they would mid-iteration (its
+        finishes and log row not yet done)."""
+        row = array("d", self._crossed_row)
+        s = row[START]
+        if s != start:
+            yield self.env.timeout(s - start)
+        yield self.env.timeout(row[DRAFT] + row[VERIFY] + row[OVERHEAD])   # (_schedule's draft + target + oh)
+        self.now = self.env.now
+        self._complete_crossed()
 
     # ---- one iteration: plan ---------------------------------------------------------------
     def _schedule(self) -> float | None:

@@ -6,10 +6,11 @@ its iterations on its own clock up to the arrival of the next request that can r
 router's `next_request`: with round robin its own next request; with least outstanding, whose
 pick reads every replica, the next request of all), then waits in SimPy for the end of the
 iteration in flight: one timeout per stretch, landing exactly on that end (`_wait_until`). Where
-the arrival reads no replica state (round robin, and no trace kept: the engine sets `crosses`), the
-compiled rounds run that iteration in flight too, the last of their stretch, and the replica
-waits for its end with it done (what the arrival does, a request joining the waiting queue, is
-nothing the iteration reads). The replicas' states at an arrival are the ones a SimPy timeout per
+no trace is kept (the engine sets `crosses`), the compiled rounds run that iteration in flight too,
+the last of their stretch, and the replica waits for its end with it done but for its finishes,
+retired at its end (`_retire_crossed`): what the arrival does, a request joining the waiting queue,
+is nothing the iteration reads, and what a router reads (`outstanding`, a prefix cache) only a
+finish of such a round changes. The replicas' states at an arrival are the ones a SimPy timeout per
 iteration gives wherever the router reads them, and so is every trajectory, bit for bit
 (tests/test_run_ahead.py).
 
@@ -126,6 +127,8 @@ class RunAhead:
                         ran = True
                         break
                     self.now, self._tie = t, first     # it ended at h before h's arrivals: plan on
+                    if self._crossed_n:
+                        self._retire_crossed()
                     if not (self.n or self.prefills or self.waiting):
                         t = None
                         break
@@ -159,6 +162,8 @@ class RunAhead:
             self.now, self._tie = t, first
             if not ran:
                 complete()
+            elif self._crossed_n:
+                self._retire_crossed()
 
     def _wait_until(self, t: float, dt: float) -> Generator[simpy.Event, object, None]:
         """SimPy's clock to t, the end of the iteration of dt seconds started at self.now. One timeout
