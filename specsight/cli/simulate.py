@@ -24,6 +24,7 @@ from simulator.common.atomic_files import replacing, write_text
 from simulator.common.errors import SpecsightInputError
 
 from ..studies.published.answer_intervals import SUFFIX, format_interval, group_note
+from ..studies.simulate import with_intervals
 from .args import SCENARIO_HARDWARE_HELP, add_hardware, add_json, add_set, check_out_dir, scenario_overrides
 from .emit import dumps, emit_json
 
@@ -153,9 +154,7 @@ def run(args: argparse.Namespace) -> int:
         result = simulate(sc, baseline=args.baseline, iterations="none" if args.no_iterations else "memory")
         summary = {"engine": result.engine, **result.summary, **pool_keys(result), **result_flags(result)}
         method = sc.drafter.method if sc.drafter is not None else None
-        if sc.engine.kind != "ideal":      # ideal: the physics bound, no interval
-            from ..studies.published.intervals import summary_intervals
-            summary.update(summary_intervals(summary, sc.engine.kind, method))
+        summary.update(with_intervals(result).intervals)      # (none under ideal: the physics bound)
         note = group_note(sc.engine.kind, method) if args.baseline else ""
         if args.out:
             for p in write_outputs(result, Path(args.out), summary):

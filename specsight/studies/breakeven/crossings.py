@@ -145,9 +145,8 @@ def verdict(df: pd.DataFrame, axis: str, axis2: str | None) -> BreakevenVerdict:
         out = {}
         for label, g in sub.groupby("curve", sort=False):
             g = g.sort_values(axis)
-            ivs = [v if isinstance(v, (list, tuple)) else (math.nan, math.nan) for v in g["speedup_interval"]]
-            out[label] = breakeven_range(g[axis].tolist(), g["speedup"].tolist(), [v[0] for v in ivs],
-                                         [v[1] for v in ivs], log)
+            lows, highs = interval_edges(g["speedup_interval"])
+            out[label] = breakeven_range(g[axis].tolist(), g["speedup"].tolist(), lows, highs, log)
         return out
 
     def one(sub: pd.DataFrame) -> tuple[dict, dict, dict]:
@@ -224,6 +223,12 @@ def line_verdict(xs: Sequence[float], ys: Sequence[float], log: bool,
     st = status([y for y, f in zip(ys, flagged) if not f])
     out["status"] = SATURATED_STATUS[st] if hit else st
     return out
+
+
+def interval_edges(intervals: Sequence[Any]) -> tuple[list[float], list[float]]:
+    """The low and the high edge of per-point [low, high] intervals (NaN where a point has none)."""
+    ivs = [v if isinstance(v, (list, tuple)) else (math.nan, math.nan) for v in intervals]
+    return [v[0] for v in ivs], [v[1] for v in ivs]
 
 
 def breakeven_range(xs: Sequence[float], ys: Sequence[float], lows: Sequence[float], highs: Sequence[float],

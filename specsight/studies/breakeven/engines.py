@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy
 from .axes import LOG_AXES
 from .capacity import QUICK_TOLERANCE, curve_capacities
-from .crossings import as_number, breakeven_range, line_verdict
+from .crossings import as_number, breakeven_range, interval_edges, line_verdict
 from .curves import BreakevenResult, comma_names, run_study
 
 BEST_K = "best K"           # the line of the best static K at each point
@@ -164,11 +163,9 @@ def breakeven_by_engine(source: Mapping[str, Any], engines: Sequence[str], axis:
     for (e, line), g in lines.groupby(["engine", "line"], sort=False):
         g = g.sort_values(axis)
         v = line_verdict(g[axis].tolist(), g["speedup"].tolist(), log, g["saturated"].astype(bool).tolist())
-        ivs = [iv if isinstance(iv, (list, tuple)) else None for iv in g["speedup_interval"]]
-        if any(iv is not None for iv in ivs):       # a real engine: where the interval's edges cross 1
-            v["breakeven_interval"] = breakeven_range(
-                g[axis].tolist(), g["speedup"].tolist(), [iv[0] if iv else math.nan for iv in ivs],
-                [iv[1] if iv else math.nan for iv in ivs], log)
+        if any(isinstance(iv, (list, tuple)) for iv in g["speedup_interval"]):   # a real engine: where the
+            v["breakeven_interval"] = breakeven_range(g[axis].tolist(), g["speedup"].tolist(),   # edges cross 1
+                                                      *interval_edges(g["speedup_interval"]), log)
         verdict.setdefault(str(e), {})[str(line)] = v
     for e, r in results.items():           # then each curve's own, as the engine's panel draws it
         v = r.verdict

@@ -30,7 +30,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     align = [wide if a == "<" else a for _, _, _, a in table]
     lines = [" ".join(format(h, a) for (h, _, _, _), a in zip(table, align))]
     for r in rows:
-        lines.append(" ".join(format(_cell(r, k, f), a) for (_, k, f, _), a in zip(TABLE, align)))
+        lines.append(" ".join(format(_cell(r, k, f), a) for (_, k, f, _), a in zip(table, align)))
     return "\n".join(lines)
 
 
