@@ -329,15 +329,19 @@ def _side(v: bool | None) -> str:
 
 def table_markdown(res: Mapping[str, Any]) -> str:
     """The real-engine table of docs/validation.md."""
+    ivs = "interval" in (res["rows"][0] if res["rows"] else {})
     lines = ["| run | fit / held out | method | B | K | accept len | TPOT plain meas / pred (ms) "
-             "| TPOT spec meas / pred (ms) | speedup meas | speedup pred | error | side of 1 | why it misses |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| TPOT spec meas / pred (ms) | speedup meas | speedup pred | " + ("80 % interval | " if ivs else "")
+             + "error | side of 1 | why it misses |", "|---|---|---|---|---|---|---|---|---|---|" + "---|" * ivs
+             + "---|---|---|"]
     for r in res["rows"]:
         al = f"{r['mean_accept_len']:.2f}" if r["mean_accept_len"] is not None else "-"
+        iv = r.get("interval")
+        cell = ("-" if iv is None else f"{iv[0]:.3f} - {iv[1]:.3f}") + " | " if ivs else ""
         lines.append(f"| {r['name']} | {r['role']} | {r['method']} | {r['batch']} | {r['k']} | {al} "
                      f"| {r['measured_plain_tpot_ms']:.2f} / {r['predicted_plain_tpot_ms']:.2f} "
                      f"| {r['measured_tpot_ms']:.2f} / {r['predicted_tpot_ms']:.2f} "
-                     f"| {r['measured_speedup']:.3f} | {r['predicted_speedup']:.3f} | {100 * r['error']:.1f} % "
+                     f"| {r['measured_speedup']:.3f} | {r['predicted_speedup']:.3f} | {cell}{100 * r['error']:.1f} % "
                      f"| {_side(r['side_ok'])} | {r['why']} |")
     g = res["goals"]
     lines += ["", f"Speedup error: median {100 * res['median_error']:.1f} % (goal <= 10 %: "
@@ -346,6 +350,8 @@ def table_markdown(res: Mapping[str, Any]) -> str:
                   f"side of 1 wrong on {len(g['side_wrong'])} of {g['side_judged']} runs outside 0.95-1.05"
                   + (f" ({', '.join(g['side_wrong'])})" if g["side_wrong"] else "")
                   + f"; crossovers reproduced within one grid step: {g['crossovers_reproduced']} of {g['crossovers']}."]
+    if res.get("coverage_text"):          # the intervals' coverage (specsight/studies/published/engine_intervals.py)
+        lines += ["", res["coverage_text"]]
     n_held = sum(r["role"] == "held out" for r in res["rows"])
     if n_held:
         lines += ["", f"Held out (runs of models other than {res['fitted_model']}, whose runs the host constants were "

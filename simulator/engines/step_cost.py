@@ -184,6 +184,15 @@ class EngineStepCost:
         ingest = next((p for p in drafts if p.name in INGESTING_PASSES), drafts[0] if drafts else None)
         return sum(self.pass_s(p, context, catchup if p is ingest else None) for p in drafts)
 
+    def draft_s_at_floor(self, num_seqs: int, k: int, context: float, floor_s: float) -> float:
+        """draft_s with the draft step's host-bound floor at `floor_s` in place of the engine's
+        (0: the GPU time alone; the intervals re-price a round at the ends of the floor's range)."""
+        kept, self._floor_s = self._floor_s, float(floor_s)
+        try:
+            return self.draft_s(num_seqs, k, context)
+        finally:
+            self._floor_s = kept
+
     def host_s(self, num_seqs: int, k: int, prefill_tokens: int, gpu_s: float) -> float:
         """Host seconds the iteration adds: the engine's scheduler time H(B) (hidden behind the
         GPU where the engine overlaps it), plus a launch latency per host sync of the round."""
@@ -234,12 +243,7 @@ class EngineStepCost:
         ar = self.cm.allreduce_pass_s(tgt.padded_tokens or tgt.tokens) if hasattr(self.cm, "allreduce_pass_s") else 0.0
         floor = 0.0
         if spec is not None and self._floor_s:
-            kept, self._floor_s = self._floor_s, 0.0
-            try:
-                floor = t - (self.target_s(batch * width, c, batch * causal_pairs(width, mean_context), batch * width,
-                                           batch) + self.draft_s(batch, k, c))
-            finally:
-                self._floor_s = kept
+            floor = self.draft_s(batch, k, c) - self.draft_s_at_floor(batch, k, c, 0.0)
         eng = self.engine
         syncs = eng.syncs(spec) * eng.host_model(spec).sync_s if spec is not None else 0.0
         host = self.host_s(batch, k, 0, float(t)) - syncs - (self.round_host_s(batch, k) if spec is not None else 0.0)

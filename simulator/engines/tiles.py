@@ -30,7 +30,7 @@ import math
 from ..costs.cost_model import CostModel
 from ..costs.pass_time import timing_constants
 from ..models.model_spec import ModelSpec
-from .collectives import allreduce_s, has_curve
+from .collectives import SIZE_BYTES_PER_UNIT, allreduce_s, has_curve
 from .kernel_floors import MOE_LAYER_FIXED_S
 
 TILE_M = 64      # rows of a GEMM tile (Hopper wgmma M = 64; NVIDIA Matrix Multiplication Background guide)
@@ -108,12 +108,13 @@ class TiledCostModel(CostModel):
         # each MoE layer's fused experts take a fixed time beyond their weight reads (kernel_floors.py)
         self._moe_fixed_s = self.n_moe_layers * MOE_LAYER_FIXED_S
 
-    def allreduce_pass_s(self, T: float) -> float:
-        """The all-reduces of a pass of T tokens on the measured curve (0 without the curve)."""
+    def allreduce_pass_s(self, T: float, bytes_per_unit: float = SIZE_BYTES_PER_UNIT) -> float:
+        """The all-reduces of a pass of T tokens on the measured curve (0 without the curve);
+        bytes_per_unit: the reading of the curve's sizes (collectives.SIZE_READINGS)."""
         if not self._ar_curve:
             return 0.0
         return self.allreduce_count * allreduce_s(T * self.allreduce_bytes_per_token, self.layout.attention_tp,
-                                                  self._ar_beyond_bytes_s)
+                                                  self._ar_beyond_bytes_s, bytes_per_unit)
 
     def linear_quantization(self, M: float) -> float:
         return quantized_flops_ratio(int(math.ceil(M)), self._mats, self.sm_count)

@@ -99,7 +99,9 @@ def _validate_engine_groundtruth(args: argparse.Namespace) -> int:
         check_out_file(args.out)
     path = args.engine_groundtruth or str(RESULTS_FILE)
     _, runs = load_results(path, "--engine-groundtruth")
-    res = compare(runs, args.hardware or CPU_PROFILE, progress=not args.json)
+    from specsight.studies.published.engine_intervals import with_intervals
+    profile = args.hardware or CPU_PROFILE
+    res = with_intervals(compare(runs, profile, progress=not args.json), runs, profile)
     text = table_markdown(res)
     if args.out:
         write_text(args.out, text)

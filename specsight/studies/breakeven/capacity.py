@@ -30,6 +30,7 @@ from ..published.answer_intervals import (
     has_interval,
     scaled_interval,
     scenario_group,
+    scenario_spread,
     speedup_interval,
     with_speedup_interval,
 )
@@ -108,12 +109,14 @@ def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: floa
     per = {lab: capacity_of(r, tp) for lab, r in found.items()}
     base = per["plain"]["capacity_qps_per_replica"]
     engine, method = scenario_group(source)
+    spread = scenario_spread(source) if has_interval(engine) else None      # at the scenario's own batch and K
     for lab, p in per.items():
         q = p["capacity_qps_per_replica"]
         p["vs_plain"] = q / base if q and base else None
         if has_interval(engine) and lab != "plain":      # the speedup's interval, carried to the capacity
-            p["vs_plain_interval"] = speedup_interval(p["vs_plain"], engine, method)
-            p["capacity_qps_per_gpu_interval"] = scaled_interval(p["capacity_qps_per_gpu"], engine, method)
+            p["vs_plain_interval"] = speedup_interval(p["vs_plain"], engine, method, spread=spread)
+            p["capacity_qps_per_gpu_interval"] = scaled_interval(p["capacity_qps_per_gpu"], engine, method,
+                                                                 spread=spread)
     static = [(per[c.label]["vs_plain"] or 0.0, -c.k, c.k) for c in curves if c.k is not None]
     best = max(static, default=None)
     return {"slo": vars(slo), "tolerance": tol, "tp": tp, "capacities": per,

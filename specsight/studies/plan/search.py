@@ -33,7 +33,7 @@ from typing import Any
 from simulator.common.errors import SpecsightInputError
 from simulator.engines import engine_label
 
-from ..published.answer_intervals import capacity_intervals, scenario_group
+from ..published.answer_intervals import capacity_intervals, scenario_group, scenario_spread
 from ..shared.inputs import int_list
 from ..shared.jsonable import json_safe
 from ..shared.overrides import check_points, describe_scenario, grid_points, override_strings, scenario_source
@@ -217,8 +217,9 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
                        limited_by=row["limited_by"].removeprefix(ERROR_PREFIX),
                        price_per_gpu_hour=c.price_per_gpu_hour, price_source=c.price_source,
                        qps_per_replica_at_load=None, tpot_ms_p99_at_load=None, ttft_ms_p99_at_load=None)
-            ivs = capacity_intervals(row, target, *scenario_group(scenario_source(source, override_strings(c.point))),
-                                     speculates(c.overrides))
+            point_source = scenario_source(source, override_strings(c.point))
+            ivs = capacity_intervals(row, target, *scenario_group(point_source), speculates(c.overrides),
+                                     scenario_spread(point_source) if speculates(c.overrides) else None)
             row.update({k: ivs[k] for k in ("max_qps_per_replica_interval", "replicas_interval") if k in ivs})
             rows.append(row)
         load_probes(source, rows, cands, target, slo, store_path, ex, progress)

@@ -23,7 +23,7 @@ from typing import Any
 
 from simulator.common.errors import SpecsightInputError, require_range
 
-from ..published.answer_intervals import capacity_intervals, scenario_group
+from ..published.answer_intervals import capacity_intervals, scenario_group, scenario_spread
 from ..shared.inputs import int_list
 from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy, scenario_source
@@ -202,7 +202,9 @@ def plan(source: Mapping[str, Any], target_qps: float, slo: SLO, price: float, c
     for r, (_, ov) in zip(rows, configs):
         r["capacity_vs_off"] = (r["max_qps_per_replica"] / base["max_qps_per_replica"]
                                 if base and base["max_qps_per_replica"] and r["max_qps_per_replica"] else None)
-        r.update(capacity_intervals(r, target_qps, engine, method, speculates(ov)))
+        k = ov.get("drafter.num_speculative_tokens")
+        r.update(capacity_intervals(r, target_qps, engine, method, speculates(ov),
+                                    scenario_spread(source, k=int(k) if k else None) if speculates(ov) else None))
     return rows
 
 

@@ -2,8 +2,9 @@
 break-even under a real engine.
 
 A speedup's interval is `interval_for`'s (specsight.studies.published.intervals: the published
-table's residuals of the run's engine and drafter family): the prediction times two factors,
-the same for every speedup of one engine and family. A capacity under speculation takes the
+table's residuals of the run's engine and drafter family), widened by the spread the ranges of the
+engine's constants give it (spread.py: `spread` [down, up], log half-widths, at the answer's
+batch and K on the scenario's own step cost): the prediction times two factors. A capacity under speculation takes the
 same two factors (the speedup's error carried to the capacity, plain decoding's capacity held
 right, as `summary_intervals` holds the plain TPOT right); replicas follow from the capacity's
 ends. A break-even's range is where the speedup's interval edges cross 1
@@ -20,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .intervals import LEVEL, family, interval_for, load_residuals
+from .spread import priced_scenario
 
 IDEAL_NOTE = "ideal: the physics bound, no interval"
 SUFFIX = "_interval"
@@ -35,28 +37,43 @@ def has_interval(engine: str | None) -> bool:
     return engine not in (None, "ideal")
 
 
-def speedup_interval(value: Any, engine: str, method: str | None,
-                     rows: Sequence[Mapping[str, Any]] | None = None) -> list[float] | None:
+def scenario_spread(source: Mapping[str, Any], batch: float | None = None, k: int | None = None) -> list[float]:
+    """[down, up]: the speedup's spread from the scenario's engine constants (spread.py) at `batch`
+    and `k` (None: the scenario's own); [0, 0] under ideal or where the scenario does not load."""
+    try:
+        p = priced_scenario(source)
+    except (TypeError, ValueError, KeyError):
+        p = None
+    if p is None:
+        return [0.0, 0.0]
+    s = p.spread("speedup", batch, k)
+    return [s.down, s.up]
+
+
+def speedup_interval(value: Any, engine: str, method: str | None, rows: Sequence[Mapping[str, Any]] | None = None,
+                     spread: Sequence[float] | None = None) -> list[float] | None:
     """One speedup's [low, high] (None for ideal, a missing or non-positive value, or no residuals)."""
     if not has_interval(engine) or not _positive(value):
         return None
-    return interval_for(float(value), engine, method, "speedup", rows)
+    return interval_for(float(value), engine, method, "speedup", rows, spread)
 
 
-def speedup_intervals(values: Sequence[Any], engine: str, methods: str | None | Sequence[str | None]) -> list[
-        list[float] | None]:
-    """speedup_interval for each value; `methods`: one drafter method for all, or one per value."""
+def speedup_intervals(values: Sequence[Any], engine: str, methods: str | None | Sequence[str | None],
+                      spreads: Sequence[Sequence[float] | None] | None = None) -> list[list[float] | None]:
+    """speedup_interval for each value; `methods`: one drafter method for all, or one per value;
+    `spreads`: one [down, up] per value (None: none)."""
     rows = load_residuals() if has_interval(engine) else []
     per = list(methods) if isinstance(methods, (list, tuple)) else [methods] * len(values)
-    return [speedup_interval(v, engine, m, rows) for v, m in zip(values, per)]
+    sps = list(spreads) if spreads is not None else [None] * len(values)
+    return [speedup_interval(v, engine, m, rows, sp) for v, m, sp in zip(values, per, sps)]
 
 
-def scaled_interval(value: Any, engine: str, method: str | None,
-                    rows: Sequence[Mapping[str, Any]] | None = None) -> list[float] | None:
+def scaled_interval(value: Any, engine: str, method: str | None, rows: Sequence[Mapping[str, Any]] | None = None,
+                    spread: Sequence[float] | None = None) -> list[float] | None:
     """`value` (a capacity under speculation) times the speedup's two factors."""
     if not _positive(value):
         return None
-    unit = speedup_interval(1.0, engine, method, rows)
+    unit = speedup_interval(1.0, engine, method, rows, spread)
     return None if unit is None else [float(value) * unit[0], float(value) * unit[1]]
 
 
@@ -112,30 +129,48 @@ def _positive(v: Any) -> bool:
         return False
 
 
+def row_spreads(df: Any, source: Mapping[str, Any]) -> list[list[float]]:
+    """Each row's [down, up] on the scenario's step cost at the row's plain mean batch
+    (`base_mean_batch`, else `mean_batch`) and K (`k`), where the frame has them."""
+    p = priced_scenario(source) if has_interval(scenario_group(source)[0]) else None
+    if p is None:
+        return [[0.0, 0.0]] * len(df)
+    col = next((c for c in ("base_mean_batch", "mean_batch") if c in df.columns), None)
+    out = []
+    for _, r in df.iterrows():
+        b = r[col] if col is not None and _positive(r[col]) else None
+        k = int(r["k"]) if "k" in df.columns and _positive(r["k"]) else None
+        s = p.spread("speedup", b, k)
+        out.append([s.down, s.up])
+    return out
+
+
 def with_speedup_interval(df: Any, source: Mapping[str, Any],
                           methods: Sequence[str | None] | None = None) -> Any:
     """A study frame with `speedup_interval` after `speedup` under a real engine (the frame as it
-    is under ideal); `methods`: one drafter method per row where the rows' drafters differ."""
+    is under ideal); `methods`: one drafter method per row where the rows' drafters differ; each
+    row's interval widened by its spread (row_spreads)."""
     engine, method = scenario_group(source)
     if not has_interval(engine) or "speedup" not in df.columns or not len(df):
         return df
     out = df.copy()
     out.insert(list(out.columns).index("speedup") + 1, "speedup_interval",
-               speedup_intervals(out["speedup"].tolist(), engine, list(methods) if methods is not None else method))
+               speedup_intervals(out["speedup"].tolist(), engine, list(methods) if methods is not None else method,
+                                 row_spreads(out, source)))
     return out
 
 
 def capacity_intervals(row: Mapping[str, Any], target_qps: float, engine: str, method: str | None,
-                       speculates: bool) -> dict[str, Any]:
+                       speculates: bool, spread: Sequence[float] | None = None) -> dict[str, Any]:
     """A capacity plan row's intervals under a real engine ({} under ideal): `capacity_vs_off_interval`
     (the speedup's), `max_qps_per_replica_interval` (the capacity times the speedup's two
     factors) and `replicas_interval` (the replicas serving `target_qps` at its ends); None for a
     configuration that does not speculate (plain decoding: the reference the speedups are
-    relative to)."""
+    relative to); `spread`: the speedup's [down, up] (scenario_spread)."""
     if not has_interval(engine):
         return {}
     rows = load_residuals()
-    cap = scaled_interval(row.get("max_qps_per_replica"), engine, method, rows) if speculates else None
-    vs = speedup_interval(row.get("capacity_vs_off"), engine, method, rows) if speculates else None
+    cap = scaled_interval(row.get("max_qps_per_replica"), engine, method, rows, spread) if speculates else None
+    vs = speedup_interval(row.get("capacity_vs_off"), engine, method, rows, spread) if speculates else None
     return {"max_qps_per_replica_interval": cap, "capacity_vs_off_interval": vs,
             "replicas_interval": replicas_interval(target_qps, cap)}

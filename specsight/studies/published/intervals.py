@@ -61,17 +61,26 @@ def _pool(rows: Sequence[Mapping[str, Any]], i: int | None, engine: str, fam: st
     return pool
 
 
-def _interval(predicted: float, pool: Sequence[float]) -> list[float] | None:
+def conformal_interval(predicted: float, pool: Sequence[float],
+                       spread: Sequence[float] | None = None) -> list[float] | None:
     """predicted x exp(the pool's order statistics of ranks floor((n + 1) q_lo) and
     ceil((n + 1) q_hi)), clipped to the pool's ends: the split-conformal interval, whose coverage
     holds for exchangeable residuals at any pool size n (Lei et al. 2018, 'Distribution-free
-    predictive inference for regression', JASA; a plain quantile undercovers small pools)."""
+    predictive inference for regression', JASA; a plain quantile undercovers small pools); then
+    widened by the constants' spread (`spread`: [down, up], log half-widths, spread.py) in
+    quadrature about the residual interval's centre m with half-width w:
+        low = m - sqrt(w^2 + down^2),   high = m + sqrt(w^2 + up^2)   (log space)
+    (the residuals' spread and the constants' taken as independent: their variances add, as the
+    GUM's root-sum-of-squares does; the residuals' centre m, the table's bias, is kept)."""
     if not pool or not math.isfinite(predicted):
         return None
     r = np.sort(np.asarray(pool, dtype=float))
     n = len(r)
     lo = r[min(max(math.floor((n + 1) * QUANTILES[0]), 1), n) - 1]
     hi = r[min(max(math.ceil((n + 1) * QUANTILES[1]), 1), n) - 1]
+    down, up = (float(spread[0]), float(spread[1])) if spread is not None else (0.0, 0.0)
+    m, w = (lo + hi) / 2, (hi - lo) / 2
+    lo, hi = m - math.sqrt(w * w + down * down), m + math.sqrt(w * w + up * up)
     return [float(predicted * math.exp(lo)), float(predicted * math.exp(hi))]
 
 
@@ -82,15 +91,18 @@ def residual_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for r in records:
         pub, pred = float(r["published"]), float(r["predicted"])
         res = math.log(pub / pred) if math.isfinite(pred) and pred > 0 else math.nan
+        sp = r.get("spread")
         out.append({"name": r["name"], "engine": r["published_engine"], "family": family(r.get("method")),
                     "figure": r["figure"], "ids": sorted(publication_ids(str(r["source"]))),
-                    "published": pub, "predicted": pred, "residual": res})
+                    "published": pub, "predicted": pred, "residual": res,
+                    "spread": [float(sp[0]), float(sp[1])] if sp is not None else [0.0, 0.0]})
     return out
 
 
 def loso_intervals(rows: Sequence[Mapping[str, Any]]) -> list[list[float] | None]:
     """Each row's 80 % interval, leave-one-source-out (module docstring)."""
-    return [_interval(r["predicted"], _pool(rows, i, r["engine"], r["family"], r["figure"], frozenset(r["ids"])))
+    return [conformal_interval(r["predicted"], _pool(rows, i, r["engine"], r["family"], r["figure"],
+                                                     frozenset(r["ids"])), r.get("spread"))
             for i, r in enumerate(rows)]
 
 
@@ -102,21 +114,24 @@ def coverage(rows: Sequence[Mapping[str, Any]], intervals: Sequence[list[float] 
 
 
 def interval_for(value: float, engine: str, method: str | None, figure: str = "speedup",
-                 rows: Sequence[Mapping[str, Any]] | None = None) -> list[float] | None:
+                 rows: Sequence[Mapping[str, Any]] | None = None,
+                 spread: Sequence[float] | None = None) -> list[float] | None:
     """A scenario's prediction with the interval of its (engine, family) group's residuals (every
-    row: a scenario is no row of the table); None for ideal or with no residuals."""
+    row: a scenario is no row of the table), widened by its constants' spread ([down, up], log;
+    spread.py); None for ideal or with no residuals."""
     if engine in (None, "ideal"):
         return None
     rows = load_residuals() if rows is None else rows
-    return _interval(value, _pool(rows, None, engine, family(method), figure, frozenset()))
+    return conformal_interval(value, _pool(rows, None, engine, family(method), figure, frozenset()), spread)
 
 
 def summary_intervals(summary: Mapping[str, Any], engine: str | None, method: str | None,
-                      rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str, list[float] | None]:
+                      rows: Sequence[Mapping[str, Any]] | None = None,
+                      spread: Sequence[float] | None = None) -> dict[str, list[float] | None]:
     """`<metric>_interval` for a run's summary under a real engine: each speedup_* figure with its
-    group's interval (interval_for), and the speculative TPOT means and percentiles with the same
-    residuals inverted (a speedup's error taken as the speculative TPOT's: the plain TPOT held
-    right). Empty for ideal, or a run without a baseline."""
+    group's interval (interval_for, widened by the speedup's `spread`), and the speculative TPOT
+    means and percentiles with the same interval inverted (a speedup's error taken as the
+    speculative TPOT's: the plain TPOT held right). Empty for ideal, or a run without a baseline."""
     if engine in (None, "ideal") or not any(k.startswith("speedup_") for k in summary):
         return {}
     rows = load_residuals() if rows is None else rows
@@ -125,9 +140,9 @@ def summary_intervals(summary: Mapping[str, Any], engine: str | None, method: st
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
             continue
         if k.startswith("speedup_"):
-            out[f"{k}_interval"] = interval_for(float(v), engine, method, "speedup", rows)
+            out[f"{k}_interval"] = interval_for(float(v), engine, method, "speedup", rows, spread)
         elif k.startswith("tpot_ms"):
-            iv = interval_for(1.0, engine, method, "speedup", rows)
+            iv = interval_for(1.0, engine, method, "speedup", rows, spread)
             out[f"{k}_interval"] = None if iv is None else [float(v) / iv[1], float(v) / iv[0]]
     return out
 

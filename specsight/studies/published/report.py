@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from .batch_curves import batch_curve_lines
 from .intervals import LEVEL, coverage
+from .lacks import lacks_lines
 from .study import (
     NOT_MODELLED,
     PREDICTION_COLUMNS,
@@ -27,7 +29,7 @@ from .study import (
 )
 
 JSON_COLUMNS = ("name", "ref", "engine", "published_engine", "version", "figure", "basis", "published", "predicted",
-                "interval", "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+                "interval", "spread", "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
 
 
 def table_coverage(df: Any) -> dict[str, Any]:
@@ -39,7 +41,8 @@ def table_coverage(df: Any) -> dict[str, Any]:
 def coverage_line(c: dict[str, Any]) -> str:
     share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
     met = c["coverage"] is not None and c["coverage"] >= LEVEL
-    return (f"- 80 % intervals (leave-one-source-out) hold the published figure on {c['inside']} of {c['rows']} "
+    return (f"- 80 % intervals (leave-one-source-out residuals, widened by the constants' ranges) hold the "
+            f"published figure on {c['inside']} of {c['rows']} "
             f"rows ({share}; goal at least {100 * LEVEL:.0f} %: {'met' if met else 'NOT met'})")
 
 
@@ -235,141 +238,6 @@ def sensitivity_lines(cat: PublishedCatalog) -> list[str]:
     return out
 
 
-STEP_ROWS = ("vllm-v1-llama3.1-8b-h100-eagle3-k4", "vllm-v1-llama3.1-8b-h100-eagle1-k4")
-
-
-def draft_step_ms(row: Any, cat: PublishedCatalog) -> tuple[float, float]:
-    """(one draft step 2..K as the row's engine prices it, its eager launches alone), in ms, at the
-    row's prompt length of context."""
-    from simulator.engines.host import EAGER_LAUNCH_S
-    from simulator.run import resolve_deployment, with_engine_defaults
-    from simulator.scenario.scenario import load_scenario
-
-    from .study import scenario_for
-    c = resolve_deployment(with_engine_defaults(load_scenario(scenario_for(row, cat.datasets, row.engine)))).step_cost
-    step = next(p for p in c.round_passes(1, int(row.drafter["k"])) if p.name == "draft_2..K")
-    ctx = float(cat.datasets[row.setup["dataset"]]["prompt_tokens"])
-    return 1e3 * c.pass_s(step, ctx) / step.count, 1e3 * step.eager_launches * EAGER_LAUNCH_S
-
-
-def lacks_lines(cat: PublishedCatalog) -> list[str]:
-    """What the engine models lack, by group of rows, with the sources that bound it."""
-    rows = {r.name: r for r in cat.rows}
-    (e3, e3_launch), (e1, _) = (draft_step_ms(rows[n], cat) for n in STEP_ROWS)
-    return [
-        "### What the model lacks, by group of rows",
-        "",
-        "Each miss's last clause names it; the sources that bound it (none of them a row here):",
-        "",
-        f"- **vLLM V1, EAGLE-3 (#4)**: the published rounds (TPOT x accept length) grow by about 1.0 ms per "
-        f"draft token (engines.md §4 #5: 8.35 + 1.02 K ms; EAGLE-1 7.69 + 0.74 K). The model prices an EAGLE-3 "
-        f"draft step at {e3:.2f} ms (one decoder layer and a 32k-token LM head on the GPU; its 21 eager launches, "
-        f"{e3_launch:.2f} ms, overlap that) and an EAGLE-1 step at {e1:.2f} ms (it reads the target's "
-        "128k-token LM head), so the EAGLE-1 rows meet their goal and the EAGLE-3 rows miss by the rest of a "
-        "millisecond per step: the published EAGLE-3 step costs more than the EAGLE-1 step though it reads "
-        "less, which GPU work cannot explain. Nor does the engine's code of the time: issue #20780 "
-        "(2025-07-10) leaves its environment blank; in vLLM v0.9.0 and v0.9.2 (the PyPI sdists, May and Jul "
-        "2025) both drafters run compiled in PIECEWISE CUDA graphs (`@support_torch_compile` on the LlamaModel "
-        "of llama_eagle.py and of llama_eagle3.py, EAGLE-3's since PR #17504, merged May 2025; one use_cuda_graph "
-        "rule for every method in v1/spec_decode/eagle.py; gpu_model_runner's _dummy_run captures the drafter "
-        "for every use_eagle() method), the propose loop is one code path, and an EAGLE-3 step adds only the 4 "
-        "launches of compute_logits' widening to the target vocabulary (arange, add, new_full, an index_put "
-        "with a long index: no sync); its fc over the three target hidden states runs once a round, before "
-        "draft 1. The model prices that code's syncs (3 a round: the sampled tokens' .cpu() in "
-        "RejectionSampler.parse_output and propose's two .item(), marked 'FIXME(woosuk): The below two ops "
-        "cause synchronization') and its launches. The propose loop is host-bound: vLLM PR #20078 (Jun 2025) "
-        "found \"the GPU was idling on kernel-launch latency more than it was computing\" between draft steps, "
-        "and PR #17504's torch-profiler trace of an EAGLE-3 propose at K = 3, batch 1 took about 6 ms with "
-        "CUDA graphs (16 ms without); a profiler inflates host time, so no per-step constant follows from it. "
-        "The plain step is priced with the V1 host work that v0.9.x does not overlap (0.97 ms, vLLM PR "
-        "#25872's ITL with and without async scheduling) and meets its goal.",
-        "- **SGLang plain decoding (#1, #3)**: SGLang overlaps plain decoding's host work, so the priced step is "
-        "the GPU pass at the datasheet profile's weight-read efficiency (efficiency.memory 0.8; decode GEMVs "
-        "were measured at about 78 % of HBM peak on an H200, pegainfer issue #582). Row #1 takes 6.41 ms for "
-        "Llama-2-7B (13.5 GB of weights: 63 % of the H100's 3.35 TB/s) and its benchmark script times one "
-        "whole request, prefill included; row #3 adds 80 layers of TP-8 all-reduces. Neither gap has an "
-        "independent source.",
-        "- **SGLang tree drafting (#2, #3)**: top-k 4-8 per depth, and the verify covers B x N tree tokens. "
-        "Both rows ran SGLang before the draft extend's CUDA graph (PR #6606, May 2025): PR #4716 is of Mar "
-        "2025, and SGLang issue #5502 cites the docs' table on 2025-04-17 ('approximately 2.5x' for EAGLE-3; "
-        "the row's 373.25 / 158.34 is 2.36x: the same table, inferred). They run `engine.version: v0.4`, "
-        "read in the sglang 0.4.5 wheel (PyPI, Apr 2025; 0.4.4.post1 has the same structure without EAGLE3): "
-        "the S - 1 draft steps replay one graph and the verify the target's, the draft extend runs eagerly "
-        "(ForwardMode.is_cuda_graph() excludes DRAFT_EXTEND), and a round syncs 7 times (the draft's "
-        "seq_lens sum .item(); verify's two .tolist(), two boolean-mask indexings and accept_length.tolist(); "
-        "the draft extend's seq_lens.tolist()); all priced, with SGLang's host work per round (1.1 ms, PR "
-        "#11398). Not priced, in v0.4 as in v0.5: the eager kernels between those syncs (the tree build, "
-        "build_tree_kernel_efficient: cat, topk, sort, gather, fills and the tree kernel; verify's argmax, "
-        "cumprod, masks and gathers; the draft extend's softmax and top-k), which no source times. Row #3's "
-        "miss gives the round published and priced.",
-        "- **Loaded runs (#6)**: acceptance assumed (the nearest published chain preset), and the loaded run's "
-        "host work per iteration at batch 8.",
-    ]
-
-
-TERMS = (("node_floor", "kernel floor"), ("allreduce", "all-reduce curve"), ("moe_fixed", "MoE fixed"),
-         ("draft_floor", "draft-step floor"), ("host", "H(B) shown"), ("syncs", "syncs"),
-         ("launch_tails", "launch after sync"), ("plans", "host plans"))
-
-
-def curve_groups(cat: PublishedCatalog) -> dict[str, list[Any]]:
-    """The table's batch curves: rows that differ only in their batch (names ending -bN), two or more."""
-    import re
-    groups: dict[str, list[Any]] = {}
-    for r in cat.rows:
-        m = re.fullmatch(r"(.+)-b\d+", r.name)
-        if m and r.drafter is not None:
-            groups.setdefault(m.group(1), []).append(r)
-    return {k: sorted(v, key=lambda r: int(r.setup["batch"])) for k, v in groups.items() if len(v) > 1}
-
-
-def term_contributions(row: Any, cat: PublishedCatalog, accept_length: float) -> dict[str, float]:
-    """One row's round and plain step split into the engine's terms (EngineStepCost.round_terms, at the
-    row's batch and its mean context: prompt + half the output), and what each term does to the
-    round-level speedup AL x plain / round: that speedup less the speedup without the term."""
-    from simulator.run import resolve_deployment, with_engine_defaults
-    from simulator.scenario.scenario import load_scenario
-
-    from .study import engine_for, scenario_for
-    kind, _ = engine_for(row, cat.datasets)
-    c = resolve_deployment(with_engine_defaults(load_scenario(scenario_for(row, cat.datasets, kind)))).step_cost
-    ds = cat.datasets[row.setup["dataset"]]
-    ctx = float(row.setup.get("prompt_tokens", ds["prompt_tokens"])) + 0.5 * float(
-        row.setup.get("output_tokens", ds["output_tokens"]))
-    B, k = int(row.setup["batch"]), int(row.drafter["k"])
-    rnd = c.round_terms(B, k, ctx, c.drafter.verify_tokens_per_seq(k))
-    plain = c.round_terms(B, 0, ctx, 1)
-    s = accept_length * plain["total"] / rnd["total"]
-    out = {"batch": B, "plain_ms": 1e3 * plain["total"], "round_ms": 1e3 * rnd["total"], "speedup": s}
-    for key, _ in TERMS:
-        without = accept_length * (plain["total"] - plain[key]) / (rnd["total"] - rnd[key])
-        out[key] = s - without
-    return out
-
-
-def batch_curve_lines(cat: PublishedCatalog, df: Any) -> list[str]:
-    """Per batch curve of the table, what each priced term does to the speedup at each batch."""
-    al = dict(zip(df["name"], df["accept_length"]))
-    pub = dict(zip(df["name"], df["published"]))
-    head = " | ".join(label for _, label in TERMS)
-    out = ["### What each term does on the batch curves", "",
-           "For every batch curve of the table, each row's round and plain step as `EngineStepCost.round_terms` "
-           "splits them (the row's batch, mean context: prompt + half the output), and what each term does "
-           "to the round-level speedup AL x plain step / round: the speedup less the speedup without that "
-           "term (negative: the term lowers it). The round-level speedup leaves out queueing and prefill, "
-           "so it differs a little from the simulated one in the table.", ""]
-    for name, rows in curve_groups(cat).items():
-        out += [f"**{name}**", "", f"| batch | published | round-level | plain step (ms) | round (ms) | {head} |",
-                "| --- | --- | --- | --- | --- |" + " --- |" * len(TERMS)]
-        for r in rows:
-            t = term_contributions(r, cat, float(al[r.name]))
-            cells = " | ".join(f"{t[key]:+.3f}" for key, _ in TERMS)
-            out.append(f"| {t['batch']} | {pub[r.name]:.2f}x | {t['speedup']:.2f}x | {t['plain_ms']:.2f} | "
-                       f"{t['round_ms']:.2f} | {cells} |")
-        out.append("")
-    return out
-
-
 ENGINE_BEGIN, ENGINE_END = "<!-- engine-groundtruth:begin -->", "<!-- engine-groundtruth:end -->"
 ENGINE_INTRO = """## A real engine as ground truth: vLLM's CPU build
 
@@ -389,7 +257,12 @@ on the same shapes (`hardware_profiles/cpu-vllm-groundtruth.yaml`); `engine.kind
 measured, docs/engines.md); and a closed loop of `batch` requests of the run's lengths. The host
 constants were fitted on the smallest model's runs only (docs/engines.md, "vLLM's host time
 measured on a CPU"); the larger model's runs are held out. `specsight validate
---engine-groundtruth [FILE] [--json]` prints the table below (a test checks this copy).
+--engine-groundtruth [FILE] [--json]` prints the table below (a test checks this copy). Each run's
+80 % interval (`specsight/studies/published/engine_intervals.py`) is the split-conformal interval
+of the residuals, log(measured / predicted speedup), of every run outside its own (model, method)
+cell of the grid, widened as above by the spread of the measured host constants (each +- its
+fit's standard error); the sentence under the table gives their coverage (JSON: `interval` and
+`spread` per row, `coverage`).
 
 """
 
@@ -397,10 +270,13 @@ measured on a CPU"); the larger model's runs are held out. `specsight validate
 def engine_groundtruth_table() -> str:
     """`specsight validate --engine-groundtruth`'s table on the committed results file (or a line
     saying there is none)."""
-    from calibrate.engine_groundtruth import RESULTS_FILE, compare, load_results, table_markdown
+    from calibrate.engine_groundtruth import CPU_PROFILE, RESULTS_FILE, compare, load_results, table_markdown
+
+    from .engine_intervals import with_intervals
     if not RESULTS_FILE.exists():
         return "No results file is committed yet.\n"
-    return table_markdown(compare(load_results(RESULTS_FILE)[1]))
+    runs = load_results(RESULTS_FILE)[1]
+    return table_markdown(with_intervals(compare(runs), runs, CPU_PROFILE))
 
 
 def engine_section(table: str | None = None) -> list[str]:
@@ -411,15 +287,33 @@ def engine_section(table: str | None = None) -> list[str]:
 INTERVALS_SECTION = """## Intervals on every answer
 
 Each speedup, TPOT, capacity and break-even specsight predicts under a real engine carries an 80 %
-interval that says how far to trust it, from this table's residuals, log(published / predicted),
-of its engine and drafter family (plain decoding; EAGLE-like heads: eagle, eagle3, mtp; lookup:
-ngram, suffix; draft models; a group of fewer than 4 rows widens to the family over every engine,
-then to every row): the prediction times exp of the residuals' split-conformal 10 % and 90 % order
-statistics (`specsight/studies/published/intervals.py`). A row of this table gets its interval
-leave-one-source-out, built without every row that shares a publication with it; the coverage
-line above counts the rows inside theirs. A scenario's answer takes every row of its group, from
-`data/published/residuals.json` (rewritten by this page's command). Where they appear, each
-`[low, high]` in JSON (`specsight/studies/published/answer_intervals.py`):
+interval that says how far to trust it. It combines two things:
+
+- **the residuals** of this table, log(published / predicted), of its engine and drafter family
+  (plain decoding; EAGLE-like heads: eagle, eagle3, mtp; lookup: ngram, suffix; draft models; a
+  group of fewer than 4 rows widens to the family over every engine, then to every row): their
+  split-conformal 10 % and 90 % order statistics, [q_lo, q_hi] in log space
+  (`specsight/studies/published/intervals.py`). A row of this table gets them leave-one-source-out,
+  built without every row that shares a publication with it; a scenario's answer takes every row
+  of its group, from `data/published/residuals.json` (rewritten by this page's command).
+- **the constants' ranges**: every engine constant that is not measured (host work per iteration
+  and per draft step, graph launch and sync latencies, the all-reduce curve and its reading, the
+  fused MoE's fixed time, FlashInfer's host plans) has a declared range from its source
+  (`simulator/engines/sourced.py`, tabulated in docs/engines.md, "Declared ranges"); a measured one
+  (the CPU build's host constants) keeps its fit's standard error. Each constant is re-priced at
+  both ends of its range, one at a time, on the round and the plain step at the prediction's
+  batch, K and mean context; its log moves of the figure, up and down, add in quadrature into
+  u_up and u_down (root-sum-of-squares: the GUM's law of propagation for uncorrelated inputs,
+  JCGM 100:2008 §5.1.2; `specsight/studies/published/spread.py`).
+
+The two are independent sources of error, so their half-widths add in quadrature about the
+residual interval's centre m = (q_lo + q_hi) / 2, half-width w = (q_hi - q_lo) / 2:
+low = prediction x exp(m - sqrt(w^2 + u_down^2)), high = prediction x exp(m + sqrt(w^2 + u_up^2)).
+With no engine constants (u = 0) it is the residual interval itself; the centre keeps the table's
+bias. The coverage line above counts the rows inside theirs; `spread` in the JSON gives each row's
+[u_down, u_up]. Where the intervals appear, each `[low, high]` in JSON
+(`specsight/studies/published/answer_intervals.py`; the spread at the answer's plain mean batch
+and K on the scenario's own step cost, or at the scenario's own batch where the answer has none):
 
 - `simulate --baseline` (text beside each figure; `--json` and `summary.json`: `<key>_interval`;
   Python: `SimResult.intervals`): each `speedup_*`, and the speculative TPOTs with the same

@@ -1,0 +1,72 @@
+"""80 % intervals on the real-engine table's predicted speedups (`specsight validate
+--engine-groundtruth`), and their coverage.
+
+A run's residual is log(measured / predicted speedup). A run's interval is built leaving out its
+own (model, method) cell of the grid: the split-conformal interval of the residuals of every run
+of the other cells (intervals.conformal_interval), widened by the spread the ranges of its
+engine's constants give its speedup (spread.py; on the CPU build the measured host constants,
+each +- its measurement's standard error: simulator/engines/sourced.measured_ranges). A run's
+cell holds its repeats and neighbours (the same checkpoint and drafter at other batches and K),
+so none of its own cell's errors, nor those of the host fit made on its model's runs, set its
+interval. `coverage`: the share of runs whose measured speedup lies inside its interval.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .intervals import LEVEL, conformal_interval, coverage
+from .spread import scenario_spread
+
+
+def cell(row: Mapping[str, Any]) -> tuple[str, str]:
+    """A run's cell of the grid: (model, method)."""
+    return str(row["model"]), str(row["method"])
+
+
+def residual(row: Mapping[str, Any]) -> float:
+    p, m = float(row["predicted_speedup"]), float(row["measured_speedup"])
+    return math.log(m / p) if p > 0 and m > 0 and math.isfinite(p) and math.isfinite(m) else math.nan
+
+
+def leave_cell_out(rows: Sequence[Mapping[str, Any]], spreads: Sequence[Sequence[float]] | None = None) -> list[
+        list[float] | None]:
+    """Each run's 80 % interval without its own (model, method) cell (module docstring)."""
+    res = [residual(r) for r in rows]
+    out = []
+    for i, r in enumerate(rows):
+        pool = [x for j, x in enumerate(res) if cell(rows[j]) != cell(r) and math.isfinite(x)]
+        out.append(conformal_interval(float(r["predicted_speedup"]), pool, spreads[i] if spreads else None))
+    return out
+
+
+def run_spread(run: Mapping[str, Any], profile: str | Path) -> list[float]:
+    """[down, up] of one run's predicted speedup from its engine's constants (spread.py)."""
+    from calibrate.engine_groundtruth import scenario_for_run
+    s = scenario_spread(scenario_for_run(run, profile), "speedup", batch=float(run["batch"]))
+    return [s.down, s.up]
+
+
+def with_intervals(res: dict[str, Any], runs: Sequence[Mapping[str, Any]], profile: str | Path) -> dict[str, Any]:
+    """`compare`'s result with each row's `spread` and `interval`, the table's `coverage` and its
+    sentence (`coverage_text`, which the table prints)."""
+    by_name = {r["name"]: r for r in runs}
+    rows = res["rows"]
+    for r in rows:
+        r["spread"] = run_spread(by_name[r["name"]], profile)
+    ivs = leave_cell_out(rows, [r["spread"] for r in rows])
+    for r, iv in zip(rows, ivs):
+        r["interval"] = iv
+    res["coverage"] = coverage([{"published": r["measured_speedup"]} for r in rows], ivs)
+    res["coverage_text"] = coverage_sentence(res["coverage"])
+    return res
+
+
+def coverage_sentence(c: Mapping[str, Any]) -> str:
+    share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
+    met = c["coverage"] is not None and c["coverage"] >= LEVEL
+    return (f"80 % intervals (each run's built without its own (model, method) cell, widened by the measured host "
+            f"constants' spread) hold the measured speedup on {c['inside']} of {c['rows']} runs ({share}; goal at "
+            f"least {100 * LEVEL:.0f} %: {'met' if met else 'NOT met'}).")
