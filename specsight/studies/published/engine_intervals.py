@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .intervals import LEVEL, conformal_interval, coverage
+from .intervals import conformal_interval, coverage, coverage_words
 from .spread import scenario_spread
 
 
@@ -65,8 +65,5 @@ def with_intervals(res: dict[str, Any], runs: Sequence[Mapping[str, Any]], profi
 
 
 def coverage_sentence(c: Mapping[str, Any]) -> str:
-    share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
-    met = c["coverage"] is not None and c["coverage"] >= LEVEL
-    return (f"80 % intervals (each run's built without its own (model, method) cell, widened by the measured host "
-            f"constants' spread) hold the measured speedup on {c['inside']} of {c['rows']} runs ({share}; goal at "
-            f"least {100 * LEVEL:.0f} %: {'met' if met else 'NOT met'}).")
+    return ("80 % intervals (each run's built without its own (model, method) cell, widened by the measured host "
+            f"constants' spread) hold the measured speedup on {coverage_words(c, 'runs')}.")

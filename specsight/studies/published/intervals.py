@@ -113,6 +113,14 @@ def coverage(rows: Sequence[Mapping[str, Any]], intervals: Sequence[list[float] 
             "level": LEVEL}
 
 
+def coverage_words(c: Mapping[str, Any], what: str) -> str:
+    """'30 of 36 rows (83 %; goal at least 80 %: met)' for a `coverage` result (`what`: rows, runs)."""
+    share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
+    met = c["coverage"] is not None and c["coverage"] >= LEVEL
+    return (f"{c['inside']} of {c['rows']} {what} ({share}; goal at least {100 * LEVEL:.0f} %: "
+            f"{'met' if met else 'NOT met'})")
+
+
 def interval_for(value: float, engine: str, method: str | None, figure: str = "speedup",
                  rows: Sequence[Mapping[str, Any]] | None = None,
                  spread: Sequence[float] | None = None) -> list[float] | None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .batch_curves import batch_curve_lines
-from .intervals import LEVEL, coverage
+from .intervals import coverage, coverage_words
 from .lacks import lacks_lines
 from .study import (
     NOT_MODELLED,
@@ -39,11 +39,8 @@ def table_coverage(df: Any) -> dict[str, Any]:
 
 
 def coverage_line(c: dict[str, Any]) -> str:
-    share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
-    met = c["coverage"] is not None and c["coverage"] >= LEVEL
-    return (f"- 80 % intervals (leave-one-source-out residuals, widened by the constants' ranges) hold the "
-            f"published figure on {c['inside']} of {c['rows']} "
-            f"rows ({share}; goal at least {100 * LEVEL:.0f} %: {'met' if met else 'NOT met'})")
+    return ("- 80 % intervals (leave-one-source-out residuals, widened by the constants' ranges) hold the "
+            f"published figure on {coverage_words(c, 'rows')}")
 
 
 def _max(values: Any) -> float:
