@@ -39,11 +39,8 @@ def has_interval(engine: str | None) -> bool:
 
 def scenario_spread(source: Mapping[str, Any], batch: float | None = None, k: int | None = None) -> list[float]:
     """[down, up]: the speedup's spread from the scenario's engine constants (spread.py) at `batch`
-    and `k` (None: the scenario's own); [0, 0] under ideal or where the scenario does not load."""
-    try:
-        p = priced_scenario(source)
-    except (TypeError, ValueError, KeyError):
-        p = None
+    and `k` (None: the scenario's own); [0, 0] under ideal or where its engine refuses it."""
+    p = priced_scenario(source)
     if p is None:
         return [0.0, 0.0]
     s = p.spread("speedup", batch, k)
@@ -91,7 +88,7 @@ def group_note(engine: str, method: str | None, each: bool = False) -> str:
         return IDEAL_NOTE
     fam = "each row's drafter family" if each else f"the {family(method)} drafter family"
     return (f"[low-high]: the {100 * LEVEL:.0f} % interval, from the published table's residuals for engine "
-            f"{engine} and {fam} (docs/validation.md)")
+            f"{engine} and {fam}, widened by the ranges of the engine's constants (docs/validation.md)")
 
 
 def format_interval(iv: Any, fmt: str = ".2f") -> str:

@@ -1,8 +1,9 @@
-"""80 % intervals on predictions, from the published table's residuals, leave-one-source-out.
+"""80 % intervals on predictions, from the published table's residuals, leave-one-source-out,
+widened by the spread the ranges of the engine's constants give the prediction (spread.py).
 
 A row's residual is log(published / predicted). A row's interval is its prediction times
-exp(the 10 % and 90 % split-conformal order statistics, `_interval`) of the residuals of the
-other rows of its group, leaving out
+exp(the 10 % and 90 % split-conformal order statistics, `conformal_interval`) of the residuals of
+the other rows of its group, widened in quadrature by its `spread` [down, up], leaving out
 every row that shares a publication with it (`publication_ids`: the PR / issue numbers and arXiv
 ids its source names; a source naming none is its own publication): a row's interval is built
 without its own publication. Group: the row's published engine and its drafter family (plain
@@ -11,8 +12,8 @@ left with fewer than MIN_POOL rows widens to the family over every engine, then 
 `coverage`: the share of rows whose published figure lies inside its interval (the goal: at least
 80 %). `ideal` has no interval: it is the physics bound, not an engine the table measures.
 
-`interval_for` gives a scenario's prediction the same interval from every row of its group (no row
-to leave out); simulate --json reads the residuals from RESIDUALS_FILE, which
+`interval_for` gives a scenario's prediction the residual interval of every row of its group (no row
+to leave out), widened by the scenario's own spread; simulate --json reads the residuals from RESIDUALS_FILE, which
 `python -m specsight.studies.published.report --residuals` rewrites from the table it prints.
 """
 from __future__ import annotations
