@@ -307,10 +307,13 @@ The two are independent sources of error, so their half-widths add in quadrature
 residual interval's centre m = (q_lo + q_hi) / 2, half-width w = (q_hi - q_lo) / 2:
 low = prediction x exp(m - sqrt(w^2 + u_down^2)), high = prediction x exp(m + sqrt(w^2 + u_up^2)).
 With no engine constants (u = 0) it is the residual interval itself; the centre keeps the table's
-bias. The coverage line above counts the rows inside theirs; `spread` in the JSON gives each row's
+bias. The residuals already hold some of what the ranges do (they were made at the constants'
+values), so the sum leans wide; the ranges are their sources' spreads, none set from these rows.
+The coverage line above counts the rows inside theirs; `spread` in the JSON gives each row's
 [u_down, u_up]. Where the intervals appear, each `[low, high]` in JSON
-(`specsight/studies/published/answer_intervals.py`; the spread at the answer's plain mean batch
-and K on the scenario's own step cost, or at the scenario's own batch where the answer has none):
+(`specsight/studies/published/answer_intervals.py`; the spread on the scenario's own step cost at
+its K and the answer's batch: simulate's mean batch, a breakeven point's plain mean batch and K,
+the scenario's own batch for a capacity):
 
 - `simulate --baseline` (text beside each figure; `--json` and `summary.json`: `<key>_interval`;
   Python: `SimResult.intervals`): each `speedup_*`, and the speculative TPOTs with the same
