@@ -161,3 +161,25 @@ def test_the_real_engine_tables_coverage_recomputed_from_the_page():
     claim = _coverage_claim(r"hold the measured speedup on (\d+) of (\d+) runs")
     assert (inside, rows) == claim and rows >= 100
     assert inside / rows >= 0.8
+
+
+@pytest.mark.parametrize("kw", [dict(mean_context=math.nan), dict(mean_context=math.inf), dict(mean_context=-5.0),
+                                dict(batch=math.nan), dict(batch=math.inf), dict(batch=-3), dict(k=-1)])
+def test_a_spread_at_a_non_finite_or_negative_point_is_refused_not_a_silent_zero(kw):
+    """A NaN move would be dropped by max(0, ...) and give a zero widening: the point is refused."""
+    args = {"batch": 1, "k": 4, "mean_context": 100.0, **kw}
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        spread(priced_scenario(SGLANG_V04).cost, "speedup", **args)
+
+
+@pytest.mark.parametrize("sp", [[math.nan, 0.0], [0.0, math.inf], [-0.1, 0.1], [0.1]])
+def test_a_widening_by_a_non_finite_negative_or_short_spread_is_refused(sp):
+    with pytest.raises(ValueError, match="spread"):
+        conformal_interval(2.0, [-0.3, -0.1, 0.0, 0.1, 0.3], sp)
+
+
+def test_a_non_finite_residual_or_a_non_positive_prediction_gives_no_silent_interval():
+    with pytest.raises(ValueError, match="residual"):
+        conformal_interval(2.0, [math.nan, 0.1, 0.2, 0.3])
+    assert conformal_interval(0.0, [-0.1, 0.0, 0.1]) is None
+    assert conformal_interval(-2.0, [-0.1, 0.0, 0.1]) is None

@@ -72,10 +72,17 @@ def conformal_interval(predicted: float, pool: Sequence[float],
     quadrature about the residual interval's centre m with half-width w:
         low = m - sqrt(w^2 + down^2),   high = m + sqrt(w^2 + up^2)   (log space)
     (the residuals' spread and the constants' taken as independent: their variances add, as the
-    GUM's root-sum-of-squares does; the residuals' centre m, the table's bias, is kept)."""
-    if not pool or not math.isfinite(predicted):
+    GUM's root-sum-of-squares does; the residuals' centre m, the table's bias, is kept). None for
+    an empty pool or a prediction that is not finite and positive; a non-finite residual or a
+    spread that is not two finite numbers of 0 or more: ValueError."""
+    if not pool or not math.isfinite(predicted) or predicted <= 0:
         return None
     r = np.sort(np.asarray(pool, dtype=float))
+    if not np.isfinite(r).all():
+        raise ValueError(f"a residual of the pool is not finite: {[float(x) for x in pool]}")
+    if spread is not None and (len(spread) != 2 or not all(math.isfinite(float(v)) and float(v) >= 0
+                                                           for v in spread)):
+        raise ValueError(f"spread {list(spread)}: two finite log half-widths of 0 or more, [down, up]")
     n = len(r)
     lo = r[min(max(math.floor((n + 1) * QUANTILES[0]), 1), n) - 1]
     hi = r[min(max(math.ceil((n + 1) * QUANTILES[1]), 1), n) - 1]

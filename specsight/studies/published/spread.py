@@ -92,7 +92,20 @@ def repriced_total(cost: EngineStepCost, terms: Mapping[str, float], c: SourcedC
     raise ValueError(f"{c.name}: no re-pricing for term {t}")
 
 
+def _check_point(batch: float, k: int, mean_context: float) -> None:
+    """A spread is taken at a finite positive batch, a K of 0 or more and a finite mean context of
+    0 or more: elsewhere a move is NaN, which max(0, ...) would drop as a zero widening."""
+    if not (math.isfinite(batch) and batch > 0):
+        raise ValueError(f"batch {batch}: a spread is taken at a finite batch above 0")
+    if k < 0:
+        raise ValueError(f"k {k}: a spread is taken at K = 0 (plain decoding) or more")
+    if not (math.isfinite(mean_context) and mean_context >= 0):
+        raise ValueError(f"mean_context {mean_context}: a spread is taken at a finite mean context of 0 or more")
+
+
 def _move(figure: str, plain: float, plain_x: float, rnd: float, rnd_x: float) -> float:
+    if not (plain_x > 0 and (rnd_x > 0 or not rnd)):
+        return math.nan                      # a step priced at or below 0: refused by spread()
     dp, dr = math.log(plain_x / plain), math.log(rnd_x / rnd) if rnd else 0.0
     return {"speedup": dp - dr, "tokens_per_s": -dp, "tpot": dr}[figure]
 
@@ -105,6 +118,7 @@ def spread(cost: Any, figure: str, batch: int, k: int, mean_context: float, meth
     consts = constants_for(cost, method)
     if not consts:
         return NONE
+    _check_point(batch, k, mean_context)
     batch = max(int(round(batch)), 1)
     plain = cost.round_terms(batch, 0, mean_context, 1)
     rnd = cost.round_terms(batch, k, mean_context, cost.drafter.verify_tokens_per_seq(k)) if k else None
@@ -115,6 +129,9 @@ def spread(cost: Any, figure: str, batch: int, k: int, mean_context: float, meth
             p_x = repriced_total(cost, plain, c, x, batch, 0, mean_context)
             r_x = repriced_total(cost, rnd, c, x, batch, k, mean_context) if rnd else 0.0
             ends.append(_move(figure, plain["total"], p_x, rnd["total"] if rnd else 0.0, r_x))
+        if not all(map(math.isfinite, ends)):
+            raise ValueError(f"{c.name}: the {figure} moves {ends[0]}, {ends[1]} at its range's ends are not finite "
+                             f"(batch {batch}, K {k}, mean context {mean_context})")
         moves.append((c.name, ends[0], ends[1]))
         ups.append(max(0.0, *ends))
         downs.append(max(0.0, *(-e for e in ends)))
