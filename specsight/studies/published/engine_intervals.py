@@ -7,8 +7,11 @@ of the other cells (intervals.conformal_interval), widened by the spread the ran
 engine's constants give its speedup (spread.py; on the CPU build the measured host constants,
 each +- its measurement's standard error: simulator/engines/sourced.measured_ranges). A run's
 cell holds its repeats and neighbours (the same checkpoint and drafter at other batches and K),
-so none of its own cell's errors, nor those of the host fit made on its model's runs, set its
-interval. `coverage`: the share of runs whose measured speedup lies inside its interval.
+so none of its own cell's residuals set its interval. Not left out: the other cells of its model,
+whose predictions share the iteration fit made on that model's plain runs, and, for a run of the
+fitted model, its spread's proposer term, the standard error of the proposer fit made on its own
+cell's host times (measured_ranges). `coverage`: the share of runs whose measured speedup lies
+inside its interval.
 """
 from __future__ import annotations
 
