@@ -24,6 +24,7 @@ from specsight.studies.published.study import (
     NOT_MODELLED,
     PublishedRow,
     engine_for,
+    lacks,
     load_published,
     misses,
     predict,
@@ -100,6 +101,25 @@ def test_a_row_runs_at_its_publications_engine_version():
         assert "version" not in scenario_for(row, CAT.datasets)["engine"]
         versions.add(own.get("version"))
     assert "v1-0.9" in versions and ROW4.version in ENGINE_VERSIONS
+
+
+def test_engine_args_reach_the_scenario_under_the_rows_own_engine_only():
+    """A publication's benchmark arguments (setup.engine_args) set the engine's keys when the row runs
+    under its own engine, and override that engine's defaults; under ideal they are absent."""
+    row = next(r for r in CAT.rows if r.engine == "sglang" and r.drafter is not None)
+    setup = {**row.setup, "engine_args": {"max_num_seqs": 64}}
+    r = PublishedRow(**{**row.__dict__, "setup": setup})
+    from simulator.run import with_engine_defaults
+    assert with_engine_defaults(load_scenario(scenario_for(r, CAT.datasets, "sglang"))).engine.max_num_seqs == 64
+    assert with_engine_defaults(load_scenario(scenario_for(row, CAT.datasets, "sglang"))).engine.max_num_seqs == 48
+    assert "max_num_seqs" not in scenario_for(r, CAT.datasets)["engine"]
+
+
+def test_a_rows_own_lacks_text_replaces_its_groups():
+    row = next(r for r in CAT.rows if r.checks == "tokens_per_s" and not r.lacks)
+    assert lacks(row).startswith("lacks: ") and "unknown thing" not in lacks(row)
+    own = PublishedRow(**{**row.__dict__, "lacks": "the unknown thing"})
+    assert lacks(own) == "lacks: the unknown thing"
 
 
 def test_unpriced_is_the_published_step_and_round_less_the_predicted():

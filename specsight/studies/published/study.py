@@ -83,6 +83,7 @@ class PublishedRow:
     acceptance_source: str = ""
     assumed: str = ""
     assumed_accept_length: float | None = None   # an assumed AL (another run's) where no preset fits
+    lacks: str = ""                # what the model lacks for this row and what its source leaves unknown
 
     def __post_init__(self) -> None:
         w = f"{RESULTS_FILE.name}: {self.name}"
@@ -177,6 +178,8 @@ def scenario_for(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]], e
     version = ENGINE_VERSIONS.get(row.version) if engine_kind == row.engine else None
     if version:
         sc["engine"]["version"] = version
+    if engine_kind == row.engine:       # the engine arguments the publication's benchmark sets
+        sc["engine"].update(s.get("engine_args", {}))
     d = row.drafter
     if d is not None:
         drafter: dict[str, Any] = {"method": d["method"], "num_speculative_tokens": int(d["k"])}
@@ -308,7 +311,9 @@ def why(row: PublishedRow, pred: Mapping[str, float], engine_label: str, missed:
 
 def lacks(row: PublishedRow) -> str:
     """What the engine model lacks for this row, by what the row runs (docs/validation.md, 'What the
-    model lacks', gives the sources)."""
+    model lacks', gives the sources); a row's own `lacks` (its source's unknowns) comes first."""
+    if row.lacks:
+        return f"lacks: {row.lacks}"
     d = row.drafter
     if d is None:
         if row.engine == "sglang":
