@@ -57,3 +57,21 @@ def test_phases_equal_the_coupled_engine_with_prefix_routing_and_decode_preempti
     assert_same_run(phased, reference)
     assert phased.requests["preemptions"].sum() > 0
     assert phased.summary["prefix_cache_hit_rate"] > 0
+
+
+def test_phases_running_ahead_equal_a_timeout_per_iteration(monkeypatch):
+    """Each pool's replicas running ahead with compiled rounds crossing their next arrival give the
+    run without the crossing and the run of one SimPy timeout per iteration (`Replica.INLINE` off),
+    prefix-aware routing on the prefill pool."""
+    from simulator.serving.replica import Replica
+    wl = {"arrival": {"process": "poisson", "qps": 20.0}, "num_requests": 300, **LENGTHS,
+          "prefix": {"shared_tokens": 256}}
+    sc = scenario({"prefill": {"instances": 2}, "decode": {"instances": 3}}, wl,
+                  engine={"prefix_caching": True, "router": "prefix_aware"}, **SPEC)
+    a = simulate(sc)
+    monkeypatch.setattr(Replica, "CROSS", False)
+    b = simulate(sc)
+    monkeypatch.setattr(Replica, "INLINE", False)
+    c = simulate(sc)
+    assert_same_run(a, b)
+    assert_same_run(a, c)

@@ -28,6 +28,7 @@ arrivals, or a KV arrival and a decode iteration's end, coincide (tests/test_dis
 from __future__ import annotations
 
 import functools
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -212,7 +213,7 @@ class PhasedDisagg:
         self.log = IterationLog()
         self.prefill_done_s = np.full(table.n, np.nan)     # [N] s: the prompt computed
         self.decode_replica = np.full(table.n, -1, dtype=np.int64)
-        self._handoffs: list[tuple[int, int]] = []         # (request, prefill instance), in handoff order
+        self._handoff_rid, self._handoff_at = array("q"), array("q")   # request, prefill instance: in handoff order
         self._pre = _PrefillPhase(table, make_replica, num_prefill, router, log=self.log)
         for i, r in enumerate(self._pre.replicas):
             r.handoff = functools.partial(self._handoff, i)
@@ -222,14 +223,18 @@ class PhasedDisagg:
 
     def _handoff(self, instance: int, rid: int, now: float) -> None:
         self.prefill_done_s[rid] = now
-        self._handoffs.append((rid, instance))
+        self._handoff_rid.append(rid)
+        self._handoff_at.append(instance)
 
     def run(self) -> None:
         self._pre.run()
-        n = len(self._handoffs)
-        rid = np.fromiter((h[0] for h in self._handoffs), dtype=np.int64, count=n)
-        inst = np.fromiter((h[1] for h in self._handoffs), dtype=np.int64, count=n)
-        self._handoffs = []
+        self._pre.arrival_times = []          # (the arrival list, held by its replicas too, is done with)
+        for r in self.prefill:
+            r.arrivals = []
+        rid = np.frombuffer(self._handoff_rid, dtype=np.int64).copy()
+        inst = np.frombuffer(self._handoff_at, dtype=np.int64).copy()
+        self._handoff_rid, self._handoff_at = array("q"), array("q")
+        n = len(rid)
         done = self.prefill_done_s[rid]
         kv = done + np.asarray([self.transfer_s(r) for r in rid.tolist()], dtype=np.float64)
         order = np.lexsort((np.arange(n), inst, done, kv))  # KV arrival, prompt end, instance, handoff
