@@ -228,9 +228,7 @@ class PhasedDisagg:
 
     def run(self) -> None:
         self._pre.run()
-        self._pre.arrival_times = []          # (the arrival list, held by its replicas too, is done with)
-        for r in self.prefill:
-            r.arrivals = []
+        self._drop_arrivals(self._pre)
         rid = np.frombuffer(self._handoff_rid, dtype=np.int64).copy()
         inst = np.frombuffer(self._handoff_at, dtype=np.int64).copy()
         self._handoff_rid, self._handoff_at = array("q"), array("q")
@@ -244,7 +242,16 @@ class PhasedDisagg:
         self.decode = dec.replicas
         self.replicas = list(self.prefill) + list(self.decode)
         dec.run()
+        self._drop_arrivals(dec)
+        dec.order = []
         self.decode_replica = np.where(dec.decode_index >= 0, dec.decode_index + P, -1)
+
+    @staticmethod
+    def _drop_arrivals(phase: Engine) -> None:
+        """A phase run: its arrival list (its replicas hold it too) is done with."""
+        phase.arrival_times = []
+        for r in phase.replicas:
+            r.arrivals = []
 
     @property
     def pools(self) -> tuple[Sequence, Sequence]:
