@@ -30,7 +30,7 @@ from .models.catalog import head_target_mismatch, load_model
 from .scenario.disagg_spec import pool_link, pool_source
 from .scenario.scenario import Scenario, load_scenario
 from .scenario.work_limits import check_memory
-from .serving.disagg import DecodeAdmission, DisaggEngine, PrefillHandoff, pool_class
+from .serving.disagg import DecodeAdmission, DisaggEngine, PhasedDisagg, PrefillHandoff, pool_class
 from .serving.engine import Engine
 from .serving.engine_replica import EngineReplica
 from .serving.metrics import RequestTable, speedups, summarize
@@ -473,8 +473,12 @@ def _simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
 
     wl = sc.workload
     closed = (int(wl.concurrency), float(wl.think_time_s)) if wl.is_closed_loop else None   # type: ignore[arg-type]
-    engine = DisaggEngine(table, make_replica, P, D, psc.engine.router, dsc.engine.router, transfer.__getitem__,
-                          closed_loop=closed, trace=trace_list)
+    engine: DisaggEngine | PhasedDisagg
+    if closed is None and trace_list is None and PhasedDisagg.ON:
+        engine = PhasedDisagg(table, make_replica, P, D, psc.engine.router, dsc.engine.router, transfer.__getitem__)
+    else:
+        engine = DisaggEngine(table, make_replica, P, D, psc.engine.router, dsc.engine.router, transfer.__getitem__,
+                              closed_loop=closed, trace=trace_list)
     req_df, it_df, totals = _run_engine(engine, table, [cap_p] * P + [cap_d] * D, iterations)
     hist = sum(r.acc_hist for r in engine.decode)
     extra: dict[str, Any] = {
@@ -493,7 +497,7 @@ def _simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
     return SimResult(sc, req_df, it_df, summary, dep_d.kv, None, trace_list)
 
 
-def pool_summaries(engine: DisaggEngine, req: Any, scs: tuple[Scenario, Scenario],
+def pool_summaries(engine: DisaggEngine | PhasedDisagg, req: Any, scs: tuple[Scenario, Scenario],
                    tps: tuple[int, int]) -> list[dict[str, Any]]:
     """One entry per pool: its instances, GPUs, mean batch (prefill: prompts per iteration; decode:
     sequences per decode round, compiled rounds included), and its latency: prefill TTFT (arrival

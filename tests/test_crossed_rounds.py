@@ -1,8 +1,10 @@
-"""Replicas that do not run ahead (`Replica.run`: disaggregated pools, closed loops) let the compiled
-rounds run the round in flight at the next SimPy event too (`Replica._wait_crossed`), its finishes
-and log row done at its end: every output must be the one without that (`Replica.CROSS` off) and the
-one a timeout per iteration gives, bit for bit; and a dropped log folded a block at a time during the
-run must give the totals that one fold at the end gives."""
+"""Replicas that do not run ahead (`Replica.run`: closed loops, and the coupled engine of a
+disaggregated run, DisaggEngine, which closed loops and traces take and these tests take for open
+loops too, `PhasedDisagg` off) let the compiled rounds run the round in flight at the next SimPy
+event too (`Replica._wait_crossed`), its finishes and log row done at its end: every output must be
+the one without that (`Replica.CROSS` off) and the one a timeout per iteration gives, bit for bit;
+and a dropped log folded a block at a time during the run must give the totals that one fold at the
+end gives."""
 from __future__ import annotations
 
 import pytest
@@ -11,6 +13,7 @@ from same_run import assert_same_run
 from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
 from simulator.serving.compiled_rounds import CompiledRounds
+from simulator.serving.disagg import PhasedDisagg
 from simulator.serving.metrics import IterationLog
 from simulator.serving.replica import Replica
 
@@ -43,6 +46,7 @@ def _counted(monkeypatch, cls: type, name: str) -> list[int]:
 def test_rounds_crossing_the_next_event_keep_every_output(name, iterations, monkeypatch):
     spec, over = CASES[name]
     sc = load_scenario(spec, over)
+    monkeypatch.setattr(PhasedDisagg, "ON", False)
     seen = _counted(monkeypatch, CompiledRounds, "_complete_crossed")
     a = simulate(sc, iterations=iterations)
     assert seen[0] > 50, seen
@@ -62,6 +66,7 @@ def test_log_folded_in_blocks_during_the_run_gives_the_end_fold_totals(monkeypat
     """FOLD_ROWS of 64: the disaggregated run folds whole blocks as it goes (fold_blocks), and its
     summary equals the one of the same run folding everything at its end, in the same blocks."""
     monkeypatch.setattr(IterationLog, "FOLD_ROWS", 64)
+    monkeypatch.setattr(PhasedDisagg, "ON", False)
     calls = _counted(monkeypatch, IterationLog, "fold_blocks")
     sc = load_scenario(DISAGG, ["workload.num_requests=300"])
     a = simulate(sc, iterations="none")

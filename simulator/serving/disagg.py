@@ -13,9 +13,22 @@ memory is recomputed on its decode instance (its waiting queue, vLLM's recompute
 
 The prefill instance frees the prompt's blocks when the transfer starts (not when it completes:
 its KV is not held across the link time).
+
+Two engines run it. `DisaggEngine`: both pools in one SimPy environment, a KV arrival an event
+scheduled at the handoff (`Replica.run`'s rule: every replica stops at every event of the fleet).
+`PhasedDisagg`, for an open loop without a trace: nothing the decode pool does reaches the prefill
+pool, so the prefill pool runs first, on its own (its replicas running ahead to their arrivals,
+run_ahead.py), and records each prompt's end; the KV arrivals are then known, at prompt end +
+transfer exactly, and the decode pool runs as an open loop over them (running ahead too). KV
+arrivals at one instant are submitted in the order of their prompts' ends, then prefill instance,
+then handoff (in `DisaggEngine` SimPy's order of the handoffs' events, which an inline stretch
+may create ahead of another replica's earlier ones). Both give the same runs where no two KV
+arrivals, or a KV arrival and a decode iteration's end, coincide (tests/test_disagg_phases.py).
 """
 from __future__ import annotations
 
+import functools
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .engine import Engine
-from .metrics import RequestTable
+from .metrics import IterationLog, RequestTable
 from .router import make_router
 
 
@@ -97,8 +110,8 @@ class DecodeAdmission:
         if self.kv_ready:                     # room may have freed: the loop must not find it idle
             self._admit_kv()
 
-    def _complete_crossed(self) -> None:
-        super()._complete_crossed()
+    def _retire_crossed(self) -> None:
+        super()._retire_crossed()             # a compiled round's finishes, at its end (both engines)
         if self.kv_ready:                     # (as `_complete`)
             self._admit_kv()
 
@@ -159,6 +172,86 @@ class DisaggEngine(Engine):
         if self.trace is not None:
             self.trace.append((self.env.now, "kv_arrived", rid))
         self.decode[d].submit_kv(rid)
+
+    @property
+    def pools(self) -> tuple[Sequence, Sequence]:
+        return self.prefill, self.decode
+
+
+class _PrefillPhase(Engine):
+    FINISHES = False          # its requests finish in the decode pool
+
+
+class _DecodePhase(Engine):
+    """The decode pool over the KV arrivals, `order[i]` the i-th request submitted."""
+
+    def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_decode: int, router: str,
+                 kv_s: list[float], order: list[int], log: IterationLog):
+        self.order = order
+        self.decode_index = np.full(table.n, -1, dtype=np.int64)
+        super().__init__(table, make_replica, num_decode, router, log=log, arrivals=kv_s)
+
+    def _submit(self, i: int) -> None:
+        rid = self.order[i]
+        d = self.router.pick(self.replicas, rid)
+        self.decode_index[rid] = d
+        self.table.first_token_s[rid] = self.arrival_times[i]
+        self.replicas[d].submit_kv(rid)
+
+
+class PhasedDisagg:
+    """The prefill pool, then the decode pool (module docstring): an open loop, no trace kept.
+    The attributes `DisaggEngine`'s callers read: log, replicas, prefill, decode, prefill_done_s,
+    decode_replica."""
+    ON = True          # run.py takes it for an open loop without a trace (off: DisaggEngine, the reference)
+
+    def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_prefill: int, num_decode: int,
+                 router: str, decode_router: str, transfer_s: Callable[[int], float]):
+        self.table, self.make_replica = table, make_replica
+        self.P, self.D = num_prefill, num_decode
+        self.decode_router, self.transfer_s = decode_router, transfer_s
+        self.log = IterationLog()
+        self.prefill_done_s = np.full(table.n, np.nan)     # [N] s: the prompt computed
+        self.decode_replica = np.full(table.n, -1, dtype=np.int64)
+        self._handoff_rid, self._handoff_at = array("q"), array("q")   # request, prefill instance: in handoff order
+        self._pre = _PrefillPhase(table, make_replica, num_prefill, router, log=self.log)
+        for i, r in enumerate(self._pre.replicas):
+            r.handoff = functools.partial(self._handoff, i)
+        self.prefill: Sequence = self._pre.replicas
+        self.decode: Sequence = []
+        self.replicas: Sequence = list(self.prefill)
+
+    def _handoff(self, instance: int, rid: int, now: float) -> None:
+        self.prefill_done_s[rid] = now
+        self._handoff_rid.append(rid)
+        self._handoff_at.append(instance)
+
+    def run(self) -> None:
+        self._pre.run()
+        self._drop_arrivals(self._pre)
+        rid = np.frombuffer(self._handoff_rid, dtype=np.int64).copy()
+        inst = np.frombuffer(self._handoff_at, dtype=np.int64).copy()
+        self._handoff_rid, self._handoff_at = array("q"), array("q")
+        n = len(rid)
+        done = self.prefill_done_s[rid]
+        kv = done + np.asarray([self.transfer_s(r) for r in rid.tolist()], dtype=np.float64)
+        order = np.lexsort((np.arange(n), inst, done, kv))  # KV arrival, prompt end, instance, handoff
+        P = self.P
+        dec = _DecodePhase(self.table, lambda env, i, *a: self.make_replica(env, P + i, *a), self.D,
+                           self.decode_router, kv[order].tolist(), rid[order].tolist(), self.log)
+        self.decode = dec.replicas
+        self.replicas = list(self.prefill) + list(self.decode)
+        dec.run()
+        self._drop_arrivals(dec)
+        dec.order = []
+        self.decode_replica = np.where(dec.decode_index >= 0, dec.decode_index + P, -1)
+
+    @staticmethod
+    def _drop_arrivals(phase: Engine) -> None:
+        """A phase run: its arrival list (its replicas hold it too) is done with."""
+        phase.arrival_times = []
+        for r in phase.replicas:
+            r.arrivals = []
 
     @property
     def pools(self) -> tuple[Sequence, Sequence]:

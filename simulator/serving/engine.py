@@ -34,14 +34,19 @@ class Engine:
     RUN_AHEAD = True     # open loop: replicas run on to their next arrival (off: Replica.run's rule)
     RUN_AHEAD_MIN_REPLICAS = 1   # one replica too: its compiled rounds then run the iteration in flight at an arrival
     ONE_REQUEST_USERS_AS_OPEN = True   # a closed loop with concurrency >= num_requests runs as an open loop
+    FINISHES = True      # every request finishes in this engine (not so in a disaggregated run's prefill pool)
 
     def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_replicas: int,
-                 router: str, closed_loop: tuple[int, float] | None = None, trace: list | None = None):
+                 router: str, closed_loop: tuple[int, float] | None = None, trace: list | None = None,
+                 log: IterationLog | None = None, arrivals: list[float] | None = None):
+        """`log`: the iteration log the replicas write (a new one if None); `arrivals`: an open loop's
+        submission times, nondecreasing (None: the table's arrival_s, request i submitted i-th)."""
         self.env = simpy.Environment()
         self.table = table
         if self.ONE_REQUEST_USERS_AS_OPEN and closed_loop is not None and closed_loop[0] >= table.n:
             closed_loop = None    # every user sends one request at t = 0, none a second: an open loop
-        self.log = IterationLog()
+        self.log = IterationLog() if log is None else log
+        self.arrival_times = table.arrival_s.tolist() if arrivals is None else arrivals
         self.trace = trace
         self.closed_loop = closed_loop
         self.replicas: Sequence = [make_replica(self.env, i, table, self.log, self._on_finish)
@@ -56,7 +61,7 @@ class Engine:
         self.run_ahead = (self.RUN_AHEAD and closed_loop is None and getattr(self.replicas[0], "INLINE", False)
                           and num_replicas >= self.RUN_AHEAD_MIN_REPLICAS and (trace is None or num_replicas == 1))
         if self.run_ahead:
-            times = table.arrival_s.tolist()
+            times = self.arrival_times
             # no trace kept: the compiled rounds may run the iteration in flight at a replica's next
             # arrival before it, its finishes retired at its end (a router reads what they change:
             # run_ahead.py)
@@ -80,7 +85,7 @@ class Engine:
 
     def _open_loop(self):
         env = self.env
-        times = self.table.arrival_s.tolist()
+        times = self.arrival_times
         n = len(times)
         i = 0
         while i < n:
@@ -132,6 +137,8 @@ class Engine:
         else:
             env.process(self._start_users(int(self.closed_loop[0])))
         env.run()
+        if not self.FINISHES:
+            return
         unfinished = int(np.isnan(self.table.finish_s).sum())
         if unfinished:
             raise RuntimeError(f"simulation stalled with {unfinished} unfinished requests (a bug: please report)")
