@@ -4,7 +4,7 @@ API, in text, JSON and CSV; `ideal` has none and says so.
 
 A speedup's interval is the speedup times the two factors of its (engine, family) residuals
 (interval_for on 1.0), widened by the spread of the engine's constants at the answer's batch and K
-(answer_intervals.scenario_spread, row_spreads), so each property below is checked against those
+(spread.scenario_spread, answer_intervals.row_spreads), so each property below is checked against those
 factors exactly, and against the residual factors alone as a lower bound on the width. The studies
 are a real engine (vLLM) on a roofline H100 at a few requests per point.
 """
@@ -30,9 +30,9 @@ from specsight.studies.published.answer_intervals import (
     csv_frame,
     replicas_interval,
     row_spreads,
-    scenario_spread,
 )
-from specsight.studies.published.intervals import interval_for, summary_intervals
+from specsight.studies.published.intervals import interval_for, summary_intervals, tpot_interval_for
+from specsight.studies.published.spread import scenario_spread
 
 ROOF = {**ENGINES_ROOF, "name": "roofline-intervals", "engine": {"kind": "vllm"}}   # llama-3.1-8b, EAGLE-3, H100
 KW = dict(axis="alpha", values="0.1,0.5,0.9", ks="1,3", workers=1, progress=False)
@@ -164,7 +164,7 @@ def test_plan_capacity_and_replicas_intervals(tmp_path):
     off, spec = p.rows
     assert off["max_qps_per_replica_interval"] is None and off["capacity_vs_off_interval"] is None
     q, vs = spec["max_qps_per_replica"], spec["capacity_vs_off"]
-    f = interval_for(1.0, "vllm", "eagle3", spread=scenario_spread(PLAN))      # at the scenario's own batch and K
+    f = interval_for(1.0, "vllm", "eagle3", spread=scenario_spread(PLAN).pair)      # at the scenario's own batch and K
     assert f[1] > FACTORS[1]
     assert spec["max_qps_per_replica_interval"] == pytest.approx([q * f[0], q * f[1]], rel=1e-12)
     assert spec["capacity_vs_off_interval"] == pytest.approx([vs * f[0], vs * f[1]], rel=1e-12)
@@ -183,11 +183,15 @@ def test_plan_capacity_and_replicas_intervals(tmp_path):
 def test_simulate_text_json_and_python_api(tmp_path, capsys):
     path = write_scenario(tmp_path / "sim.yaml", ROOF, "How far to trust one vLLM run? (test scenario)")
     r = specsight.simulate(path, baseline=True)
-    sp = scenario_spread(r.scenario, r.summary["mean_batch"])
-    assert r.intervals == summary_intervals(r.summary, "vllm", "eagle3", spread=sp) and r.intervals
+    sp = scenario_spread(r.scenario, "speedup", r.summary["mean_batch"]).pair
+    tp = scenario_spread(r.scenario, "tpot", r.summary["mean_batch"]).pair
+    assert tp != sp                      # the TPOT moves with the round alone, the speedup with round and plain step
+    assert r.intervals == summary_intervals(r.summary, "vllm", "eagle3", spread=sp, tpot_spread=tp) and r.intervals
     s = r.summary["speedup_tpot_p50"]
     f = interval_for(1.0, "vllm", "eagle3", spread=sp)
     assert r.intervals["speedup_tpot_p50_interval"] == pytest.approx([s * f[0], s * f[1]]) and f[1] > FACTORS[1]
+    t = r.summary["tpot_ms_p50"]         # the speculative TPOT: the residuals inverted, widened by the TPOT's spread
+    assert r.intervals["tpot_ms_p50_interval"] == pytest.approx(tpot_interval_for(t, "vllm", "eagle3", spread=tp))
     assert specsight.simulate(path).intervals == {}                          # no baseline: no speedup
     assert main(["simulate", str(path), "--baseline"]) == 0
     text = capsys.readouterr().out

@@ -142,6 +142,9 @@ def test_validate_json_has_the_keys_the_issue_names(tmp_path):
     assert row["name"] == spec["name"] and out["median_error"] == out["max_error"] == row["error"]
     assert row["error"] == pytest.approx(abs(row["predicted_speedup"] - row["measured_speedup"])
                                          / row["measured_speedup"])
+    groups = out["coverage_groups"]              # the fitted-on model's runs and the held-out runs apart
+    assert set(groups) == {"fitted_on", "held_out"}
+    assert groups["fitted_on"]["rows"] + groups["held_out"]["rows"] == out["coverage"]["rows"]
 
 
 def test_the_calibration_bf16_cpu_linear_is_onednn_prepacked_and_computes_x_w():

@@ -7,11 +7,16 @@ kernel_floors.py, ../shared/reference/engine-host-work.md) gets a declared range
 spread of the figures its source reports, or the two figures of two sources where one engine's
 constant stands in for another's; the value priced is the module constant, and lies in the range.
 A constant measured here (simulator/engines/measured_host.py, data/engine_host/) gets a narrow
-range from its measurement: its fit's standard error either side.
+range from its measurement: Z80 times its fit's standard error either side. A declared range is
+read as an 80 % band (spread.py), and +- 1 standard error is a 68 % one; +- z se with z the
+normal's 90th percentile, 1.2816 (scipy.stats.norm.ppf(0.9)), holds a normal estimate's true value
+80 % of the time, two-sided, so both kinds of range are 80 % bands.
 
 Each constant names the round term it enters (`term`, a key of EngineStepCost.round_terms, or
 `host` for H(B)'s base, `host_fraction`, `allreduce_reading`) and the engines (and versions) whose
-round it prices: () for every engine on a GPU.
+round it prices: () for every engine on a GPU. A source names its publications (PR and issue
+numbers, arXiv ids) so that a published row's interval can leave its own publication's constants
+out (specsight/studies/published/intervals.publication_ids).
 """
 from __future__ import annotations
 
@@ -54,6 +59,8 @@ class SourcedConstant:
         return not self.engines or any(e == engine and v in (None, version) for e, v in self.engines)
 
 
+Z80 = 1.2815515655446004          # scipy.stats.norm.ppf(0.9): the 80 % two-sided normal quantile
+
 _VLLM_EARLY = (("vllm", "v1-0.9"), ("vllm", "v1-0.8"))
 SOURCED: tuple[SourcedConstant, ...] = (
     SourcedConstant("graph_node_host_s", "launch_tails", H.GRAPH_NODE_HOST_S, *H.GRAPH_NODE_HOST_RANGE_S, "s",
@@ -77,20 +84,22 @@ SOURCED: tuple[SourcedConstant, ...] = (
                     "the curve's sizes read as float32 elements (the test's code) or as bytes (collectives.py)"),
     SourcedConstant("vllm_v010_draft_step_s", "draft_floor", H.VLLM_V010_DRAFT_STEP_S,
                     *H.VLLM_V010_DRAFT_STEP_RANGE_S, "s",
-                    "SpecDecode-Bench's fitted 0.712 ms a draft forward, less its 0.28 ms roofline at the low "
-                    "end (host.py)", (("vllm", "v1-0.9"),)),
+                    "SpecDecode-Bench's (arXiv 2601.11580) fitted 0.712 ms a draft forward, less its 0.28 ms "
+                    "roofline at the low end (host.py)", (("vllm", "v1-0.9"),)),
     SourcedConstant("vllm_v014_draft_step_s", "draft_floor", H.VLLM_V014_DRAFT_STEP_S,
                     *H.VLLM_V014_DRAFT_STEP_RANGE_S, "s",
-                    "vLLM PR #32628's 0.236 ms per K to SpecDecode-Bench's 0.712 (host.py)", (("vllm", "v1"),)),
+                    "vLLM PR #32628's 0.236 ms per K to SpecDecode-Bench's (arXiv 2601.11580) 0.712 (host.py)",
+                    (("vllm", "v1"),)),
     SourcedConstant("vllm_eager_draft_step_s", "draft_floor", H.VLLM_EAGER_DRAFT_STEP_S,
                     *H.VLLM_EAGER_DRAFT_STEP_RANGE_S, "s",
-                    "vLLM PR #17504's eager / graphed propose (16 / 6 ms) on 0.712 ms, to no eager penalty "
-                    "(host.py)", (("vllm", "v1-0.8"),)),
+                    "vLLM PR #17504's eager / graphed propose (16 / 6 ms) on SpecDecode-Bench's (arXiv "
+                    "2601.11580) 0.712 ms, to no eager penalty (host.py)", (("vllm", "v1-0.8"),)),
     SourcedConstant("vllm_v010_step_s", "host", H.VLLM_V010_STEP_S, *H.VLLM_V010_STEP_RANGE_S, "s",
-                    "V1's host work a step without overlap: SpecDecode-Bench's fitted 1.207 ms, vLLM PR #25872's "
-                    "0.97 ms (host.py)", _VLLM_EARLY),
+                    "V1's host work a step without overlap: SpecDecode-Bench's (arXiv 2601.11580) fitted 1.207 ms, "
+                    "vLLM PR #25872's 0.97 ms (host.py)", _VLLM_EARLY),
     SourcedConstant("vllm_v1_round_hidden_s", "host", H.V1_ROUND_HIDDEN_S, H.V1_ROUND_HIDDEN_S, H.VLLM_V010_STEP_S,
-                    "s", "V1's host work a round: vLLM PR #25872's 0.97 ms to SpecDecode-Bench's 1.207 ms (host.py)",
+                    "s", "V1's host work a round: vLLM PR #25872's 0.97 ms to SpecDecode-Bench's (arXiv 2601.11580) "
+                    "1.207 ms (host.py)",
                     (("vllm", "v1"),)),
     SourcedConstant("sglang_round_hidden_s", "host", H.SGLANG_ROUND_HIDDEN_S, H.SGLANG_ROUND_HIDDEN_S, 1.2 * H.MS,
                     "s", "SGLang's host work a round: PR #11398's 1.107 ms hidden by overlap, issue #21895's ~1.2 ms "
@@ -113,18 +122,19 @@ def sourced_for(engine: str, version: str) -> tuple[SourcedConstant, ...]:
 @lru_cache(maxsize=16)
 def measured_ranges(name: str, method: str | None) -> tuple[SourcedConstant, ...]:
     """The measured host constants of data/engine_host/NAME.yaml with their measurement spread: the
-    iteration's a_s and b_s +- their fit's standard error (b_s no lower than 0), and `method`'s
-    proposer time a round +- the standard error of its level (the residuals' standard deviation
-    over its points, n - 4 degrees of freedom, over sqrt(n)); a proposer fitted on no points: none."""
+    iteration's a_s and b_s +- Z80 times their fit's standard error (b_s no lower than 0), and
+    `method`'s proposer time a round +- Z80 times the standard error of its level (the residuals'
+    standard deviation over its points, n - 4 degrees of freedom, over sqrt(n)): 80 % bands, as
+    the declared ranges are read; a proposer fitted on no points: none."""
     p = DATA_DIR / f"{name}.yaml"
     raw = read_yaml(p, "engine host constants", "profile")
     it = raw["iteration"]
     src = f"data/engine_host/{name}.yaml"
     out = []
     for key in ("a_s", "b_s"):
-        v, se = float(it[key]), float(it["stderr"][key])
-        out.append(SourcedConstant(f"measured_iteration_{key}", "measured_iteration", v, max(v - se, 0.0), v + se,
-                                   "s", f"{src}: iteration {key} +- its fit's standard error"))
+        v, half = float(it[key]), Z80 * float(it["stderr"][key])
+        out.append(SourcedConstant(f"measured_iteration_{key}", "measured_iteration", v, max(v - half, 0.0),
+                                   v + half, "s", f"{src}: iteration {key} +- {Z80:.4f} x its fit's standard error"))
     prop = (raw.get("proposer") or {}).get(method or "")
     pts = (prop or {}).get("points") or []
     if len(pts) > len(PROPOSER_KEYS):
@@ -133,8 +143,9 @@ def measured_ranges(name: str, method: str | None) -> tuple[SourcedConstant, ...
         y = np.array([float(q["host_ms"]) for q in pts]) * 1e-3
         fit = prop["round_s"] + prop["round_per_seq_s"] * B + K * (prop["step_s"] + prop["step_per_seq_s"] * B)
         se = float(np.sqrt(np.sum((y - fit) ** 2) / (len(y) - len(PROPOSER_KEYS))) / math.sqrt(len(y)))
-        out.append(SourcedConstant(f"measured_proposer_{method}", "measured_proposer", 0.0, -se, se, "s",
-                                   f"{src}: the {method} proposer's time a round +- the standard error of its level"))
+        out.append(SourcedConstant(f"measured_proposer_{method}", "measured_proposer", 0.0, -Z80 * se, Z80 * se, "s",
+                                   f"{src}: the {method} proposer's time a round +- {Z80:.4f} x the standard error "
+                                   "of its level"))
     return tuple(out)
 
 

@@ -27,8 +27,9 @@ def with_intervals(result: SimResult) -> SimResult:
     sc = result.scenario
     if sc.engine.kind == "ideal":
         return result
-    from .published.answer_intervals import scenario_spread
+    from .published.spread import scenario_spread
     batch = result.summary.get("mean_batch") if isinstance(result.summary.get("mean_batch"), (int, float)) else None
     ivs = summary_intervals(result.summary, sc.engine.kind, sc.drafter.method if sc.drafter is not None else None,
-                            spread=scenario_spread(sc, batch))
+                            spread=scenario_spread(sc, "speedup", batch).pair,
+                            tpot_spread=scenario_spread(sc, "tpot", batch).pair)
     return dataclasses.replace(result, intervals=ivs)

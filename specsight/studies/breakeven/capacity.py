@@ -30,10 +30,10 @@ from ..published.answer_intervals import (
     has_interval,
     scaled_interval,
     scenario_group,
-    scenario_spread,
     speedup_interval,
     with_speedup_interval,
 )
+from ..published.spread import scenario_spread
 from ..shared.point_store import PointStore
 from .axes import AXES, REQUESTS_PER_USER, axis_overrides
 from .crossings import CAPACITY, as_number, verdict
@@ -109,7 +109,7 @@ def curve_capacities(source: Mapping[str, Any], curves: Sequence[Any], tol: floa
     per = {lab: capacity_of(r, tp) for lab, r in found.items()}
     base = per["plain"]["capacity_qps_per_replica"]
     engine, method = scenario_group(source)
-    spread = scenario_spread(source) if has_interval(engine) else None      # at the scenario's own batch and K
+    spread = scenario_spread(source).pair if has_interval(engine) else None      # at the scenario's own batch and K
     for lab, p in per.items():
         q = p["capacity_qps_per_replica"]
         p["vs_plain"] = q / base if q and base else None

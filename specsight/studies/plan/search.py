@@ -33,7 +33,8 @@ from typing import Any
 from simulator.common.errors import SpecsightInputError
 from simulator.engines import engine_label
 
-from ..published.answer_intervals import capacity_intervals, scenario_group, scenario_spread
+from ..published.answer_intervals import capacity_intervals, scenario_group
+from ..published.spread import scenario_spread
 from ..shared.inputs import int_list
 from ..shared.jsonable import json_safe
 from ..shared.overrides import check_points, describe_scenario, grid_points, override_strings, scenario_source
@@ -219,7 +220,7 @@ def plan_search(scenario: Any, target_qps: float, grid: Sequence[str] | Mapping[
                        qps_per_replica_at_load=None, tpot_ms_p99_at_load=None, ttft_ms_p99_at_load=None)
             point_source = scenario_source(source, override_strings(c.point))
             ivs = capacity_intervals(row, target, *scenario_group(point_source), speculates(c.overrides),
-                                     scenario_spread(point_source) if speculates(c.overrides) else None)
+                                     scenario_spread(point_source).pair if speculates(c.overrides) else None)
             row.update({k: ivs[k] for k in ("max_qps_per_replica_interval", "replicas_interval") if k in ivs})
             rows.append(row)
         load_probes(source, rows, cands, target, slo, store_path, ex, progress)

@@ -23,7 +23,8 @@ from typing import Any
 
 from simulator.common.errors import SpecsightInputError, require_range
 
-from ..published.answer_intervals import capacity_intervals, scenario_group, scenario_spread
+from ..published.answer_intervals import capacity_intervals, scenario_group
+from ..published.spread import scenario_spread
 from ..shared.inputs import int_list
 from ..shared.jsonable import json_safe
 from ..shared.overrides import describe_scenario, own_policy, scenario_source
@@ -204,7 +205,7 @@ def plan(source: Mapping[str, Any], target_qps: float, slo: SLO, price: float, c
                                 if base and base["max_qps_per_replica"] and r["max_qps_per_replica"] else None)
         k = ov.get("drafter.num_speculative_tokens")
         r.update(capacity_intervals(r, target_qps, engine, method, speculates(ov),
-                                    scenario_spread(source, k=int(k) if k else None) if speculates(ov) else None))
+                                    scenario_spread(source, k=int(k) if k else None).pair if speculates(ov) else None))
     return rows
 
 

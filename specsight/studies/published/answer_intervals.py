@@ -37,16 +37,6 @@ def has_interval(engine: str | None) -> bool:
     return engine not in (None, "ideal")
 
 
-def scenario_spread(source: Mapping[str, Any], batch: float | None = None, k: int | None = None) -> list[float]:
-    """[down, up]: the speedup's spread from the scenario's engine constants (spread.py) at `batch`
-    and `k` (None: the scenario's own); [0, 0] under ideal or where its engine refuses it."""
-    p = priced_scenario(source)
-    if p is None:
-        return [0.0, 0.0]
-    s = p.spread("speedup", batch, k)
-    return [s.down, s.up]
-
-
 def speedup_interval(value: Any, engine: str, method: str | None, rows: Sequence[Mapping[str, Any]] | None = None,
                      spread: Sequence[float] | None = None) -> list[float] | None:
     """One speedup's [low, high] (None for ideal, a missing or non-positive value, or no residuals)."""
@@ -163,7 +153,7 @@ def capacity_intervals(row: Mapping[str, Any], target_qps: float, engine: str, m
     (the speedup's), `max_qps_per_replica_interval` (the capacity times the speedup's two
     factors) and `replicas_interval` (the replicas serving `target_qps` at its ends); None for a
     configuration that does not speculate (plain decoding: the reference the speedups are
-    relative to); `spread`: the speedup's [down, up] (scenario_spread)."""
+    relative to); `spread`: the speedup's [down, up] (spread.scenario_spread(...).pair)."""
     if not has_interval(engine):
         return {}
     rows = load_residuals()

@@ -9,8 +9,13 @@ ids its source names; a source naming none is its own publication): a row's inte
 without its own publication. Group: the row's published engine and its drafter family (plain
 decoding, EAGLE-like heads (eagle, eagle3, mtp), lookup (ngram, suffix), draft models); a group
 left with fewer than MIN_POOL rows widens to the family over every engine, then to every row.
-`coverage`: the share of rows whose published figure lies inside its interval (the goal: at least
-80 %). `ideal` has no interval: it is the physics bound, not an engine the table measures.
+The spread leaves out the constants of the row's own publication too (spread.py, `leave_out`); a
+row whose prediction is priced with such a constant (SpecDecode-Bench's row, priced with v1-0.9's
+host constants, that publication's fit) is not held out: its residual is in-sample, so it is in no
+pool and not counted in the coverage (`held_out` False, `not_held_out` the reason); its interval
+is still shown. `coverage`: the share of held-out rows whose published figure lies inside its
+interval (the goal: at least 80 %). `ideal` has no interval: it is the physics bound, not an engine
+the table measures.
 
 `interval_for` gives a scenario's prediction the residual interval of every row of its group (no row
 to leave out), widened by the scenario's own spread; simulate --json reads the residuals from RESIDUALS_FILE, which
@@ -56,7 +61,7 @@ def _pool(rows: Sequence[Mapping[str, Any]], i: int | None, engine: str, fam: st
     for keep in (lambda r: r["engine"] == engine and r["family"] == fam, lambda r: r["family"] == fam,
                  lambda r: True):
         pool = [r["residual"] for j, r in enumerate(rows) if j != i and r["figure"] == figure and keep(r)
-                and math.isfinite(r["residual"]) and not (ids & frozenset(r["ids"]))]
+                and r.get("held_out", True) and math.isfinite(r["residual"]) and not (ids & frozenset(r["ids"]))]
         if len(pool) >= MIN_POOL:
             break
     return pool
@@ -77,15 +82,26 @@ def conformal_interval(predicted: float, pool: Sequence[float],
     spread that is not two finite numbers of 0 or more: ValueError."""
     if not pool or not math.isfinite(predicted) or predicted <= 0:
         return None
+    lo, hi = _conformal_bounds(pool)
+    return widened(predicted, lo, hi, spread)
+
+
+def _conformal_bounds(pool: Sequence[float]) -> tuple[float, float]:
+    """The pool's split-conformal log bounds (conformal_interval), before any widening."""
     r = np.sort(np.asarray(pool, dtype=float))
     if not np.isfinite(r).all():
         raise ValueError(f"a residual of the pool is not finite: {[float(x) for x in pool]}")
+    n = len(r)
+    return (float(r[min(max(math.floor((n + 1) * QUANTILES[0]), 1), n) - 1]),
+            float(r[min(max(math.ceil((n + 1) * QUANTILES[1]), 1), n) - 1]))
+
+
+def widened(predicted: float, lo: float, hi: float, spread: Sequence[float] | None) -> list[float]:
+    """predicted x exp of the log bounds [lo, hi] widened by `spread` in quadrature about their
+    centre (conformal_interval)."""
     if spread is not None and (len(spread) != 2 or not all(math.isfinite(float(v)) and float(v) >= 0
                                                            for v in spread)):
         raise ValueError(f"spread {list(spread)}: two finite log half-widths of 0 or more, [down, up]")
-    n = len(r)
-    lo = r[min(max(math.floor((n + 1) * QUANTILES[0]), 1), n) - 1]
-    hi = r[min(max(math.ceil((n + 1) * QUANTILES[1]), 1), n) - 1]
     down, up = (float(spread[0]), float(spread[1])) if spread is not None else (0.0, 0.0)
     m, w = (lo + hi) / 2, (hi - lo) / 2
     lo, hi = m - math.sqrt(w * w + down * down), m + math.sqrt(w * w + up * up)
@@ -94,7 +110,7 @@ def conformal_interval(predicted: float, pool: Sequence[float],
 
 def residual_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The residual table from validation rows (name, published_engine, method, figure, source,
-    published, predicted)."""
+    published, predicted; held_out and not_held_out where a row is not held out)."""
     out = []
     for r in records:
         pub, pred = float(r["published"]), float(r["predicted"])
@@ -103,7 +119,8 @@ def residual_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         out.append({"name": r["name"], "engine": r["published_engine"], "family": family(r.get("method")),
                     "figure": r["figure"], "ids": sorted(publication_ids(str(r["source"]))),
                     "published": pub, "predicted": pred, "residual": res,
-                    "spread": [float(sp[0]), float(sp[1])] if sp is not None else [0.0, 0.0]})
+                    "spread": [float(sp[0]), float(sp[1])] if sp is not None else [0.0, 0.0],
+                    "held_out": bool(r.get("held_out", True)), "not_held_out": str(r.get("not_held_out") or "")})
     return out
 
 
@@ -115,10 +132,13 @@ def loso_intervals(rows: Sequence[Mapping[str, Any]]) -> list[list[float] | None
 
 
 def coverage(rows: Sequence[Mapping[str, Any]], intervals: Sequence[list[float] | None]) -> dict[str, Any]:
-    """Rows with an interval, how many hold their published figure, and the share."""
-    held = [iv[0] <= r["published"] <= iv[1] for r, iv in zip(rows, intervals) if iv is not None]
+    """Held-out rows (`held_out`, default True) with an interval, how many hold their published
+    figure, the share, and the rows with an interval left out of the count as not held out."""
+    held = [iv[0] <= r["published"] <= iv[1] for r, iv in zip(rows, intervals)
+            if iv is not None and r.get("held_out", True)]
+    out = [str(r.get("name", "")) for r, iv in zip(rows, intervals) if iv is not None and not r.get("held_out", True)]
     return {"rows": len(held), "inside": int(sum(held)), "coverage": (sum(held) / len(held)) if held else None,
-            "level": LEVEL}
+            "level": LEVEL, "not_held_out": out}
 
 
 def coverage_words(c: Mapping[str, Any], what: str) -> str:
@@ -141,13 +161,31 @@ def interval_for(value: float, engine: str, method: str | None, figure: str = "s
     return conformal_interval(value, _pool(rows, None, engine, family(method), figure, frozenset()), spread)
 
 
+def tpot_interval_for(value: float, engine: str, method: str | None,
+                      rows: Sequence[Mapping[str, Any]] | None = None,
+                      spread: Sequence[float] | None = None) -> list[float] | None:
+    """A speculative TPOT's interval: its group's speedup residuals negated (a speedup's error
+    taken as the speculative TPOT's, the plain TPOT held right: log(TPOT) moves by -log(speedup)),
+    widened by the TPOT's own `spread` ([down, up], spread.py's `tpot` figure, d ln(round)); None
+    for ideal or with no residuals."""
+    if engine in (None, "ideal") or not math.isfinite(value) or value <= 0:
+        return None
+    rows = load_residuals() if rows is None else rows
+    pool = _pool(rows, None, engine, family(method), "speedup", frozenset())
+    if not pool:
+        return None
+    lo, hi = _conformal_bounds(pool)
+    return widened(value, -hi, -lo, spread)
+
+
 def summary_intervals(summary: Mapping[str, Any], engine: str | None, method: str | None,
                       rows: Sequence[Mapping[str, Any]] | None = None,
-                      spread: Sequence[float] | None = None) -> dict[str, list[float] | None]:
+                      spread: Sequence[float] | None = None,
+                      tpot_spread: Sequence[float] | None = None) -> dict[str, list[float] | None]:
     """`<metric>_interval` for a run's summary under a real engine: each speedup_* figure with its
     group's interval (interval_for, widened by the speedup's `spread`), and the speculative TPOT
-    means and percentiles with the same interval inverted (a speedup's error taken as the
-    speculative TPOT's: the plain TPOT held right). Empty for ideal, or a run without a baseline."""
+    means and percentiles with tpot_interval_for (the speedup residuals inverted, widened by the
+    TPOT's `tpot_spread`). Empty for ideal, or a run without a baseline."""
     if engine in (None, "ideal") or not any(k.startswith("speedup_") for k in summary):
         return {}
     rows = load_residuals() if rows is None else rows
@@ -158,8 +196,7 @@ def summary_intervals(summary: Mapping[str, Any], engine: str | None, method: st
         if k.startswith("speedup_"):
             out[f"{k}_interval"] = interval_for(float(v), engine, method, "speedup", rows, spread)
         elif k.startswith("tpot_ms"):
-            iv = interval_for(1.0, engine, method, "speedup", rows, spread)
-            out[f"{k}_interval"] = None if iv is None else [float(v) / iv[1], float(v) / iv[0]]
+            out[f"{k}_interval"] = tpot_interval_for(float(v), engine, method, rows, tpot_spread)
     return out
 
 

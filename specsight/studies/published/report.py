@@ -29,18 +29,23 @@ from .study import (
 )
 
 JSON_COLUMNS = ("name", "ref", "engine", "published_engine", "version", "figure", "basis", "published", "predicted",
-                "interval", "spread", "error", "side_ok", "acceptance", "ok", "why", *PREDICTION_COLUMNS, "source")
+                "interval", "spread", "held_out", "not_held_out", "error", "side_ok", "acceptance", "ok", "why",
+                *PREDICTION_COLUMNS, "source")
 
 
 def table_coverage(df: Any) -> dict[str, Any]:
     """The intervals' coverage over the table (intervals.coverage on its rows)."""
-    rows = [{"published": p} for p in df["published"]]
+    rows = [{"published": p, "held_out": h, "name": n} for p, h, n in zip(df["published"], df["held_out"], df["name"])]
     return coverage(rows, list(df["interval"]))
 
 
 def coverage_line(c: dict[str, Any]) -> str:
-    return ("- 80 % intervals (leave-one-source-out residuals, widened by the constants' ranges) hold the "
-            f"published figure on {coverage_words(c, 'rows')}")
+    out = ("- 80 % intervals (leave-one-source-out residuals, widened by the constants' ranges) hold the "
+           f"published figure on {coverage_words(c, 'rows')}")
+    if c.get("not_held_out"):
+        out += (f"; not counted, as not held out (priced with constants fitted on its own publication, its "
+                f"interval marked so in the table): {', '.join(c['not_held_out'])}")
+    return out
 
 
 def _max(values: Any) -> float:
@@ -131,7 +136,8 @@ def table_markdown(df: Any) -> str:
         fig = "plain tokens/s, batch 1" if r["figure"] == "tokens_per_s" else f"speedup ({r['basis']})"
         side = "" if r["side_ok"] is None else ("yes" if r["side_ok"] else "NO")
         iv = r["interval"]
-        ivs = "-" if iv is None else f"{_fig(r, iv[0])} - {_fig(r, iv[1])}"
+        ivs = "-" if iv is None else f"{_fig(r, iv[0])} - {_fig(r, iv[1])}" + ("" if r["held_out"] else
+                                                                               " (not held out)")
         lines.append(f"| {r['name']} ({_ref(r['ref'])}) | {r['engine']} | {fig} | {_fig(r, r['published'])} | "
                      f"{_fig(r, r['predicted'])} | {ivs} | {_pct(r['error'])} | {side} | {r['acceptance']} | "
                      f"{r['why'] or 'meets its goal'} |")
@@ -257,9 +263,11 @@ measured on a CPU"); the larger model's runs are held out. `specsight validate
 --engine-groundtruth [FILE] [--json]` prints the table below (a test checks this copy). Each run's
 80 % interval (`specsight/studies/published/engine_intervals.py`) is the split-conformal interval
 of the residuals, log(measured / predicted speedup), of every run outside its own (model, method)
-cell of the grid, widened as above by the spread of the measured host constants (each +- its
-fit's standard error); the sentence under the table gives their coverage (JSON: `interval` and
-`spread` per row, `coverage`).
+cell of the grid, widened as above by the spread of the measured host constants (each +- 1.2816
+times its fit's standard error: an 80 % band); the sentence under the table gives their coverage,
+over every run and apart for the runs of the model the host constants were fitted on and the
+held-out runs (JSON: `interval` and `spread` per row, `coverage`, `coverage_groups` with
+`fitted_on` and `held_out`).
 
 """
 
@@ -296,8 +304,12 @@ interval that says how far to trust it. It combines two things:
 - **the constants' ranges**: every engine constant that is not measured (host work per iteration
   and per draft step, graph launch and sync latencies, the all-reduce curve and its reading, the
   fused MoE's fixed time, FlashInfer's host plans) has a declared range from its source
-  (`simulator/engines/sourced.py`, tabulated in docs/engines.md, "Declared ranges"); a measured one
-  (the CPU build's host constants) keeps its fit's standard error. Each constant is re-priced at
+  (`simulator/engines/sourced.py`, tabulated in docs/engines.md, "Declared ranges"), read as an
+  80 % band; a measured one (the CPU build's host constants) gets +- 1.2816 times its fit's
+  standard error, the same 80 % band for a normal estimate (scipy.stats.norm.ppf(0.9); +- 1
+  standard error would be a 68 % one). A row of this table leaves out of its spread the constants
+  whose source is its own publication; a row priced with such a constant is not held out (its
+  residual is in-sample): it is in no row's pool and not in the coverage. Each constant is re-priced at
   both ends of its range, one at a time, on the round and the plain step at the prediction's
   batch, K and mean context; its log moves of the figure, up and down, add in quadrature into
   u_up and u_down (root-sum-of-squares: the GUM's law of propagation for uncorrelated inputs,
@@ -317,7 +329,8 @@ the scenario's own batch for a capacity):
 
 - `simulate --baseline` (text beside each figure; `--json` and `summary.json`: `<key>_interval`;
   Python: `SimResult.intervals`): each `speedup_*`, and the speculative TPOTs with the same
-  residuals inverted (the plain TPOT held right).
+  residuals inverted (the plain TPOT held right), widened by the TPOT's own spread (the round's
+  moves, spread.py's `tpot`), not the speedup's.
 - `breakeven`: each point's `speedup_interval` (CSV: `speedup_low`, `speedup_high`; the plot shades
   it per curve) and each curve's break-even as a range, `breakeven_interval` [from, to]: where the
   interval's two edges cross 1 in the direction the curve does ("stops paying between 9.1 and

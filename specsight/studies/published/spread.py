@@ -19,6 +19,10 @@ exact; node_floor, moe_fixed and the all-reduce scale with their constant inside
 to first order (the pass's roofline max is held); the draft floor, H(B)'s base and the curve's
 size reading are priced again through the step cost (draft_s_at_floor, HostModel.exposed_s,
 allreduce_pass_s). `ideal` and the fixed step costs: no engine constants, no spread.
+
+`leave_out` (publication ids, intervals.publication_ids): the constants whose source names one of
+them are left out of the spread, so that a published row's spread never uses a constant of its own
+publication (`Spread.left_out` names them: the row's prediction was priced with them).
 """
 from __future__ import annotations
 
@@ -42,6 +46,12 @@ class Spread:
     down: float = 0.0
     up: float = 0.0
     moves: tuple[tuple[str, float, float], ...] = ()
+    left_out: tuple[str, ...] = ()       # constants that price the figure but share a left-out publication
+
+    @property
+    def pair(self) -> list[float]:
+        """[down, up], as the intervals take a spread."""
+        return [self.down, self.up]
 
 
 NONE = Spread()
@@ -110,14 +120,19 @@ def _move(figure: str, plain: float, plain_x: float, rnd: float, rnd_x: float) -
     return {"speedup": dp - dr, "tokens_per_s": -dp, "tpot": dr}[figure]
 
 
-def spread(cost: Any, figure: str, batch: int, k: int, mean_context: float, method: str | None = None) -> Spread:
-    """The figure's spread at `batch` sequences, K = k (0: plain decoding) and `mean_context` (module
-    docstring); NONE where the step cost has no engine constants."""
+def spread(cost: Any, figure: str, batch: int, k: int, mean_context: float, method: str | None = None,
+           leave_out: frozenset[str] = frozenset()) -> Spread:
+    """The figure's spread at `batch` sequences, K = k (0: plain decoding) and `mean_context`,
+    without the constants of the publications `leave_out` (module docstring); NONE where the step
+    cost has no engine constants."""
+    from .intervals import publication_ids
     if figure not in FIGURES:
         raise ValueError(f"figure {figure!r} not one of {FIGURES}")
-    consts = constants_for(cost, method)
+    every = constants_for(cost, method)
+    consts = tuple(c for c in every if not (publication_ids(c.source) & leave_out))
+    dropped = tuple(c.name for c in every if c not in consts)
     if not consts:
-        return NONE
+        return Spread(left_out=dropped) if dropped else NONE
     _check_point(batch, k, mean_context)
     batch = max(int(round(batch)), 1)
     plain = cost.round_terms(batch, 0, mean_context, 1)
@@ -135,7 +150,7 @@ def spread(cost: Any, figure: str, batch: int, k: int, mean_context: float, meth
         moves.append((c.name, ends[0], ends[1]))
         ups.append(max(0.0, *ends))
         downs.append(max(0.0, *(-e for e in ends)))
-    return Spread(math.sqrt(sum(d * d for d in downs)), math.sqrt(sum(u * u for u in ups)), tuple(moves))
+    return Spread(math.sqrt(sum(d * d for d in downs)), math.sqrt(sum(u * u for u in ups)), tuple(moves), dropped)
 
 
 @dataclass(frozen=True)
@@ -149,14 +164,18 @@ class PricedScenario:
     batch: float
     method: str | None
 
-    def spread(self, figure: str = "speedup", batch: float | None = None, k: int | None = None) -> Spread:
-        """The figure's spread at `batch` and `k` (None: the scenario's own); plain decoding's
-        tokens/s at K = 0."""
+    def spread(self, figure: str = "speedup", batch: float | None = None, k: int | None = None,
+               leave_out: frozenset[str] = frozenset()) -> Spread:
+        """The figure's spread at `batch` and `k` (None: the scenario's own), without the
+        constants of the publications `leave_out`; plain decoding's tokens/s at K = 0. A batch that
+        is given must be finite and above 0 (ValueError): None, not NaN, asks for the scenario's own."""
         kk = 0 if figure == "tokens_per_s" else (self.k if k is None else int(k))
         if figure != "tokens_per_s" and kk <= 0:
             return NONE
-        b = self.batch if batch is None or not math.isfinite(float(batch)) or batch <= 0 else float(batch)
-        return spread(self.cost, figure, int(round(b)), kk, self.mean_context, self.method)
+        if batch is not None and not (math.isfinite(float(batch)) and float(batch) > 0):
+            raise ValueError(f"batch {batch}: a spread is taken at a finite batch above 0 (None: the scenario's own)")
+        b = self.batch if batch is None else float(batch)
+        return spread(self.cost, figure, int(round(b)), kk, self.mean_context, self.method, leave_out)
 
 
 def priced_scenario(scenario: Any) -> PricedScenario | None:
@@ -182,7 +201,10 @@ def priced_scenario(scenario: Any) -> PricedScenario | None:
                           sc.drafter.method if sc.drafter is not None else None)
 
 
-def scenario_spread(scenario: Any, figure: str = "speedup", batch: float | None = None) -> Spread:
-    """A scenario's spread (PricedScenario.spread at `batch`, None: its own); NONE under ideal."""
+def scenario_spread(scenario: Any, figure: str = "speedup", batch: float | None = None, k: int | None = None,
+                    leave_out: frozenset[str] = frozenset()) -> Spread:
+    """A scenario's (a Scenario or its mapping) spread: PricedScenario.spread at `batch` and `k`
+    (None: its own), without the constants of `leave_out`; NONE under ideal, for fixed step costs
+    or where its engine refuses it (`.pair`: [down, up])."""
     p = priced_scenario(scenario)
-    return NONE if p is None else p.spread(figure, batch)
+    return NONE if p is None else p.spread(figure, batch, k, leave_out)

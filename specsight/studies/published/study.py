@@ -378,18 +378,10 @@ def validate_published(path: Path | str | None = None) -> Any:
                     "method": (row.drafter or {}).get("method", ""),
                     **{k: pred.get(k, math.nan) for k in PREDICTION_COLUMNS}, "source": row.source})
     df = pd.DataFrame(out)
-    df["spread"] = [row_spread(row, cat.datasets) for row in cat.rows]
+    from .own_publication import not_held_out_reason, row_spread
+    spreads = [row_spread(row, cat.datasets) for row in cat.rows]
+    df["spread"] = [s.pair for s in spreads]
+    df["held_out"] = [not s.left_out for s in spreads]
+    df["not_held_out"] = [not_held_out_reason(row, s.left_out) for row, s in zip(cat.rows, spreads)]
     df["interval"] = loso_intervals(residual_rows(df.to_dict("records")))
     return df
-
-
-def row_spread(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]]) -> list[float]:
-    """[down, up]: the log half-widths the ranges of the row's engine constants give its figure
-    (spread.py, at the row's batch, K and mean context); [0, 0] under ideal."""
-    from .spread import scenario_spread
-    try:
-        kind, _ = engine_for(row, datasets)
-    except SpecsightInputError:
-        return [0.0, 0.0]
-    s = scenario_spread(scenario_for(row, datasets, kind), row.checks)
-    return [s.down, s.up]
