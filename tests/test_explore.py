@@ -109,10 +109,19 @@ def test_accepted_distribution_sums_to_one_and_gives_the_mean(base):
     assert 1 + np.dot(np.arange(len(p)), p) == pytest.approx(expected_tokens(pr.scenario.acceptance.alphas(pr.k)))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_explore_command_prints_its_url_serves_and_stops_cleanly(tmp_path, sig):
+# SIGINT as a terminal's Ctrl-C sends it, and as a process started by `cmd &` in a script (or CI)
+# receives it: inherited ignored (bash sets SIGINT to SIG_IGN for a background job without job
+# control; exec keeps it), where Python installs no KeyboardInterrupt handler of its own
+IGNORING_SIGINT = ["-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
+
+
+@pytest.mark.parametrize("sig, launcher", [(signal.SIGINT, []), (signal.SIGTERM, []), (signal.SIGINT, IGNORING_SIGINT)],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
+def test_explore_command_prints_its_url_serves_and_stops_cleanly(tmp_path, sig, launcher):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}    # SIGABRT dumps every thread
-    proc = subprocess.Popen([sys.executable, "-m", "specsight.cli", "explore", "--port", "0", "--out", str(tmp_path)],
+    command = ["-m", "specsight.cli", "explore", "--port", "0", "--out", str(tmp_path)]
+    proc = subprocess.Popen([sys.executable, *launcher, *command],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline()

@@ -18,7 +18,9 @@ The limits are constants here; docs/schema.md lists them (a bigger file: split i
 """
 from __future__ import annotations
 
+import copy
 import errno
+import functools
 import json
 import os
 import re
@@ -198,7 +200,9 @@ def parse_yaml(text: str, field: str, shown: str) -> Any:
         raise SpecsightInputError(field, shown, f"holds a number of more than {MAX_INT_DIGITS:,} digits at "
                                                 f"{line_col(text, m.start())}")
     try:
-        return check_nesting(yaml.load(text, Loader=_StrictLoader), field, shown)   # noqa: S506 (a SafeLoader)
+        if len(text) > MAX_KEPT_CHARS:
+            return _parse_checked(text, field, shown)
+        return copy.deepcopy(_kept_parse(text, field, shown))      # a copy: the caller may change what it gets
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -215,6 +219,18 @@ def parse_yaml(text: str, field: str, shown: str) -> Any:
     except RecursionError:
         raise SpecsightInputError(field, shown, f"YAML nested too deeply to parse (at most {MAX_NESTING} "
                                                 "levels)") from None
+
+
+def _parse_checked(text: str, field: str, shown: str) -> Any:
+    return check_nesting(yaml.load(text, Loader=_StrictLoader), field, shown)   # noqa: S506 (a SafeLoader)
+
+
+# The checked parses of the last KEPT_PARSES texts of at most MAX_KEPT_CHARS, kept by their content
+# (so an edited file is parsed again): a profile or scenario that every simulation of a study reads
+# is parsed once (PyYAML's Python loader takes ~30 ms for a hardware profile). A failure is raised
+# every time, never kept.
+KEPT_PARSES, MAX_KEPT_CHARS = 256, 64 * 1024
+_kept_parse = functools.lru_cache(maxsize=KEPT_PARSES)(_parse_checked)
 
 
 def read_yaml(path: object, field: str, kind: str) -> Any:

@@ -25,8 +25,10 @@ vLLM V0 (batch sizes)   [1, 2, 4] + multiples of 8 up to 256 (V0 worker/model_ru
 from __future__ import annotations
 
 import bisect
+from functools import lru_cache
 
 
+@lru_cache(maxsize=256)      # asked for at every iteration: a pure function of three integers
 def vllm_v1_sizes(max_num_seqs: int, max_num_batched_tokens: int, k: int) -> tuple[int, ...]:
     """vLLM V1's captured token counts for K drafts (K = 0: plain decoding), ascending."""
     w = 1 + k

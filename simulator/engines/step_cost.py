@@ -84,6 +84,10 @@ class EngineStepCost:
         self._attn = engine.attention_class(self.spec) if self.spec is not None else "decode"
         self._floor_s = engine.draft_step_floor_s(self.spec) if self.spec is not None and device.graphs else 0.0
         self._round_host: dict = {}
+        # the passes of a plain step and of a round by batch (and K): fixed for this engine, limits
+        # and drafter, and asked for at every iteration
+        self._plain: dict[int, Pass] = {}
+        self._rounds: dict[tuple[int, int], tuple[Pass, ...]] = {}
 
     # ---- passes ------------------------------------------------------------------------------
     def _model(self, which: str):
@@ -137,9 +141,18 @@ class EngineStepCost:
         layer between the captured pieces; none for a FULL (or whole-round) graph."""
         return cm.model.num_layers if p.graph == "piecewise" else 0
 
-    def round_passes(self, B: int, k: int) -> list[Pass]:
-        width = self.drafter.verify_tokens_per_seq(k)
-        return self.engine.passes(self.spec, B, k, width, self.lim)
+    def plain_pass(self, B: int) -> Pass:
+        p = self._plain.get(B)
+        if p is None:
+            p = self._plain[B] = self.engine.plain_pass(B, self.lim)
+        return p
+
+    def round_passes(self, B: int, k: int) -> tuple[Pass, ...]:
+        passes = self._rounds.get((B, k))
+        if passes is None:
+            width = self.drafter.verify_tokens_per_seq(k)
+            passes = self._rounds[B, k] = tuple(self.engine.passes(self.spec, B, k, width, self.lim))
+        return passes
 
     # ---- the replica's interface ---------------------------------------------------------------
     def target_s(self, tokens: float, context: float, pairs: float, logits: float,
@@ -151,7 +164,7 @@ class EngineStepCost:
         if B and logits == tokens and tokens % B == 0:          # decode sequences only
             w = int(tokens) // B
             if w == 1:
-                return self.pass_s(self.engine.plain_pass(B, self.lim), context)
+                return self.pass_s(self.plain_pass(B), context)
             k = self._k_of_width(w)
             if k is not None:
                 verify = next(p for p in self.round_passes(B, k) if p.name == "verify")
@@ -231,7 +244,7 @@ class EngineStepCost:
         c = batch * mean_context
         spec = self.spec if k else None
         if spec is None:
-            passes = [self.engine.plain_pass(batch, self.lim)]
+            passes = [self.plain_pass(batch)]
             t = self.target_s(batch, c, batch * causal_pairs(1, mean_context), batch, batch)
         else:
             passes = self.round_passes(batch, k)

@@ -57,17 +57,25 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+# NOTE: SIGINT too, not only SIGTERM: a process started in the background by a non-interactive shell
+# (`cmd &` in a script, a CI step) inherits SIGINT ignored, and Python then installs no handler of
+# its own, so without this a `kill -INT` (or the test suite's) would never stop the server.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def serve(base: Mapping[str, Any], port: int, work_dir: Path, workers: int | None) -> int:
-    """Run the explorer in the foreground; Ctrl-C (or SIGTERM) stops it (exit code 0)."""
+    """Run the explorer in the foreground; Ctrl-C (SIGINT, also where it was inherited ignored) or
+    SIGTERM stops it (exit code 0)."""
     ex = Explorer(base, port, work_dir, workers)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS}
     print(f"specsight explore: {ex.url}  (Ctrl-C stops it)", flush=True)
     try:
         ex.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         ex.server.server_close()
         ex.jobs.close()
     print("specsight explore: stopped", file=sys.stderr)
