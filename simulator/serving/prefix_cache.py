@@ -25,14 +25,22 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from itertools import compress, islice, repeat
 from operator import add, eq, not_, sub
+from typing import TYPE_CHECKING
+
+from .prefix_ranges import RangePool
+
+if TYPE_CHECKING:
+    from ..workload.prefix import Chains
 
 
 class PrefixPool:
     """Cached blocks by hash with reference counts, and an LRU queue of the unreferenced ones."""
 
-    __slots__ = ("block_tokens", "kv_blocks", "refs", "lru", "held", "evictions")
+    __slots__ = ("block_tokens", "kv_blocks", "refs", "lru", "held", "evictions", "chains")
 
-    def __init__(self, block_tokens: int, kv_blocks: int):
+    def __init__(self, block_tokens: int, kv_blocks: int, chains: Chains | None = None):
+        """`chains`: the requests' hashes, for the methods taking tokens (`lookup`, `hold`, `grow`)."""
+        self.chains = chains
         self.block_tokens = int(block_tokens)
         self.kv_blocks = int(kv_blocks)           # engine blocks per hash unit
         self.refs: dict[int, int] = {}            # hash -> running requests referencing it (0: evictable)
@@ -49,6 +57,17 @@ class PrefixPool:
                 break
             n += 1
         return n
+
+    def lookup(self, rid: int, tokens: int) -> int:
+        """`match` of rid's chain of its first `tokens` tokens (prefix_ranges.RangePool's API)."""
+        chain = self.chains.chain(rid, tokens)
+        return self.match(chain, len(chain))
+
+    def hold(self, rid: int, tokens: int) -> None:
+        self.acquire(rid, self.chains.chain(rid, tokens))
+
+    def grow(self, rid: int, tokens: int) -> None:
+        self.extend(rid, self.chains.chain(rid, tokens))
 
     def trim(self, free_kv_blocks: int) -> None:
         """Evict the least recently freed hashes until the free blocks hold the rest."""
@@ -114,3 +133,14 @@ class PrefixPool:
     @property
     def cached_blocks(self) -> int:
         return len(self.refs)
+
+
+RANGES = True      # synthetic chains in runs (off: the hash pool, the reference of tests/test_prefix_ranges.py)
+
+
+def make_pool(chains: Chains, kv_blocks: int) -> PrefixPool | RangePool:
+    """An instance's pool: runs of blocks for synthetic chains (the same pool at a cost per
+    request: prefix_ranges.py), hashes for a trace's."""
+    if RANGES and chains.synthetic:
+        return RangePool(chains.block_tokens, kv_blocks, chains.shared_blocks, chains.turns)
+    return PrefixPool(chains.block_tokens, kv_blocks, chains)

@@ -1,5 +1,5 @@
 """A replica with automatic prefix caching: admission looks a request's prompt blocks up in the
-instance's pool (prefix_cache.PrefixPool), the cached tokens are context of the first chunk and
+instance's pool (prefix_cache.make_pool), the cached tokens are context of the first chunk and
 not computed; a prompt computed caches its full blocks, a finished request its output's full
 blocks too, and a request leaving (finished or preempted) makes them evictable.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .prefix_cache import PrefixPool
+from .prefix_cache import make_pool
 
 
 class PrefixCaching:
@@ -23,9 +23,8 @@ class PrefixCaching:
 
     def _init_prefix_cache(self) -> None:
         chains = self.table.chains
-        bt = chains.block_tokens
         self.chains = chains
-        self.pool = PrefixPool(bt, -(-bt // self.bs))
+        self.pool = make_pool(chains, -(-chains.block_tokens // self.bs))
         self.prefix_query_tokens = 0     # prompt tokens of the prefills computed (admissions)
         self.prefix_hit_tokens = 0       # ... of them found cached
         self._hits: dict[int, int] = {}  # request id -> tokens cached at its admission
@@ -35,22 +34,20 @@ class PrefixCaching:
         need_t = t.prompt.item(rid) + t.generated.item(rid)
         pool = self.pool
         pool.trim(free)
-        bt = pool.block_tokens
-        chain = self.chains.chain(rid, need_t - 1)        # a hit stops one token short (vLLM)
-        hit = pool.match(chain, len(chain)) * bt if chain else 0
+        hit = pool.lookup(rid, need_t - 1) * pool.block_tokens    # a hit stops one token short (vLLM)
         c = min(need_t - hit, budget)
         return need_t, c, -(-(hit + c) // self.bs), hit
 
     def _take_prefix(self, rid: int, hit: int) -> None:
-        self.pool.acquire(rid, self.chains.chain(rid, hit))
+        self.pool.hold(rid, hit)
         self._hits[rid] = hit
 
     def _complete_prefills(self, now: float) -> int:
-        pool, chains = self.pool, self.chains
+        pool = self.pool
         for e in self._pf_sched:
             if e[2] + e[3] >= e[1]:                       # its last chunk: the prompt is computed
                 rid = e[0]
-                pool.extend(rid, chains.chain(rid, e[1]))
+                pool.grow(rid, e[1])
                 self.prefix_query_tokens += e[1]
                 self.prefix_hit_tokens += self._hits.pop(rid, 0)
         return super()._complete_prefills(now)
@@ -62,7 +59,7 @@ class PrefixCaching:
 
     def _finish(self, rid: int, now: float) -> None:
         t = self.table
-        self.pool.extend(rid, self.chains.chain(rid, t.prompt.item(rid) + t.output.item(rid)))
+        self.pool.grow(rid, t.prompt.item(rid) + t.output.item(rid))
         self.pool.release(rid)
         super()._finish(rid, now)
 

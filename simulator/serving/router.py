@@ -71,10 +71,9 @@ class PrefixAwareRouter(LeastOutstandingRouter):
             return loads.index(lo)
         r0 = replicas[0]
         prompt = r0.table.prompt.item(rid)
-        chain = r0.chains.chain(rid, prompt - 1)
         best, key = 0, None
         for i, r in enumerate(replicas):
-            k = (-r.pool.match(chain, len(chain)), loads[i])
+            k = (-r.pool.lookup(rid, prompt - 1), loads[i])
             if key is None or k < key:
                 best, key = i, k
         if -key[0] * r0.pool.block_tokens > self.CACHE_THRESHOLD * prompt:

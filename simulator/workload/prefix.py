@@ -64,19 +64,28 @@ class Chains:
         self.block_tokens = int(block_tokens)
         self._flat = None if flat is None else flat.tolist()
         self._off = None if offsets is None else offsets.tolist()
-        self._shared = 0 if spec is None else spec.shared_tokens // self.block_tokens
-        self._turns = 1 if spec is None else spec.turns
+        self.shared_blocks = 0 if spec is None else spec.shared_tokens // self.block_tokens
+        self.turns = 1 if spec is None else spec.turns
+        self.synthetic = flat is None    # hashes by position (module docstring), not a trace's
+        self._last: tuple[int, int, list[int]] = (-1, -1, [])
 
     def chain(self, rid: int, tokens: int) -> list[int]:
         """Hashes of the full blocks among request rid's first `tokens` tokens (a trace: at most
-        the blocks it lists)."""
+        the blocks it lists). The last answer is kept (the router asks it of every instance);
+        callers do not modify the list."""
+        last = self._last
+        if last[0] == rid and last[1] == tokens:
+            return last[2]
         nb = tokens // self.block_tokens
         if self._flat is not None:
             lo, hi = self._off[rid], self._off[rid + 1]
-            return self._flat[lo:min(hi, lo + nb)]
-        s = min(self._shared, nb)
-        base = (rid // self._turns + 1) * CONVERSATION_BASE
-        return list(range(s)) + list(range(base + s, base + nb))
+            out = self._flat[lo:min(hi, lo + nb)]
+        else:
+            s = min(self.shared_blocks, nb)
+            base = (rid // self.turns + 1) * CONVERSATION_BASE
+            out = list(range(s)) + list(range(base + s, base + nb))
+        self._last = (rid, tokens, out)
+        return out
 
 
 def load_hash_trace(path: Path, field: str) -> dict[str, np.ndarray]:
