@@ -232,13 +232,13 @@ def test_no_published_rows_spread_uses_a_constant_of_its_own_publication():
     moves its spread; SpecDecode-Bench's batch-128 row is priced with two of its own (v1-0.9's host
     step and draft step) and so is not held out, in the committed residuals too."""
     from specsight.studies.published.own_publication import row_spread
-    from specsight.studies.published.study import load_published
+    from specsight.studies.published.study import load_published, priced_scenario
     cat = load_published()
     own_of_p2 = set()
     for row in cat.rows:
         ids = publication_ids(row.source)
         own = {c.name for c in SOURCED if publication_ids(c.source) & ids}
-        sp = row_spread(row, cat.datasets)
+        sp = row_spread(row, priced_scenario(row, cat.datasets))
         assert not own & set(_moves(sp)), row.name
         assert set(sp.left_out) <= own, row.name
         if row.name == "vllm-v0.10-llama3.1-8b-h100-eagle-b128":

@@ -9,24 +9,23 @@ its draft step are that publication's fit) is not held out: its residual is in-s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from simulator.common.errors import SpecsightInputError
+from typing import TYPE_CHECKING, Any
 
 from .intervals import publication_ids
 from .spread import NONE, Spread, scenario_spread
-from .study import PublishedRow, engine_for, scenario_for
+
+if TYPE_CHECKING:
+    from .study import PublishedRow
 
 
-def row_spread(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]]) -> Spread:
+def row_spread(row: PublishedRow, scenario: Mapping[str, Any] | None) -> Spread:
     """The log half-widths the ranges of the row's engine constants give its figure (spread.py, at
-    the row's batch, K and mean context), without the constants of the row's own publication
-    (`left_out` names those that price it); NONE under ideal."""
-    try:
-        kind, _ = engine_for(row, datasets)
-    except SpecsightInputError:
+    the row's batch, K and mean context) in `scenario` (the row's, under its engine), without the
+    constants of the row's own publication (`left_out` names those that price it); NONE where the
+    row's engine refuses its setup (scenario None) and under ideal."""
+    if scenario is None:
         return NONE
-    return scenario_spread(scenario_for(row, datasets, kind), row.checks, leave_out=publication_ids(row.source))
+    return scenario_spread(scenario, row.checks, leave_out=publication_ids(row.source))
 
 
 def not_held_out_reason(row: PublishedRow, left_out: Sequence[str]) -> str:

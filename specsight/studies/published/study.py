@@ -31,6 +31,7 @@ from simulator.speculation.acceptance_presets import alpha_for_tau
 from simulator.speculation.spec_math import candidate_alpha
 
 from .intervals import loso_intervals, residual_rows
+from .own_publication import not_held_out_reason, row_spread
 
 RESULTS_FILE = DATA_DIR / "published" / "engine_results.yaml"
 NOT_MODELLED = "ideal (engine not modelled)"
@@ -350,6 +351,15 @@ def unpriced(row: PublishedRow, pred: Mapping[str, float]) -> str:
     return out
 
 
+def priced_scenario(row: PublishedRow, datasets: Mapping[str, Mapping[str, Any]]) -> dict | None:
+    """The row's scenario under its engine; None where the engine refuses the row's setup."""
+    try:
+        kind, _ = engine_for(row, datasets)
+    except SpecsightInputError:
+        return None
+    return scenario_for(row, datasets, kind)
+
+
 def validate_published(path: Path | str | None = None) -> Any:
     """The validation table: one row per published measurement (a pandas DataFrame) with name,
     engine, figure, published, predicted, error, side_ok, acceptance, why, the simulated TPOTs,
@@ -378,8 +388,7 @@ def validate_published(path: Path | str | None = None) -> Any:
                     "method": (row.drafter or {}).get("method", ""),
                     **{k: pred.get(k, math.nan) for k in PREDICTION_COLUMNS}, "source": row.source})
     df = pd.DataFrame(out)
-    from .own_publication import not_held_out_reason, row_spread
-    spreads = [row_spread(row, cat.datasets) for row in cat.rows]
+    spreads = [row_spread(row, priced_scenario(row, cat.datasets)) for row in cat.rows]
     df["spread"] = [s.pair for s in spreads]
     df["held_out"] = [not s.left_out for s in spreads]
     df["not_held_out"] = [not_held_out_reason(row, s.left_out) for row, s in zip(cat.rows, spreads)]
