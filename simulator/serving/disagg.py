@@ -148,7 +148,6 @@ class DisaggEngine(Engine):
         self.decode_router = make_router(decode_router, num_decode)
         self.transfer_s = transfer_s
         self.prefill_done_s = np.full(table.n, np.nan)     # [N] s: the prompt computed
-        self.decode_replica = np.full(table.n, -1, dtype=np.int64)
         for r in self.prefill:       # (a handoff's event is at or after the replica's clock, and every
             r.handoff = self._handoff    # other replica's inline stretch ends before it: Replica.run)
 
@@ -167,15 +166,10 @@ class DisaggEngine(Engine):
 
     def _arrive_kv(self, rid: int) -> None:
         d = self.decode_router.pick(self.decode, rid)
-        self.decode_replica[rid] = len(self.prefill) + d
         self.table.first_token_s[rid] = self.env.now
         if self.trace is not None:
             self.trace.append((self.env.now, "kv_arrived", rid))
         self.decode[d].submit_kv(rid)
-
-    @property
-    def pools(self) -> tuple[Sequence, Sequence]:
-        return self.prefill, self.decode
 
 
 class _PrefillPhase(Engine):
@@ -188,21 +182,18 @@ class _DecodePhase(Engine):
     def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_decode: int, router: str,
                  kv_s: list[float], order: list[int], log: IterationLog):
         self.order = order
-        self.decode_index = np.full(table.n, -1, dtype=np.int64)
         super().__init__(table, make_replica, num_decode, router, log=log, arrivals=kv_s)
 
     def _submit(self, i: int) -> None:
         rid = self.order[i]
         d = self.router.pick(self.replicas, rid)
-        self.decode_index[rid] = d
         self.table.first_token_s[rid] = self.arrival_times[i]
         self.replicas[d].submit_kv(rid)
 
 
 class PhasedDisagg:
     """The prefill pool, then the decode pool (module docstring): an open loop, no trace kept.
-    The attributes `DisaggEngine`'s callers read: log, replicas, prefill, decode, prefill_done_s,
-    decode_replica."""
+    The attributes `DisaggEngine`'s callers read: log, replicas, prefill, decode, prefill_done_s."""
     ON = True          # run.py takes it for an open loop without a trace (off: DisaggEngine, the reference)
 
     def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_prefill: int, num_decode: int,
@@ -212,7 +203,6 @@ class PhasedDisagg:
         self.decode_router, self.transfer_s = decode_router, transfer_s
         self.log = IterationLog()
         self.prefill_done_s = np.full(table.n, np.nan)     # [N] s: the prompt computed
-        self.decode_replica = np.full(table.n, -1, dtype=np.int64)
         self._handoff_rid, self._handoff_at = array("q"), array("q")   # request, prefill instance: in handoff order
         self._pre = _PrefillPhase(table, make_replica, num_prefill, router, log=self.log)
         for i, r in enumerate(self._pre.replicas):
@@ -244,7 +234,6 @@ class PhasedDisagg:
         dec.run()
         self._drop_arrivals(dec)
         dec.order = []
-        self.decode_replica = np.where(dec.decode_index >= 0, dec.decode_index + P, -1)
 
     @staticmethod
     def _drop_arrivals(phase: Engine) -> None:
@@ -252,7 +241,3 @@ class PhasedDisagg:
         phase.arrival_times = []
         for r in phase.replicas:
             r.arrivals = []
-
-    @property
-    def pools(self) -> tuple[Sequence, Sequence]:
-        return self.prefill, self.decode
