@@ -23,7 +23,6 @@ class PrefixCaching:
 
     def _init_prefix_cache(self) -> None:
         chains = self.table.chains
-        self.chains = chains
         self.pool = make_pool(chains, -(-chains.block_tokens // self.bs))
         self.prefix_query_tokens = 0     # prompt tokens of the prefills computed (admissions)
         self.prefix_hit_tokens = 0       # ... of them found cached

@@ -58,8 +58,7 @@ class LeastOutstandingRouter:
 
 
 class PrefixAwareRouter(LeastOutstandingRouter):
-    """SGLang's cache-aware rule (module docstring) over the replicas' `pool` and `chains`
-    (prefix_replica.py)."""
+    """SGLang's cache-aware rule (module docstring) over the replicas' `pool` (prefix_replica.py)."""
     CACHE_THRESHOLD = 0.3        # matched share of the prompt above which the match decides
     BALANCE_ABS = 64             # outstanding requests: imbalance when max - min exceeds this ...
     BALANCE_REL = 1.5            # ... and max exceeds this times min

@@ -46,7 +46,7 @@ def _pass_detail(p: Pass) -> str:
 def _engine_rows(pr: Priced, B: int, k: int) -> list[Bar]:
     step, eng = pr.step, pr.step.engine
     c = B * pr.context
-    plain_pass = eng.plain_pass(B, step.lim)
+    plain_pass = step.plain_pass(B)
     t_plain = step.pass_s(plain_pass, c)
     host_plain = step.host_s(B, 0, 0, t_plain)
     out = _laid(PLAIN, [("decode", "target", t_plain, _pass_detail(plain_pass)),
