@@ -62,10 +62,18 @@ LENGTHS = {"prompt_len": {"dist": "lognormal", "median": 600, "sigma": 0.8, "max
 
 
 def both_pools(sc: dict, monkeypatch):
+    """The run with the range pool, then with the hash pool; checks that each took the pool meant."""
+    made = {RangePool: 0, PrefixPool: 0}
+    for cls in made:
+        monkeypatch.setattr(cls, "__init__", lambda self, *a, _cls=cls, _init=cls.__init__:
+                            (made.__setitem__(_cls, made[_cls] + 1), _init(self, *a))[1])
     runs = []
     for ranges in (True, False):
         monkeypatch.setattr(prefix_cache, "RANGES", ranges)
+        before = dict(made)
         runs.append(simulate(sc))
+        used, unused = (RangePool, PrefixPool) if ranges else (PrefixPool, RangePool)
+        assert made[used] > before[used] and made[unused] == before[unused], (ranges, made)
     return runs
 
 
