@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from simulator.common.errors import SpecsightInputError
+from simulator.common import input_files
 from simulator.common.input_files import MAX_NESTING, parse_yaml, read_json, read_text
 from specsight.cli import main
 
@@ -76,6 +77,26 @@ def test_yaml_alias_cycles_and_bombs_are_refused_and_1e_floats_are_numbers():
         parse_yaml(bomb, "scenario", "bomb.yaml")
     assert parse_yaml("a: 5e-05\nb: 1E3\nc: '1e3'", "x", "y") == {"a": 5e-05, "b": 1000.0, "c": "1e3"}
     assert parse_yaml("a: 1.0e-05", "x", "y") == yaml.safe_load("a: 1.0e-05")
+
+
+def test_a_kept_parse_is_handed_out_as_a_copy_and_failures_and_long_texts_are_not_kept():
+    """parse_yaml keeps a text's checked parse by its content: a caller changing what it got does not
+    change the next caller's, an edited text is parsed again, a refused text is refused every time
+    and a text over MAX_KEPT_CHARS is parsed without being kept."""
+    text = "gpu: {name: h-test, mem: [80, 96]}\n"
+    first = parse_yaml(text, "--x", "a.yaml")
+    first["gpu"]["mem"].append(1)
+    first["gpu"]["name"] = "changed"
+    assert parse_yaml(text, "--x", "a.yaml") == {"gpu": {"name": "h-test", "mem": [80, 96]}}
+    assert parse_yaml(text.replace("96", "141"), "--x", "a.yaml")["gpu"]["mem"] == [80, 141]
+    deep = "a: " + "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1) + "\n"
+    for _ in range(2):
+        with pytest.raises(SpecsightInputError, match="nest"):
+            parse_yaml(deep, "--x", "deep.yaml")
+    kept = input_files._kept_parse.cache_info().currsize
+    long = "k: [" + ", ".join(["1"] * (input_files.MAX_KEPT_CHARS // 3)) + "]\n"
+    assert len(long) > input_files.MAX_KEPT_CHARS and len(parse_yaml(long, "--x", "long.yaml")["k"]) > 1000
+    assert input_files._kept_parse.cache_info().currsize == kept
 
 
 def test_a_secret_file_given_as_any_input_is_never_echoed(tmp_path, capsys):
