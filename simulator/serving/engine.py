@@ -46,7 +46,9 @@ class Engine:
         if self.ONE_REQUEST_USERS_AS_OPEN and closed_loop is not None and closed_loop[0] >= table.n:
             closed_loop = None    # every user sends one request at t = 0, none a second: an open loop
         self.log = IterationLog() if log is None else log
-        self.arrival_times = table.arrival_s.tolist() if arrivals is None else arrivals
+        if arrivals is None:      # (a closed loop sets each arrival as its user sends it: none to list)
+            arrivals = table.arrival_s.tolist() if closed_loop is None else []
+        self.arrival_times = arrivals
         self.trace = trace
         self.closed_loop = closed_loop
         self.replicas: Sequence = [make_replica(self.env, i, table, self.log, self._on_finish)
