@@ -10,8 +10,8 @@ import threading
 import pytest
 import yaml
 
-from simulator.common.errors import SpecsightInputError
 from simulator.common import input_files
+from simulator.common.errors import SpecsightInputError
 from simulator.common.input_files import MAX_NESTING, parse_yaml, read_json, read_text
 from specsight.cli import main
 

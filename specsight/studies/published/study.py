@@ -367,14 +367,17 @@ def validate_published(path: Path | str | None = None) -> Any:
     leave-one-source-out (intervals.py; None where none)."""
     import pandas as pd
     cat = load_published(path)
-    out = []
+    out, scenarios = [], []
     for row in cat.rows:
+        sc = None                            # the row's scenario under its engine, for its spread
         try:
             kind, label = engine_for(row, cat.datasets)
+            sc = scenario_for(row, cat.datasets, kind)
             pred = predict(row, cat.datasets, kind)
         except SpecsightInputError as e:     # an engine that refuses the row's setup: shown, not fatal
             label, pred = row.engine, {"predicted": math.nan}
             reason = f"not run: {e}"
+        scenarios.append(sc)
         err = relative_error(pred["predicted"], row.figure)
         ran = math.isfinite(err)
         side = side_ok(pred["predicted"], row.figure) if row.checks == "speedup" and ran else None
@@ -388,7 +391,7 @@ def validate_published(path: Path | str | None = None) -> Any:
                     "method": (row.drafter or {}).get("method", ""),
                     **{k: pred.get(k, math.nan) for k in PREDICTION_COLUMNS}, "source": row.source})
     df = pd.DataFrame(out)
-    spreads = [row_spread(row, priced_scenario(row, cat.datasets)) for row in cat.rows]
+    spreads = [row_spread(row, sc) for row, sc in zip(cat.rows, scenarios)]
     df["spread"] = [s.pair for s in spreads]
     df["held_out"] = [not s.left_out for s in spreads]
     df["not_held_out"] = [not_held_out_reason(row, s.left_out) for row, s in zip(cat.rows, spreads)]
