@@ -71,15 +71,20 @@ class PrefixAwareRouter(LeastOutstandingRouter):
             return loads.index(lo)
         r0 = replicas[0]
         prompt = r0.table.prompt.item(rid)
-        best, key = 0, None
+        q = prompt - 1
+        best, most, best_load = 0, -1, 0      # the longest match, then the fewest outstanding, then the lowest index
         for i, r in enumerate(replicas):
-            k = (-r.pool.lookup(rid, prompt - 1), loads[i])
-            if key is None or k < key:
-                best, key = i, k
-        if -key[0] * r0.pool.block_tokens > self.CACHE_THRESHOLD * prompt:
+            m = r.pool.lookup(rid, q)
+            if m > most or (m == most and loads[i] < best_load):
+                best, most, best_load = i, m, loads[i]
+        if most * r0.pool.block_tokens > self.CACHE_THRESHOLD * prompt:
             return best
-        return min(range(len(replicas)), key=lambda i: (replicas[i].pool.cached_blocks, loads[i]))
-
+        best, fewest, best_load = 0, None, 0  # the fewest cached blocks, then outstanding, then index
+        for i, r in enumerate(replicas):
+            c = r.pool.cached_blocks
+            if fewest is None or c < fewest or (c == fewest and loads[i] < best_load):
+                best, fewest, best_load = i, c, loads[i]
+        return best
 
 def make_router(kind: str, num_replicas: int) -> RoundRobinRouter | LeastOutstandingRouter:
     if kind == "least_outstanding":
