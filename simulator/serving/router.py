@@ -13,8 +13,9 @@ prefix_aware       cache-aware routing by SGLang's router rule (sgl-project's SG
                    (the most room). Ties go to the fewest outstanding, then the lowest index.
 
 `reads_state` says whether a pick reads the replicas; `next_request(replica, submitted)` is the
-first request (by submission order, after `submitted` of them) that can reach a replica. The
-engine lets a replica of an open loop run on to that request's arrival (simulator/serving/run_ahead.py).
+first request (by submission order, after `submitted` of them) that can reach a replica
+(`reaches_any`: every request can reach every replica, so it is `submitted`). The engine lets a
+replica of an open loop run on to that request's arrival (simulator/serving/run_ahead.py).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 class RoundRobinRouter:
     reads_state = False
+    reaches_any = False
 
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas
@@ -40,6 +42,7 @@ class RoundRobinRouter:
 
 class LeastOutstandingRouter:
     reads_state = True
+    reaches_any = True
 
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas

@@ -45,7 +45,8 @@ START, END = ITER_COLUMNS.index("start_s"), ITER_COLUMNS.index("end_s")   # an i
 class RunAhead:
     """Runs a replica on to the next arrival that can reach it (a `Replica` mixin)."""
     arrivals: list[float] = []         # every request's arrival time, nondecreasing (the engine sets it)
-    next_request: Callable[[int], int]  # given the requests submitted, the first that can reach this replica
+    next_request: Callable[[int], int] | None = None  # given the requests submitted, the first that can
+                                       # reach this replica (None: the next one, any reaches any replica)
     _tie = False                       # the arrivals at self.now (if any) came before this replica's activation
     _qa = 0                            # arrivals[:_qa] are all before self.now
     _qh = 0                            # arrivals[_qh - 1] is the next that can reach the replica
@@ -89,7 +90,7 @@ class RunAhead:
         arrivals = self.arrivals
         schedule, complete = self._schedule, self._complete
         kernel = self._kernel_rounds if self._kern is not None else None
-        rounds_tie = self._rounds_tie
+        rounds_tie, next_request = self._rounds_tie, self.next_request
         inf = math.inf
         log, logbuf = self.log, self._logbuf
         fold_floats = log.fold_floats          # (sys.maxsize unless the run drops the log)
@@ -102,7 +103,9 @@ class RunAhead:
                 self.now, self._tie = env.now, True        # woken by an arrival: it came first
             # the requests submitted so far: those arriving before self.now, and at it if they came first
             now, lo = self.now, self._qa
-            j = self.next_request(bisect_right(arrivals, now, lo) if self._tie else bisect_left(arrivals, now, lo))
+            j = bisect_right(arrivals, now, lo) if self._tie else bisect_left(arrivals, now, lo)
+            if next_request is not None:
+                j = next_request(j)
             h = arrivals[j] if j < len(arrivals) else inf
             self._qh = hi = min(j + 1, len(arrivals))
             start = env.now
@@ -115,7 +118,8 @@ class RunAhead:
                         # and `_tie` go back to its start (`crosses`)
                         row = len(logbuf) - N_ITER_COLS
                         self.now, t = logbuf[row + START], logbuf[row + END]
-                        self._tie = rounds_tie(m, 1)
+                        if m > 1:             # (one round: `_tie` stays)
+                            self._tie = rounds_tie(m, 1)
                         first = self._arrivals_first(t, len(arrivals))
                         if t > h or first:
                             ran = True
