@@ -14,10 +14,11 @@ from same_run import assert_same_run
 
 from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
+from simulator.serving.compiled_rounds import CompiledRounds
 from simulator.serving.engine import Engine
 from simulator.serving.metrics import N_ITER_COLS
 from simulator.serving.replica import Replica
-from simulator.serving.run_ahead import END, RunAhead
+from simulator.serving.run_ahead import END, START, RunAhead
 
 EAGLE = "scenarios/llama8b-h100-eagle3-chat.yaml"
 OPEN = "workload.arrival={process: poisson, qps: 9}"
@@ -156,16 +157,21 @@ def _crossings(monkeypatch) -> Counter:
     """Counts the compiled stretches that ran the iteration in flight at a replica's next arrival h
     (run_ahead.py), by where it ends: after h, at h behind h's arrivals, at h before them."""
     seen: Counter = Counter()
-    plain = RunAhead._kernel_rounds_tied
+    plain = CompiledRounds._kernel_rounds
 
     def counted(self, start, peek_s):
-        crossed = plain(self, start, peek_s)
-        if crossed:
-            t = self._logbuf[len(self._logbuf) - N_ITER_COLS + END]
-            seen["after" if t > peek_s else "arrivals first" if self._arrivals_first(t, len(self.arrivals))
-                 else "replica first"] += 1
-        return crossed
-    monkeypatch.setattr(RunAhead, "_kernel_rounds_tied", counted)
+        m = plain(self, start, peek_s)
+        if m and self.arrivals and self.now >= peek_s:      # run_ahead's stretch crossed peek_s
+            row = len(self._logbuf) - N_ITER_COLS
+            t = self._logbuf[row + END]
+            now, qa, tie = self.now, self._qa, self._tie    # as run_ahead sees it: at the round's start,
+            self.now = self._logbuf[row + START]            # `_tie` after the rounds before it
+            self._tie = self._rounds_tie(m, 1)
+            first = self._arrivals_first(t, len(self.arrivals))
+            self.now, self._qa, self._tie = now, qa, tie
+            seen["after" if t > peek_s else "arrivals first" if first else "replica first"] += 1
+        return m
+    monkeypatch.setattr(CompiledRounds, "_kernel_rounds", counted)
     return seen
 
 

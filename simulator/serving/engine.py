@@ -70,7 +70,7 @@ class Engine:
             cross = trace is None
             for i, r in enumerate(self.replicas):
                 r.arrivals = times
-                r.next_request = functools.partial(self.router.next_request, i)
+                r.next_request = None if self.router.reaches_any else functools.partial(self.router.next_request, i)
                 if cross:
                     r.crosses = r.CROSS
         elif trace is None:       # Replica.run: the compiled rounds may run the iteration in flight at

@@ -71,12 +71,15 @@ class RangePool:
         nb = tokens // self.block_tokens
         s = self.s
         k = self.shared.k
-        if k < min(nb, s):
-            return k
         if nb <= s:
-            return nb
+            return k if k < nb else nb
+        if k < s:
+            return k
         line = self.lines.get(rid // self.turns)
-        return s if line is None else min(nb, line.k)
+        if line is None:
+            return s
+        k = line.k
+        return k if k < nb else nb
 
     def trim(self, free_kv_blocks: int) -> None:
         """Evict the least recently freed blocks until the free blocks hold the rest."""

@@ -13,8 +13,9 @@ prefix_aware       cache-aware routing by SGLang's router rule (sgl-project's SG
                    (the most room). Ties go to the fewest outstanding, then the lowest index.
 
 `reads_state` says whether a pick reads the replicas; `next_request(replica, submitted)` is the
-first request (by submission order, after `submitted` of them) that can reach a replica. The
-engine lets a replica of an open loop run on to that request's arrival (simulator/serving/run_ahead.py).
+first request (by submission order, after `submitted` of them) that can reach a replica
+(`reaches_any`: every request can reach every replica, so it is `submitted`). The engine lets a
+replica of an open loop run on to that request's arrival (simulator/serving/run_ahead.py).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 class RoundRobinRouter:
     reads_state = False
+    reaches_any = False
 
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas
@@ -40,6 +42,7 @@ class RoundRobinRouter:
 
 class LeastOutstandingRouter:
     reads_state = True
+    reaches_any = True
 
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas
@@ -70,15 +73,20 @@ class PrefixAwareRouter(LeastOutstandingRouter):
             return loads.index(lo)
         r0 = replicas[0]
         prompt = r0.table.prompt.item(rid)
-        best, key = 0, None
+        q = prompt - 1
+        best, most, best_load = 0, -1, 0      # the longest match, then the fewest outstanding, then the lowest index
         for i, r in enumerate(replicas):
-            k = (-r.pool.lookup(rid, prompt - 1), loads[i])
-            if key is None or k < key:
-                best, key = i, k
-        if -key[0] * r0.pool.block_tokens > self.CACHE_THRESHOLD * prompt:
+            m = r.pool.lookup(rid, q)
+            if m > most or (m == most and loads[i] < best_load):
+                best, most, best_load = i, m, loads[i]
+        if most * r0.pool.block_tokens > self.CACHE_THRESHOLD * prompt:
             return best
-        return min(range(len(replicas)), key=lambda i: (replicas[i].pool.cached_blocks, loads[i]))
-
+        best, fewest, best_load = 0, None, 0  # the fewest cached blocks, then outstanding, then index
+        for i, r in enumerate(replicas):
+            c = r.pool.cached_blocks
+            if fewest is None or c < fewest or (c == fewest and loads[i] < best_load):
+                best, fewest, best_load = i, c, loads[i]
+        return best
 
 def make_router(kind: str, num_replicas: int) -> RoundRobinRouter | LeastOutstandingRouter:
     if kind == "least_outstanding":

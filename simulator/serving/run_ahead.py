@@ -45,7 +45,8 @@ START, END = ITER_COLUMNS.index("start_s"), ITER_COLUMNS.index("end_s")   # an i
 class RunAhead:
     """Runs a replica on to the next arrival that can reach it (a `Replica` mixin)."""
     arrivals: list[float] = []         # every request's arrival time, nondecreasing (the engine sets it)
-    next_request: Callable[[int], int]  # given the requests submitted, the first that can reach this replica
+    next_request: Callable[[int], int] | None = None  # given the requests submitted, the first that can
+                                       # reach this replica (None: the next one, any reaches any replica)
     _tie = False                       # the arrivals at self.now (if any) came before this replica's activation
     _qa = 0                            # arrivals[:_qa] are all before self.now
     _qh = 0                            # arrivals[_qh - 1] is the next that can reach the replica
@@ -60,19 +61,6 @@ class RunAhead:
             return False
         p = arr[i - 1] if i else -math.inf
         return p < self.now or (p == self.now and self._tie)
-
-    def _kernel_rounds_tied(self, start: float, peek_s: float) -> bool:
-        """The compiled rounds (CompiledRounds._kernel_rounds), then `_tie` after them. Returns
-        whether they crossed peek_s (`crosses`): the last of them, the log's last row, ended at
-        or after it and is the iteration in flight, so self.now and `_tie` are left at its start."""
-        m = self._kernel_rounds(start, peek_s)
-        if not m:
-            return False
-        crossed = self.now >= peek_s
-        if crossed:
-            self.now = self._logbuf[len(self._logbuf) - N_ITER_COLS + START]
-        self._tie = self._rounds_tie(m, int(crossed))
-        return crossed
 
     def _rounds_tie(self, m: int, skip: int = 0) -> bool:
         """`_tie` after the first m - skip of the last m compiled rounds (the iteration log's rows;
@@ -101,7 +89,8 @@ class RunAhead:
         timeout = env.timeout
         arrivals = self.arrivals
         schedule, complete = self._schedule, self._complete
-        kernel = self._kernel_rounds_tied if self._kern is not None else None
+        kernel = self._kernel_rounds if self._kern is not None else None
+        rounds_tie, next_request = self._rounds_tie, self.next_request
         inf = math.inf
         log, logbuf = self.log, self._logbuf
         fold_floats = log.fold_floats          # (sys.maxsize unless the run drops the log)
@@ -114,25 +103,34 @@ class RunAhead:
                 self.now, self._tie = env.now, True        # woken by an arrival: it came first
             # the requests submitted so far: those arriving before self.now, and at it if they came first
             now, lo = self.now, self._qa
-            j = self.next_request(bisect_right(arrivals, now, lo) if self._tie else bisect_left(arrivals, now, lo))
+            j = bisect_right(arrivals, now, lo) if self._tie else bisect_left(arrivals, now, lo)
+            if next_request is not None:
+                j = next_request(j)
             h = arrivals[j] if j < len(arrivals) else inf
             self._qh = hi = min(j + 1, len(arrivals))
             start = env.now
             ran = False               # the iteration in flight ran in the compiled rounds (it crossed h)
             while True:               # plan at self.now; go on while the iteration ends before h's arrivals
-                if kernel is not None and not self.prefills and kernel(start, h):
-                    t = logbuf[len(logbuf) - N_ITER_COLS + END]
-                    first = self._arrivals_first(t, len(arrivals))
-                    if t > h or first:
-                        ran = True
-                        break
-                    self.now, self._tie = t, first     # it ended at h before h's arrivals: plan on
-                    if self._crossed_n:
-                        self._retire_crossed()
-                    if not (self.n or self.prefills or self.waiting):
-                        t = None
-                        break
-                    continue
+                if kernel is not None and not self.prefills and (m := kernel(start, h)):
+                    if self.now < h:          # no round crossed h: plan the next iteration below
+                        self._tie = rounds_tie(m)
+                    else:                     # the last crossed h: the iteration in flight there; self.now
+                        # and `_tie` go back to its start (`crosses`)
+                        row = len(logbuf) - N_ITER_COLS
+                        self.now, t = logbuf[row + START], logbuf[row + END]
+                        if m > 1:             # (one round: `_tie` stays)
+                            self._tie = rounds_tie(m, 1)
+                        first = self._arrivals_first(t, len(arrivals))
+                        if t > h or first:
+                            ran = True
+                            break
+                        self.now, self._tie = t, first     # it ended at h before h's arrivals: plan on
+                        if self._crossed_n:
+                            self._retire_crossed()
+                        if not (self.n or self.prefills or self.waiting):
+                            t = None
+                            break
+                        continue
                 dt = schedule()
                 if dt is None:        # everything preempted itself: plan again at once
                     if self.n or self.prefills or self.waiting:
