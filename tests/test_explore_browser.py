@@ -120,18 +120,19 @@ def test_alpha_slider_move_redraws_in_the_browser(page, explorer):
     from specsight.explore.settings import from_scenario
     _, base = explorer
     s = from_scenario(base).replace(acceptance="alpha", alpha="0.7")
-    share = page.locator("#share").get_attribute("href")
     other = page.context.new_page()
-    other.set_default_timeout(WAIT_MS)
-    other.goto(re.sub(r"acceptance=\w+", "acceptance=alpha", re.sub(r"alpha=[0-9.]+", "alpha=0.7", share)))
-    at = closed_form(base, s, float(s.batch)).at_point
-    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(at, rel=1e-9))
-    other.locator("#alpha [role=slider]").first.press("ArrowRight")          # 0.70 -> 0.71
-    want = closed_form(base, s.replace(alpha="0.71"), float(s.batch))
-    wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(want.at_point, rel=1e-9))
-    np.testing.assert_allclose(trace(other, "fig-k", "speedup")["y"], want.by_k, rtol=1e-9)
-    assert "alpha 0.71 at K=3" in other.locator("#fig-batch .gtitle").text_content()
-    other.close()
+    try:            # its own page, at the settings' URL: the shared page's link may still trail its figures
+        other.set_default_timeout(WAIT_MS)
+        other.goto(explorer[0].url + s.to_query())
+        at = closed_form(base, s, float(s.batch)).at_point
+        wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(at, rel=1e-9))
+        other.locator("#alpha [role=slider]").first.press("ArrowRight")          # 0.70 -> 0.71
+        want = closed_form(base, s.replace(alpha="0.71"), float(s.batch))
+        wait_trace(other, "fig-batch", "this batch", lambda t: t["y"][0] == pytest.approx(want.at_point, rel=1e-9))
+        np.testing.assert_allclose(trace(other, "fig-k", "speedup")["y"], want.by_k, rtol=1e-9)
+        assert "alpha 0.71 at K=3" in other.locator("#fig-batch .gtitle").text_content()
+    finally:
+        other.close()
 
 
 def shows_the_cli_error(pg, capsys, override: str, field: str, text: str) -> None:
@@ -158,13 +159,14 @@ def test_simulation_runs_is_cancellable_and_comes_back_from_the_store(page, expl
     from specsight.explore.view import checked_source
     from specsight.studies.shared.point_store import PointStore
     ex, base = explorer
-    set_text(page, "sim-rpu", "1")
-    set_text(page, "sim-batches", "3,5")                      # started, then cancelled
+    set_text(page, "sim-rpu", "10000")                        # 15 s on a quiet machine: still running when
+    set_text(page, "sim-batches", "3,5")                      # the cancel lands, however slow the page is
     page.click("#simulate")
     page.wait_for_function("document.getElementById('progress').innerText.startsWith('simulating')")
     page.click("#cancel")
     page.wait_for_function("document.getElementById('progress').innerText.startsWith('cancelled')")
 
+    set_text(page, "sim-rpu", "1")
     set_text(page, "sim-batches", "1,2")
     page.click("#simulate")
     sim = wait_trace(page, "fig-sim", "simulated", lambda t: len(t["y"]) == 2)
