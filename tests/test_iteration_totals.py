@@ -74,3 +74,27 @@ def test_weighted_percentiles_sort_once_and_agree_with_one_at_a_time():
 def test_an_unknown_iterations_output_is_refused():
     with pytest.raises(SpecsightInputError):
         simulate(load_scenario(*CASES["fleet-eagle3"]), iterations="disk")
+
+
+def test_folding_mid_run_holds_no_view_of_the_log_a_profiler_could_keep(monkeypatch):
+    """A sampling profiler (dask's, in a threaded worker) keeps the frames it samples, and with them
+    their locals: a fold whose helper frames held numpy views of the live log left the log unable
+    to grow ('BufferError: cannot resize an array that is exporting buffers', seen in plan search
+    on a threaded dask cluster). Here every returning frame is kept, as such a profiler might: the
+    run must still fold mid-run and finish."""
+    import sys
+    monkeypatch.setattr(IterationLog, "FOLD_ROWS", 97)
+    kept_frames = []
+
+    def keep(frame, event, arg):
+        if event == "return":
+            kept_frames.append(frame)
+
+    path, overrides = CASES["fleet-eagle3"]
+    scenario = load_scenario(path, overrides)
+    sys.setprofile(keep)
+    try:
+        dropped = simulate(scenario, iterations="none")
+    finally:
+        sys.setprofile(None)
+    assert len(kept_frames) > 0 and dropped.summary["num_iterations"] > 10 * IterationLog.FOLD_ROWS

@@ -137,8 +137,10 @@ class IterationLog:
 
 
 def _fold_rows(buf: array, start: int, rows: int, totals: IterationTotals, caps: np.ndarray) -> None:
-    """Rows start..start+rows of the log into totals (the views into buf end with this call)."""
-    a = np.frombuffer(buf, dtype=np.float64).reshape(-1, N_ITER_COLS)[start:start + rows]
+    """Rows start..start+rows of the log into totals. The block is copied out of buf (at most
+    FOLD_ROWS rows, 30 MB): a view would live on in any frame that outlives this call (a sampling
+    profiler's, as dask's in a threaded worker), and while one lives buf cannot grow or be emptied."""
+    a = np.array(np.frombuffer(buf, dtype=np.float64).reshape(-1, N_ITER_COLS)[start:start + rows])
     totals.add({name: a[:, j] for j, name in enumerate(ITER_COLUMNS)}, caps[a[:, 0].astype(np.int64)])
 
 
