@@ -281,3 +281,14 @@ def test_a_tpot_interval_is_the_speedups_residuals_inverted_widened_by_the_tpots
 def test_a_scenarios_spread_at_a_bad_batch_is_refused_not_its_own_batch(batch):
     with pytest.raises(ValueError, match="batch"):
         priced_scenario(SGLANG_V04).spread("speedup", batch)
+
+
+def test_a_group_without_runs_is_said_to_have_none():
+    """A results file of one model's runs (CI's quick grid) has no held-out runs: the sentence says
+    so, instead of '0 of 0 runs (-; ...: NOT met)' and an overall figure 'carried by' them."""
+    from specsight.studies.published.engine_intervals import coverage_sentence
+    fit = {"rows": 4, "inside": 2, "coverage": 0.5}
+    none = {"rows": 0, "inside": 0, "coverage": None}
+    text = coverage_sentence(fit, {"fitted_on": fit, "held_out": none}, "tiny-s")
+    assert "the held-out runs, no runs." in text and "carried by" not in text
+    assert "2 of 4 runs (50 %; goal at least 80 %: NOT met)" in text

@@ -87,7 +87,7 @@ def coverage_sentence(c: Mapping[str, Any], groups: Mapping[str, Mapping[str, An
     model = f" ({fitted_model})" if fitted_model else ""
     out += (f" By group: the runs of the model the host constants were fitted on{model}, "
             f"{coverage_words(fit, 'runs')}; the held-out runs, {coverage_words(held, 'runs')}.")
-    if fit["rows"] and fit["coverage"] < LEVEL:
+    if fit["rows"] and fit["coverage"] < LEVEL and held["rows"]:
         out += (f" The fitted-on group misses the {100 * LEVEL:.0f} % goal: the overall figure is carried by "
                 "the held-out runs, and does not show the intervals hold on the fitted-on model.")
     return out

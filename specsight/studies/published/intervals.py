@@ -143,6 +143,8 @@ def coverage(rows: Sequence[Mapping[str, Any]], intervals: Sequence[list[float] 
 
 def coverage_words(c: Mapping[str, Any], what: str) -> str:
     """'30 of 36 rows (83 %; goal at least 80 %: met)' for a `coverage` result (`what`: rows, runs)."""
+    if not c["rows"]:
+        return f"no {what}"
     share = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f} %"
     met = c["coverage"] is not None and c["coverage"] >= LEVEL
     return (f"{c['inside']} of {c['rows']} {what} ({share}; goal at least {100 * LEVEL:.0f} %: "
