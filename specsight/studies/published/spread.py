@@ -69,7 +69,7 @@ def constants_for(cost: Any, method: str | None) -> tuple[SourcedConstant, ...]:
 
 
 def _target_tokens(cost: EngineStepCost, batch: int, k: int) -> int:
-    p = cost.engine.plain_pass(batch, cost.lim) if k == 0 else next(
+    p = cost.plain_pass(batch) if k == 0 else next(
         q for q in cost.round_passes(batch, k) if q.model == "target")
     return p.padded_tokens or p.tokens
 
