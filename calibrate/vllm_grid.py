@@ -26,7 +26,7 @@ class ModelPlan:
     output_len: int
 
 
-MODELS = {"tiny-s": ModelPlan("tiny-s", "s", prompt_len=128, output_len=64),
+MODELS = {"tiny-s": ModelPlan("tiny-s", "s", prompt_len=256, output_len=192),
           "tiny-m": ModelPlan("tiny-m", "m", prompt_len=128, output_len=32)}
 
 

@@ -122,10 +122,11 @@ def test_eagle3_head_chains_the_lookup_over_draft_steps():
 
 
 def test_ngram_prompts_hold_the_targets_next_span_and_end_on_its_start():
-    span = MODELS["tiny-s"].output_len // 2
+    plan = MODELS["tiny-s"]
+    span = plan.output_len // 2
     f = ckpt.target_map(256)
-    for p in ckpt.prompts("tiny-s", 4, 128, span):
-        assert len(p) == 128
+    for p in ckpt.prompts("tiny-s", 4, plan.prompt_len, span):
+        assert len(p) == plan.prompt_len
         x = p[-1]
         at = p.index(x)
         assert p[at:at + span + 1] == [x] + [int(v) for v in _orbit(f, x, span)]
