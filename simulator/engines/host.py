@@ -167,7 +167,7 @@ def eager_pass_s(gpu_s: float, kernels: float) -> float:
 # A profile applies only at the version it was fitted on: vLLM v1 and v1-0.9 share the built-in
 # constants but not what a fit sees (overlap, syncs a round; docs/engines.md).
 PROFILE_CONSTANTS_MS = {"base_ms": "base_s", "per_seq_ms": "per_seq_s", "sync_ms": "sync_s"}
-PROFILE_ENGINES = {"vllm": ("v1", "v1-0.9"), "sglang": ("v0.5", "v0.5-spec-v2")}
+PROFILE_ENGINES = {"vllm": ("v1", "v1-0.9", "v1-0.8"), "sglang": ("v0.5", "v0.5-spec-v2")}
 MAX_PROFILE_MS = 1000.0
 
 
