@@ -37,6 +37,8 @@ class _SpecOnly:
 
 
 def verify_width_fn(scenario: Scenario, drafter: Drafter | None) -> Callable[[int], int]:
+    """Verify positions per sequence at K: the drafter's, its spec's without a cost model (fixed
+    step costs), 1 without a drafter."""
     if drafter is not None:
         return drafter.verify_tokens_per_seq
     if scenario.drafter is None:
