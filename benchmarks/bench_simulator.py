@@ -113,7 +113,7 @@ def replica_share(sc: dict, fleet: int, tmpdir: Path) -> dict:
     times the rate gets by round robin (every fleet-th, in arrival order), replayed as a trace."""
     import numpy as np
 
-    from simulator.run import SEED_WORKLOAD
+    from simulator.run.seeds import SEED_WORKLOAD
     from simulator.scenario.scenario import load_scenario
     from simulator.workload.workload import generate_requests
     whole = json.loads(json.dumps(sc))

@@ -46,7 +46,7 @@ def _zero_host(methods: Sequence[str]):
 def passes_s(run: Mapping[str, Any], profile: str | Path = CPU_PROFILE, root: Path = ROOT) -> float:
     """Predicted seconds of one step (plain) or round (speculative) with no host time, at the
     decode's mean context."""
-    from simulator.run import engine_deployment
+    from simulator.scenario.engine_deployment import engine_deployment
     sc = scenario_for_run(run, profile, root)
     method = sc.get("drafter", {}).get("method")
     dep = engine_deployment(sc, _zero_host([method] if method else []))

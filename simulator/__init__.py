@@ -1,12 +1,12 @@
 """specsight's simulator: catalogs, the roofline cost model, speculation math and the SimPy serving model.
 
 Entry points (imported on first use, so `import simulator.common.errors` stays light):
-`simulate` and its `SimResult` (run.py), `load_scenario` and `Scenario` (scenario/scenario.py).
+`simulate` (run/) and its `SimResult` (run/result.py), `load_scenario` and `Scenario` (scenario/scenario.py).
 
 The sub-packages, from the top down; each imports only those below it (docs/layout.md):
 
-    run.py        simulate(): one scenario -> SimResult (requests, iterations, summary)
-    scenario/     the scenario file: read, checked against the schema, its work limits
+    run/          simulate(): one scenario -> SimResult (requests, iterations, summary)
+    scenario/     the scenario file: read, checked against the schema, its work limits, its deployment
     serving/      the SimPy serving loop: engine, replica, scheduler, decode batch, metrics
     engines/      a round priced as vLLM, SGLang or TensorRT-LLM runs it
     speculation/  drafters, acceptance, K policies, closed forms, analytic break-even
@@ -25,7 +25,7 @@ from typing import Any
 
 _EXPORTS = {
     "simulate": "simulator.run",
-    "SimResult": "simulator.run",
+    "SimResult": "simulator.run.result",
     "load_scenario": "simulator.scenario.scenario",
     "Scenario": "simulator.scenario.scenario",
 }

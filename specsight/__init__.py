@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "simulate": "specsight.studies.simulate",
-    "SimResult": "simulator.run",
+    "SimResult": "simulator.run.result",
     "load_scenario": "simulator.scenario.scenario",
     "breakeven": "specsight.studies.breakeven.study",
     "BreakevenResult": "specsight.studies.breakeven.study",

@@ -28,8 +28,8 @@ def pytest_configure(config):
 
 @pytest.fixture
 def saved_figures(monkeypatch):
-    """Every figure the plotting code saves, kept open for measuring (plots._save closes it through
-    plt.close)."""
+    """Every figure the plotting code saves, kept open for measuring (figure_file.save_figure closes
+    it through plt.close)."""
     import matplotlib.pyplot as plt
     figs = []
     monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig))

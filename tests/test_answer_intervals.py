@@ -113,7 +113,7 @@ def test_csv_json_text_and_plot_carry_the_interval(vllm_study, tmp_path):
 
 
 def test_the_plot_shades_each_curves_interval(vllm_study):
-    from specsight.studies.shared.plots import BAND_LABEL, BreakevenPanel, _draw_breakeven
+    from specsight.studies.shared.breakeven_plot import BAND_LABEL, BreakevenPanel, _draw_breakeven
     fig, ax = plt.subplots()
     _draw_breakeven(ax, BreakevenPanel(vllm_study.frame, vllm_study.verdict.breakeven), "alpha", "speedup", "curve",
                     {"K=1": "C0", "K=3": "C1"})

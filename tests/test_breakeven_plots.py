@@ -141,7 +141,7 @@ def test_identical_series_are_told_apart(tmp_path, saved_figures):
     visible: the second in another marker, its legend entry naming its twin."""
     import pandas as pd
 
-    from specsight.studies.shared.plots import plot_breakeven
+    from specsight.studies.shared.breakeven_plot import plot_breakeven
     rows = [{"x": x, "curve": c, "speedup": 1.5 - 0.1 * x} for c in ("K=3", "policy=goodput") for x in (1, 2, 3)]
     plot_breakeven(pd.DataFrame(rows), x="x", breakeven={}, title="t", xlabel="x", ylabel="s", path=tmp_path / "b.png")
     ax = saved_figures[-1].axes[0]
@@ -152,7 +152,7 @@ def test_identical_series_are_told_apart(tmp_path, saved_figures):
 
 
 def test_plan_probes_name_both_slos_and_their_log_axes(tmp_path, saved_figures):
-    from specsight.studies.shared.plots import plot_plan_probes
+    from specsight.studies.plan.probes_plot import plot_plan_probes
     probes = [{"qps": q, "pass": q < 4, "tpot_ms_p99": 10.0 * q, "ttft_ms_p99": 300.0 * q} for q in (1, 2, 4, 8)]
     rows = [{"config": "static K=3", "max_qps_per_replica": 2.0, "probes": probes}]
     plot_plan_probes(rows, slo_tpot_ms=30.0, slo_ttft_ms=1000.0, path=tmp_path / "p.png", title="t")

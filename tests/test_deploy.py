@@ -356,7 +356,7 @@ def test_no_parallel_flags_without_ep_or_dp_attention(tmp_path):
 
 
 def test_a_policy_that_never_speculates_deploys_no_drafter():
-    """The simulator budgets a never-speculating run as a plain deployment (simulator/run.py,
+    """The simulator budgets a never-speculating run as a plain deployment (simulator/scenario/deployment.py,
     drafter_loaded); its serving command names no speculative method either, while a schedule with a
     K > 0 row keeps the drafter."""
     from specsight.studies.deploy.study import serving_config

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from simulator.common.errors import SpecsightInputError
-from simulator.run import SEED_WORKLOAD, simulate
+from simulator.run import simulate
+from simulator.run.seeds import SEED_WORKLOAD
 from simulator.workload.workload import generate_requests
 
 # llama-3.1-8b, bf16 KV at TP 1: 2 (K, V) x 32 layers x 8 KV heads x 128 head dim x 2 bytes

@@ -1,4 +1,4 @@
-"""A drafter in the target's parallel layout (simulator/run.py `_drafter_layout`,
+"""A drafter in the target's parallel layout (simulator/scenario/resolve.py `_drafter_layout`,
 simulator/speculation/drafters.py `Drafter.weight_bytes_per_gpu`): under data-parallel attention every GPU holds
 the drafter's non-expert weights whole, as it holds the target's, and 1/tp of its routed experts;
 DeepSeek-V3's MTP block (one MoE layer of 256 routed experts, fp8) on the shipped two-node scenario,
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.run import resolve_deployment
+from simulator.scenario.resolve import resolve_deployment
 from simulator.scenario.scenario import load_scenario
 
 SCENARIO = "scenarios/deepseek-v3-2node-ep-mtp.yaml"     # tp 16, ep 16, dp_attention, fp8

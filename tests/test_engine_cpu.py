@@ -13,7 +13,8 @@ from simulator.engines.device import CPU, GPU, device_class
 from simulator.engines.measured_host import MeasuredHost, ProposerHost, load_measured_host, measured_host_from_mapping
 from simulator.engines.step_cost import attention_pairs, engine_profile
 from simulator.hardware.hardware import load_profile
-from simulator.run import engine_deployment, simulate
+from simulator.run import simulate
+from simulator.scenario.engine_deployment import engine_deployment
 
 CPU_YAML = "tests/data/calibration_cpu/cpuAR.yaml"     # a profile `specsight calibrate --device cpu` wrote
 TARGET = "models/groundtruth/tiny-s/config.json"

@@ -11,7 +11,8 @@ import pytest
 from simulator.engines import EngineLimits, engine_for
 from simulator.engines import host as H
 from simulator.engines.vllm import EAGLE3_LOGITS_LAUNCHES, FIRST_LAUNCHES, STEP_LAUNCHES
-from simulator.run import resolve_deployment, with_engine_defaults
+from simulator.scenario.engine_defaults import with_engine_defaults
+from simulator.scenario.resolve import resolve_deployment
 from simulator.scenario.scenario import load_scenario
 from simulator.speculation.drafters import DrafterSpec
 

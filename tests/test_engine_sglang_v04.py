@@ -12,7 +12,8 @@ from simulator.engines import EngineLimits, engine_for
 from simulator.engines import host as H
 from simulator.engines.cuda_graphs import padded_size, sglang_v04_sizes
 from simulator.engines.step_cost import kernels
-from simulator.run import resolve_deployment, with_engine_defaults
+from simulator.scenario.engine_defaults import with_engine_defaults
+from simulator.scenario.resolve import resolve_deployment
 from simulator.scenario.scenario import load_scenario
 from simulator.speculation.drafters import DrafterSpec
 

@@ -13,7 +13,8 @@ from simulator.common.paths import REPO_ROOT
 from simulator.engines import host as H
 from simulator.engines.collectives import CURVE_US, SIZES, allreduce_s
 from simulator.engines.step_cost import kernels
-from simulator.run import resolve_deployment, with_engine_defaults
+from simulator.scenario.engine_defaults import with_engine_defaults
+from simulator.scenario.resolve import resolve_deployment
 from simulator.scenario.scenario import load_scenario
 from specsight.studies.published import intervals as IV
 

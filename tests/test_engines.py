@@ -19,7 +19,9 @@ from simulator.engines.step_cost import EngineStepCost, attention_pairs, engine_
 from simulator.engines.tiles import TILE_N, TiledCostModel, quantized_flops_ratio
 from simulator.hardware.hardware import load_profile
 from simulator.models.catalog import load_model
-from simulator.run import resolve_deployment, simulate, with_engine_defaults
+from simulator.run import simulate
+from simulator.scenario.engine_defaults import with_engine_defaults
+from simulator.scenario.resolve import resolve_deployment
 from simulator.scenario.scenario import load_scenario
 from simulator.serving.engine_replica import EngineReplica
 from simulator.serving.step_cost import RooflineStepCost

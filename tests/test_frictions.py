@@ -230,16 +230,15 @@ def test_argparse_errors_are_one_line_exit_2(argv, line, capsys):
 
 
 # ---- 5. plots: labels that never overlap, ticks at the simulated values, the SLO drawn ---------------
-def _captured(monkeypatch):
-    """Keep each figure the plots save (they close it; its renderer still answers)."""
-    from specsight.studies.shared import plots
+def _captured(monkeypatch, module):
+    """Keep each figure the plots of `module` save (they close it; its renderer still answers)."""
     figs = []
-    real = plots._save
+    real = module.save_figure
 
     def keep(fig, path):
         figs.append(fig)
         return real(fig, path)
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(module, "save_figure", keep)
     return figs
 
 
@@ -264,8 +263,9 @@ def _boxes(ax):
 
 
 def test_latency_throughput_labels_never_overlap_and_the_slo_is_drawn(tmp_path, monkeypatch):
-    from specsight.studies.shared.plots import plot_latency_throughput
-    figs = _captured(monkeypatch)
+    from specsight.studies.shared import latency_plot
+    from specsight.studies.shared.latency_plot import plot_latency_throughput
+    figs = _captured(monkeypatch, latency_plot)
     plot_latency_throughput(_latency_frame(), x_axis="qps", title="t", path=tmp_path / "lt.png",
                             slo_tpot_ms_p99=50.0)
     fig = figs[0]
@@ -302,8 +302,9 @@ def test_place_labels_skips_what_would_collide():
 def test_breakeven_ticks_are_the_simulated_values(tmp_path, monkeypatch, logx, values):
     import pandas as pd
 
-    from specsight.studies.shared.plots import plot_breakeven
-    figs = _captured(monkeypatch)
+    from specsight.studies.shared import breakeven_marks
+    from specsight.studies.shared.breakeven_plot import plot_breakeven
+    figs = _captured(monkeypatch, breakeven_marks)
     df = pd.DataFrame([{"x": v, "curve": f"K={k}", "speedup": 1.3 - v / 100 - k / 50} for v in values for k in (1, 2)])
     plot_breakeven(df, x="x", breakeven={"K=1": values[1], "K=2": values[1] * 1.01}, title="t", xlabel="x",
                    ylabel="y", path=tmp_path / "b.png", logx=logx)

@@ -195,4 +195,5 @@ def test_the_simulator_docstring_lists_its_sub_packages_in_the_layer_order():
 
 
 def test_the_top_of_simulator_holds_only_its_entry_points():
-    assert sorted(p.name for p in (ROOT / "simulator").glob("*.py")) == ["__init__.py", "run.py"]
+    assert sorted(p.name for p in (ROOT / "simulator").glob("*.py")) == ["__init__.py"]
+    assert (ROOT / "simulator" / "run" / "__init__.py").is_file()      # simulate(): the run/ package

@@ -157,7 +157,7 @@ def test_internode_keys_come_together():
 
 
 def test_the_shipped_scenario_resolves_target_and_mtp_drafter_in_one_layout():
-    from simulator.run import resolve_deployment
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import load_scenario
     sc = load_scenario("scenarios/deepseek-v3-2node-ep-mtp.yaml")
     dep = resolve_deployment(sc)
@@ -169,7 +169,7 @@ def test_the_shipped_scenario_resolves_target_and_mtp_drafter_in_one_layout():
 
 
 def test_a_real_engine_refuses_expert_parallel_layouts():
-    from simulator.run import resolve_deployment
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import load_scenario
     sc = load_scenario("scenarios/deepseek-v3-2node-ep-mtp.yaml")
     with pytest.raises(SpecsightInputError) as e:

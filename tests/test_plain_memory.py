@@ -1,5 +1,5 @@
 """A run that never speculates (policy off: every baseline) is a plain deployment: its memory
-budget holds no drafter weights, no drafter KV and reserves for K = 0 (simulator/run.py,
+budget holds no drafter weights, no drafter KV and reserves for K = 0 (simulator/scenario/deployment.py,
 `drafter_loaded`, `memory_k_max`; docs/simulator.md, KV capacity). Closed forms from bytes
 counted by hand from the models' config.json files."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.run import resolve_deployment, simulate
+from simulator.run import simulate
+from simulator.scenario.resolve import resolve_deployment
 from simulator.scenario.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -118,7 +119,7 @@ def test_sglang_plain_baseline_runs_without_the_speculative_request_cap():
     SPEC_MAX_RUNNING_REQUESTS): the baseline of an SGLang scenario that leaves max_num_seqs unset
     keeps the scenario's own cap, the speculative run takes 48."""
     from simulator.engines.sglang import SPEC_MAX_RUNNING_REQUESTS
-    from simulator.run import with_engine_defaults
+    from simulator.scenario.engine_defaults import with_engine_defaults
 
     sc = load_scenario({
         "name": "sglang-cap", "seed": 1, "hardware": {"gpu": "h100-sxm", "tp": 1}, "model": "llama-3.1-8b",

@@ -21,7 +21,7 @@ def _latency_frame() -> pd.DataFrame:
 
 
 def test_latency_plot_merges_coincident_labels_names_slos_and_labels_speculative_points(tmp_path, saved_figures):
-    from specsight.studies.shared.plots import plot_latency_throughput
+    from specsight.studies.shared.latency_plot import plot_latency_throughput
     plot_latency_throughput(_latency_frame(), x_axis="batch", title="t", path=tmp_path / "lt.png",
                             slo_tpot_ms_p99=20.0, slo_ttft_ms_p99=200.0)
     fig = saved_figures[-1]
@@ -37,7 +37,7 @@ def test_latency_plot_merges_coincident_labels_names_slos_and_labels_speculative
 
 
 def test_log_axis_says_so_and_kv_limit_is_shaded(tmp_path, saved_figures):
-    from specsight.studies.shared.plots import plot_speedup_curves
+    from specsight.studies.shared.speedup_curves_plot import plot_speedup_curves
     df = pd.DataFrame({"batch": [1, 2, 4, 8, 16] * 2, "k": [2] * 5 + [4] * 5,
                        "speedup": [2.0, 1.8, 1.5, 1.1, 0.8, 2.4, 2.0, 1.4, 0.9, 0.6]})
     plot_speedup_curves(df, x="batch", curve="k", y="speedup", breakeven={}, title="t", xlabel="batch",

@@ -1,6 +1,6 @@
 """Plot labels, measured on the rendered figures: no two text boxes (labels, notes, legend)
 intersect, and no placed label's box contains a plotted marker's centre. The figures are rendered
-to Agg by the plotting code itself (plots._save) and kept open for the measurement."""
+to Agg by the plotting code itself (figure_file.save_figure) and kept open for the measurement."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,7 +29,7 @@ def _crowded_frame() -> pd.DataFrame:
 
 
 def test_crowded_crossings_labels_clear_of_each_other_and_markers(tmp_path, saved_figures):
-    from specsight.studies.shared.plots import plot_breakeven
+    from specsight.studies.shared.breakeven_plot import plot_breakeven
     crossings = {"K=1": 10.1, "K=2": 10.3, "K=3": 10.5, "K=4": 10.6}
     plot_breakeven(_crowded_frame(), x="x", breakeven=crossings, title="t", xlabel="x", ylabel="speedup",
                    path=tmp_path / "b.png")

@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.run import SEED_WORKLOAD, simulate
+from simulator.run import simulate
+from simulator.run.seeds import SEED_WORKLOAD
 from simulator.scenario.scenario import load_scenario
 from simulator.workload.workload import generate_requests
 

@@ -109,7 +109,7 @@ def test_engine_args_reach_the_scenario_under_the_rows_own_engine_only():
     row = next(r for r in CAT.rows if r.engine == "sglang" and r.drafter is not None)
     setup = {**row.setup, "engine_args": {"max_num_seqs": 64}}
     r = PublishedRow(**{**row.__dict__, "setup": setup})
-    from simulator.run import with_engine_defaults
+    from simulator.scenario.engine_defaults import with_engine_defaults
     assert with_engine_defaults(load_scenario(scenario_for(r, CAT.datasets, "sglang"))).engine.max_num_seqs == 64
     assert with_engine_defaults(load_scenario(scenario_for(row, CAT.datasets, "sglang"))).engine.max_num_seqs == 48
     assert "max_num_seqs" not in scenario_for(r, CAT.datasets)["engine"]
@@ -137,7 +137,7 @@ def test_unpriced_is_the_published_step_and_round_less_the_predicted():
 def test_the_engine_column_falls_back_to_ideal_while_an_engine_is_not_priced():
     """The switch point: resolve_deployment decides. Where it accepts the row's engine the row runs
     under it; where it refuses engine.kind the row runs as ideal, labelled so."""
-    from simulator.run import resolve_deployment
+    from simulator.scenario.resolve import resolve_deployment
     for row in CAT.rows:
         kind, label = engine_for(row, CAT.datasets)
         try:
@@ -151,8 +151,8 @@ def test_the_engine_column_falls_back_to_ideal_while_an_engine_is_not_priced():
 
 def test_a_priced_engine_is_used_with_no_change_here(monkeypatch):
     """When resolve_deployment accepts a real engine, its rows run under it."""
-    import simulator.run
-    monkeypatch.setattr(simulator.run, "resolve_deployment", lambda scenario, *a, **k: None)
+    import simulator.scenario.resolve
+    monkeypatch.setattr(simulator.scenario.resolve, "resolve_deployment", lambda scenario, *a, **k: None)
     assert engine_for(ROW4, CAT.datasets) == ("vllm", "vllm")
 
 

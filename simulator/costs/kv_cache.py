@@ -5,7 +5,7 @@
               blocks = floor(free / (block_size x (target + drafter) KV bytes per token))
 
 The drafter is the one the deployment loads: none for a run that never speculates (policy off,
-the baseline), which also reserves for K = 0 (simulator/run.py, drafter_loaded and memory_k_max).
+the baseline), which also reserves for K = 0 (simulator/scenario/deployment.py, drafter_loaded and memory_k_max).
 
 KV is sharded over the tensor-parallel GPUs (KV heads split by tp), so the per-GPU block count
 is the replica's block count: the same as HBM x utilisation x tp - weights - ... over the whole

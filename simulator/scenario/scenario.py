@@ -217,3 +217,8 @@ def load_scenario(path_or_mapping: str | Path | Mapping[str, Any], overrides: It
                   disaggregation=raw.get("disaggregation"), source=raw)
     check_work_limits(sc)
     return sc
+
+
+def as_scenario(s: Scenario | str | Path | Mapping[str, Any]) -> Scenario:
+    """`s` itself if it is a Scenario, else load_scenario(s)."""
+    return s if isinstance(s, Scenario) else load_scenario(s)

@@ -194,7 +194,7 @@ class _DecodePhase(Engine):
 class PhasedDisagg:
     """The prefill pool, then the decode pool (module docstring): an open loop, no trace kept.
     The attributes `DisaggEngine`'s callers read: log, replicas, prefill, decode, prefill_done_s."""
-    ON = True          # run.py takes it for an open loop without a trace (off: DisaggEngine, the reference)
+    ON = True          # run/disaggregated.py takes it for an open loop, no trace (off: DisaggEngine, the reference)
 
     def __init__(self, table: RequestTable, make_replica: Callable[..., object], num_prefill: int, num_decode: int,
                  router: str, decode_router: str, transfer_s: Callable[[int], float]):

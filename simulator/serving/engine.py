@@ -15,12 +15,14 @@ Processes (all SimPy generators taking `env` through their object):
     there; with a closed loop, or when a trace of several replicas is kept (`Replica.run`), at
     most one timeout per iteration, iterations that end before the next scheduled event running
     without one. Both give the trajectory of one timeout per iteration (`Replica.INLINE = False`).
-`env.run()` returns when no event is left, i.e. when every request has finished.
+`env.run()` returns when no event is left, i.e. when every request has finished. `run_to_frames`
+runs an engine (this one or a disaggregated one, disagg.py) and returns its DataFrames.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import simpy
@@ -144,3 +146,15 @@ class Engine:
         unfinished = int(np.isnan(self.table.finish_s).sum())
         if unfinished:
             raise RuntimeError(f"simulation stalled with {unfinished} unfinished requests (a bug: please report)")
+
+
+def run_to_frames(engine: Any, table: RequestTable, caps: list[int], iterations: str) -> tuple[Any, Any, Any]:
+    """Run the engine; the requests' and iterations' DataFrames (None with iterations "none") and the
+    iteration totals (None with the log kept)."""
+    totals = engine.log.drop(caps) if iterations == "none" else None
+    engine.run()
+    req_df = table.frame()
+    if totals is not None:
+        engine.log.fold()
+    it_df = engine.log.frame(caps) if totals is None else None
+    return req_df, it_df, totals

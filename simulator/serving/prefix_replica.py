@@ -8,7 +8,8 @@ cached context). Memory: each running request counts its whole context's blocks,
 two running requests share are counted twice (KV use over-counted where prefixes are shared by
 requests in flight at once; a block held by no request costs nothing until it is evicted).
 
-`PrefixCaching` is a mixin put before a replica class (Replica, EngineReplica): `with_prefix_cache`.
+`PrefixCaching` is a mixin put before a replica class (Replica, EngineReplica): `with_prefix_cache`;
+a run's figures: `prefix_cache_summary`.
 """
 from __future__ import annotations
 
@@ -71,3 +72,12 @@ def with_prefix_cache(replica_class: type) -> type:
         self._init_prefix_cache()
 
     return type(f"Caching{replica_class.__name__}", (PrefixCaching, replica_class), {"__init__": __init__})
+
+
+def prefix_cache_summary(replicas: Any) -> dict[str, Any]:
+    """Prefix-cache figures of a run: cached prompt tokens / prompt tokens prefilled (admissions,
+    a preempted request's again included), and the hashed blocks evicted."""
+    query = sum(r.prefix_query_tokens for r in replicas)
+    hit = sum(r.prefix_hit_tokens for r in replicas)
+    return {"prefix_cache_hit_rate": hit / query if query else 0.0, "prefix_cache_hit_tokens": int(hit),
+            "prefix_cache_evictions": int(sum(r.pool.evictions for r in replicas))}

@@ -102,7 +102,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
         self._rows = cost.attention_rows
         self._spec_overhead_s = float(cost.spec_overhead_s)      # a round with K > 0
         # Population acceptance (the same rates for every sequence; trees arrive as per-depth
-        # models, run.py): drawn in blocks that hand out exactly what per-round
+        # models, simulator/run/): drawn in blocks that hand out exactly what per-round
         # sample_prefix_accepts calls would draw. Other models sample per round.
         self._block = PrefixBlockSampler(acceptance.alphas, acc_rng, self.k_max) \
             if acceptance.is_population and PrefixBlockSampler.supports(acc_rng) else None

@@ -19,7 +19,7 @@ Models (scenario `acceptance:` block, key `model`):
     kernel        {vocab_size, overlap | alpha, seed?, sharpness?}
     preset        {name}                           published figures (acceptance_presets.py)
 Shorthands: a number is `iid`; a string is a preset name.
-Tree drafters: run.py wraps the model in `tree_acceptance(model, branches)`, so a depth is accepted
+Tree drafters: the run (simulator/run/) wraps the model in `tree_acceptance(model, branches)`, so a depth is accepted
 if any of its branches is (spec_math.tree_depth_acceptance, per request for beta); models whose figures are
 already per depth (`per_depth`: tree presets) are used as they are.
 """

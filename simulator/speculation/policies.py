@@ -63,7 +63,7 @@ class Policy:
 
     A policy declares what it needs from the replica (the replica reads these, never the type):
       speculates       False: K is 0 whatever the state (the replica never asks; the deployment
-                       loads no drafter: simulator/run.py, drafter_loaded)
+                       loads no drafter: simulator/scenario/deployment.py, drafter_loaded)
       k_by_batch       choose_k reads the batch size and nothing else, so the replica asks once per
                        batch size at start-up and may run decode rounds in compiled code
       observes_rounds  observe() wants every speculative round's accepted drafts
@@ -110,7 +110,7 @@ class StaticPolicy(Policy):
     def __init__(self, k_max: int, k: int | None = None):
         super().__init__(k_max)
         self.k = self.k_max if k is None else int(k)
-        self.speculates = self.k > 0       # k 0: plain decoding, no drafter loaded (run.drafter_loaded)
+        self.speculates = self.k > 0       # k 0: plain decoding, no drafter loaded (scenario.deployment.drafter_loaded)
 
     def choose_k(self, batch_size: int, state: PolicyState) -> int:
         return self.k

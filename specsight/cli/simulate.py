@@ -31,7 +31,7 @@ from .emit import dumps, emit_json
 if TYPE_CHECKING:
     import pandas as pd
 
-    from simulator.run import SimResult
+    from simulator.run.result import SimResult
 
 HELP = "simulate a deployment (continuous batching + speculative decoding) from a scenario YAML"
 
@@ -140,7 +140,8 @@ def write_outputs(result: SimResult, out_dir: Path, summary: Mapping[str, Any] |
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.run import pool_keys, simulate
+    from simulator.run import simulate
+    from simulator.run.result import pool_keys
     from simulator.scenario.scenario import load_scenario
 
     from ..studies.shared.saturation import result_flags

@@ -36,7 +36,7 @@ def _deployment(source: Mapping[str, Any], kmax: int) -> tuple[Any, dict[tuple[f
     kept by what it depends on: hardware, model, drafter and engine (not acceptance, workload,
     SLO or policy, which a slider moves); with it, the engine round times priced so far by
     (batch, K, context), which do not depend on alpha."""
-    from simulator.run import resolve_deployment
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import load_scenario
 
     wide = dict(source, drafter={**dict(source["drafter"]), "num_speculative_tokens": kmax})

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simulator.run import SimResult
+    from simulator.run.result import SimResult
     from simulator.scenario.scenario import Scenario
 
 

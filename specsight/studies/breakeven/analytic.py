@@ -1,6 +1,6 @@
 """The analytic model (simulator.speculation.analytic: no queueing, no prefill) for break-even studies.
 
-`Analytic(source)`: a roofline scenario's deployment (simulator.run.resolve_deployment) with
+`Analytic(source)`: a roofline scenario's deployment (simulator.scenario.resolve.resolve_deployment) with
 the workload's mean lengths and the i.i.d. alpha matching its acceptance model, for overlaying
 the closed form on a simulated study. `analytic_breakeven(model, hardware, drafter, alpha)`:
 speedup against batch size per K and where it crosses 1, from the cost model alone.
@@ -30,7 +30,7 @@ class Analytic:
     deployment re-priced under many acceptance settings: specsight.explore)."""
 
     def __init__(self, source: Mapping[str, Any], deployment: Any = None):
-        from simulator.run import resolve_deployment
+        from simulator.scenario.resolve import resolve_deployment
         from simulator.scenario.scenario import load_scenario
         from simulator.workload.workload import generate_requests
 
@@ -138,7 +138,7 @@ class AnalyticBreakeven:
 
     def write(self, out_dir: str | Path) -> dict[str, str]:
         """breakeven_analytic.csv and .png under out_dir; returns {csv, png}."""
-        from ..shared.plots import plot_speedup_curves
+        from ..shared.speedup_curves_plot import plot_speedup_curves
         out = out_folder(out_dir)
         csv = write_csv(self.frame, out / "breakeven_analytic.csv")
         png = out / "breakeven_analytic.png"

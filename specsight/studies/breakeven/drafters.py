@@ -141,7 +141,7 @@ def plot_drafters(df: pd.DataFrame, title: str, ylabel: str, path: str | Path) -
     each curve's bar labelled with its speedup over plain decoding."""
     import matplotlib.pyplot as plt
 
-    from ..shared.plots import _save
+    from ..shared.figure_file import save_figure
     labels = list(dict.fromkeys(df[DRAFTER]))
     curves = list(dict.fromkeys(df["curve"]))
     width = 0.8 / (len(curves) + 1)
@@ -164,7 +164,7 @@ def plot_drafters(df: pd.DataFrame, title: str, ylabel: str, path: str | Path) -
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _or0(q: Any) -> float:

@@ -1,5 +1,5 @@
 """Break-even by engine: one panel per engine, each the single-engine plot of that engine's study
-(plots.plot_breakeven_panels): every K's curve and each policy's, an X where each crosses speedup
+(shared/breakeven_plot.py, plot_breakeven_panels): every K's curve and each policy's, an X where each crosses speedup
 1 with its value labelled where it covers nothing, saturated or KV-limited points hollow with
 the legend saying so, plain decoding's saturation band, and (qps axis, with an SLO) the capacity
 within the SLO of plain decoding and of the highest curve as vertical lines. One colour per
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..shared.plots import BreakevenPanel, plot_breakeven_panels
+from ..shared.breakeven_plot import BreakevenPanel, plot_breakeven_panels
 from .outputs import capacity_at, dense_analytic, ran_batch
 
 

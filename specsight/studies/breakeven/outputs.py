@@ -35,7 +35,9 @@ def _legend_note(breakeven: Mapping[str, Any], analytic: pd.DataFrame | None) ->
 
 def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dict[str, str]:
     """breakeven_<axis>[_<axis2>].csv and, with `plot`, the PNGs; returns {kind: path}."""
-    from ..shared import plots
+    from ..shared.best_speedup_plot import plot_best_speedup_lines, plot_speedup_heatmap
+    from ..shared.breakeven_plot import plot_breakeven
+    from ..shared.latency_plot import plot_latency_throughput
 
     axis, axis2, df, meta = res.axis, res.axis2, res.frame, res.meta
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -56,7 +58,7 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
     elif axis2 is None:
         dense = dense_analytic(res)
         what = "capacity speedup (SLO-bound Poisson rate per GPU)" if capacity else "simulated speedup"
-        png = plots.plot_breakeven(
+        png = plot_breakeven(
             df, x=axis, breakeven=summ.breakeven, analytic=dense,
             title=f"{head}\n{what} vs {axis}" + _legend_note(summ.breakeven, dense),
             xlabel=(CAPACITY_AXIS_LABELS if capacity else {}).get(axis, AXIS_LABELS[axis]), ylabel=ylabel,
@@ -66,19 +68,19 @@ def write_outputs(res: BreakevenResult, out_dir: Path, plot: bool = True) -> dic
         files["plot"] = str(png)
     else:
         best = df.groupby([axis, axis2], sort=True).apply(_best_row, include_groups=False).reset_index()
-        png = plots.plot_speedup_heatmap(
+        png = plot_speedup_heatmap(
             best, x=axis, y=axis2,
             title=f"{head}\nbest simulated speedup over {axis} x {axis2} (cell: speedup, best curve)",
             xlabel=AXIS_LABELS[axis], ylabel=AXIS_LABELS[axis2], path=out_dir / f"{stem}_heatmap.png",
             colorbar_label=ylabel)
         files["heatmap"] = str(png)
-        png = plots.plot_best_speedup_lines(
+        png = plot_best_speedup_lines(
             best, x=axis, group=axis2, title=f"{head}\nbest speedup over the curves vs {axis}, one line per {axis2}",
             xlabel=AXIS_LABELS[axis], ylabel=ylabel, path=out_dir / f"{stem}.png", logx=axis in LOG_AXES)
         files["plot"] = str(png)
     if axis2 is None and not capacity and axis in LOAD_AXES:    # along K or alpha plain decoding stands still
         slo = res.source.get("slo") or {}
-        png = plots.plot_latency_throughput(
+        png = plot_latency_throughput(
             df, x_axis=axis,
             title=f"{head}\nlatency vs output throughput, with and without speculation (points: {axis} values)",
             path=out_dir / f"latency_throughput_{axis}.png",

@@ -93,7 +93,7 @@ def serving_section(serving: str | None) -> str:
 def write_outputs(p: CapacityPlan, out: Path, serving: str | None = None) -> dict[str, str]:
     """plan.csv, plan.md (with `serving`, the chosen configuration's serving commands) and plan.png
     under `out`."""
-    from ..shared.plots import plot_plan_probes
+    from .probes_plot import plot_plan_probes
     out = out_folder(out)
     csv = write_csv(csv_frame(p.frame), out / "plan.csv")
     md = write_text(out / "plan.md", format_markdown(p.rows, headline(p)) + serving_section(serving))

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..shared.figure_file import plt, save_figure
 from ..shared.plot_labels import place_labels
-from ..shared.plots import _save, plt
 from .statuses import MEETS
 from .study import speculates
 
@@ -51,7 +51,7 @@ def plot_pareto(s: PlanSearch, path: str | Path) -> Path:
     shown = front + sorted(plain, key=lambda r: r["cost_per_million_output_tokens_usd"])
     place_labels(ax, [(r["tpot_ms_p99_at_load"], r["cost_per_million_output_tokens_usd"]) for r in shown],
                  [label_of(r) for r in shown], fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def label_of(row: dict) -> str:

@@ -11,7 +11,7 @@ def no_rate_meets(who: str, limited_by: str) -> str:
 
 
 # The simulator's words when memory is what refuses a configuration: simulator/costs/kv_cache.py kv_budget
-# (weights and activation reserve leave no KV blocks) and simulator/run.py (the KV cache cannot hold
+# (weights and activation reserve leave no KV blocks) and simulator/run/mixed.py (the KV cache cannot hold
 # the longest request). tests/test_plan_search.py checks both still read so.
 NO_FIT = ("no room for a KV cache", "cannot hold the longest request")
 MEETS, AT_LOAD, NO_RATE = "meets SLO", "misses SLO at load", "no rate meets SLO"

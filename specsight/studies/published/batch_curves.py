@@ -27,7 +27,8 @@ def term_contributions(row: Any, cat: PublishedCatalog, accept_length: float) ->
     """One row's round and plain step split into the engine's terms (EngineStepCost.round_terms, at the
     row's batch and its mean context: prompt + half the output), and what each term does to the
     round-level speedup AL x plain / round: that speedup less the speedup without the term."""
-    from simulator.run import resolve_deployment, with_engine_defaults
+    from simulator.scenario.engine_defaults import with_engine_defaults
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import load_scenario
 
     from .study import engine_for, scenario_for

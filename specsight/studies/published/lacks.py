@@ -13,7 +13,8 @@ def draft_step_ms(row: Any, cat: PublishedCatalog) -> tuple[float, float]:
     """(one draft step 2..K as the row's engine prices it, its eager launches alone), in ms, at the
     row's prompt length of context."""
     from simulator.engines.host import EAGER_LAUNCH_S
-    from simulator.run import resolve_deployment, with_engine_defaults
+    from simulator.scenario.engine_defaults import with_engine_defaults
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import load_scenario
 
     from .study import scenario_for

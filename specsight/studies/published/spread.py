@@ -182,7 +182,8 @@ def priced_scenario(scenario: Any) -> PricedScenario | None:
     """A Scenario (or its mapping) priced under its engine; None under ideal, for fixed step costs,
     or for a scenario its engine refuses."""
     from simulator.common.errors import SpecsightInputError
-    from simulator.run import resolve_deployment, with_engine_defaults
+    from simulator.scenario.engine_defaults import with_engine_defaults
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import Scenario, load_scenario
     try:
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(dict(scenario))

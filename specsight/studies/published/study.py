@@ -198,7 +198,7 @@ def engine_refusal(scenario: Mapping[str, Any]) -> SpecsightInputError | None:
     """The switch point for every study that runs under a named engine: None when specsight prices
     the scenario's engine.kind (resolve_deployment accepts it), else resolve_deployment's refusal
     (an input error on engine.kind). Any other input error is raised."""
-    from simulator.run import resolve_deployment
+    from simulator.scenario.resolve import resolve_deployment
     from simulator.scenario.scenario import load_scenario
     try:
         resolve_deployment(load_scenario(dict(scenario)))

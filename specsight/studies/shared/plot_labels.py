@@ -9,7 +9,7 @@ Everything is measured in display pixels with the figure's own renderer: text bo
 `Text.get_window_extent(renderer)`, markers from each line's and scatter's data through its
 transform, lines sampled every LINE_STEP_PX along their display path. Placement runs after the
 data, the limits, the legend and the layout are final: `place_labels` lays the figure out first
-and marks its labels (gid PLACED), and `plots._save` then leaves the layout as it is."""
+and marks its labels (gid PLACED), and `figure_file.save_figure` then leaves the layout as it is."""
 from __future__ import annotations
 
 import math

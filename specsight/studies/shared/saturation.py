@@ -112,7 +112,7 @@ def run_flags(summary: Mapping[str, Any], requests: pd.DataFrame, process: str |
 
 
 def result_flags(result: Any) -> dict[str, Any]:
-    """`run_flags` of a simulator.run.SimResult, and of its baseline as `baseline_saturated`,
+    """`run_flags` of a simulator.run.result.SimResult, and of its baseline as `baseline_saturated`,
     `baseline_kv_limited` and `baseline_achieved_mean_batch` when it has one: what
     `simulate --json` adds to the summary (the summary itself stays the simulator's)."""
     process = result.scenario.workload.arrival
