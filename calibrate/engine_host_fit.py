@@ -176,8 +176,15 @@ def smallest_model(runs: Sequence[Mapping[str, Any]], root: Path = ROOT) -> str:
     return min(sizes, key=sizes.get)
 
 
+def runs_load(runs: Sequence[Mapping[str, Any]], model: str) -> list[float] | None:
+    """[min, max] of the 1-minute load at the start of every repeat of `model`'s runs (None if unrecorded)."""
+    loads = [float(rep["load_1m"]) for r in runs if r["model"] == model
+             for rep in r.get("repeats") or () if rep.get("load_1m") is not None]
+    return [round(min(loads), 2), round(max(loads), 2)] if loads else None
+
+
 def write_host_file(fit: Mapping[str, Any], out: str | Path, *, header: Mapping[str, Any], model: str,
-                    results: str, profile: str, command: str) -> Path:
+                    results: str, profile: str, command: str, load_of_runs: list[float] | None = None) -> Path:
     """data/engine_host/vllm-<version>-cpu.yaml (simulator/engines/measured_host.py reads it)."""
     import yaml
     env = header.get("env") or {}
@@ -195,7 +202,7 @@ def write_host_file(fit: Mapping[str, Any], out: str | Path, *, header: Mapping[
                        "command": command, "groundtruth_command": header.get("command"),
                        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "fit_machine": platform.node(), "load_1m_at_fit": round(os.getloadavg()[0], 2),
-                       "load_1m_of_runs": env.get("load_1m")},
+                       "load_1m_of_runs": load_of_runs},
     }
     doc = json.loads(json.dumps(doc, default=lambda o: o.item()))      # numpy scalars as plain numbers
     p = Path(out)

@@ -165,3 +165,12 @@ def test_the_calibration_bf16_cpu_linear_is_onednn_prepacked_and_computes_x_w():
     assert getattr(lin, "packed", None) is not None
     assert torch.allclose(lin(x).float(), plain.float(), atol=2e-2, rtol=2e-2)
     assert torch.allclose(lin(x).float(), x.float() @ lin.weight.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_host_file_records_the_load_range_of_the_fitted_models_repeats_only():
+    from calibrate.engine_host_fit import runs_load
+    runs = [{"model": "tiny-s", "repeats": [{"load_1m": 2.5}, {"load_1m": 0.75}]},
+            {"model": "tiny-s", "repeats": [{"load_1m": 3.0}, {"load_1m": None}]},
+            {"model": "tiny-m", "repeats": [{"load_1m": 9.0}]}]
+    assert runs_load(runs, "tiny-s") == [0.75, 3.0]
+    assert runs_load(runs, "tiny-x") is None

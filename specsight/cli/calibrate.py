@@ -178,7 +178,7 @@ def _calibrate_vidur(args: argparse.Namespace) -> int:
 def run_from_groundtruth(args: argparse.Namespace) -> int:
     """Fit vLLM's host time per iteration and per draft step on a CPU from its own runs."""
     from calibrate.engine_groundtruth import CPU_PROFILE, load_results
-    from calibrate.engine_host_fit import fit_host, smallest_model, write_host_file
+    from calibrate.engine_host_fit import fit_host, runs_load, smallest_model, write_host_file
     if args.engine not in (None, "vllm"):
         raise SpecsightInputError("--engine", args.engine, "vllm (the engine `specsight groundtruth` runs)")
     header, runs = load_results(args.from_groundtruth, "--from-groundtruth")
@@ -188,7 +188,7 @@ def run_from_groundtruth(args: argparse.Namespace) -> int:
     command = (f"specsight calibrate --engine vllm --from-groundtruth {args.from_groundtruth} --hardware {profile} "
                f"--out {args.out}")
     out = write_host_file(fit, args.out, header=header, model=model, results=str(args.from_groundtruth),
-                          profile=profile, command=command)
+                          profile=profile, command=command, load_of_runs=runs_load(runs, model))
     if args.json:
         emit_json({**fit, "file": str(out), "model": model}, indent=None)
         return 0
