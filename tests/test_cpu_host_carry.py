@@ -1,8 +1,8 @@
 """`validate --published --cpu-host` (specsight/studies/published/host.py) sets vLLM's H(B) on every
 vLLM row of the published table through an engine profile: each of those rows' engine versions must
 be one a profile can set, or the command stops at that row."""
-from specsight.studies.published.study import engine_for, load_published, scenario_for
 from simulator.engines.host import check_profile_engine
+from specsight.studies.published.study import engine_for, load_published, scenario_for
 
 
 def test_every_published_vllm_rows_version_takes_an_engine_profile():
