@@ -291,11 +291,20 @@ def _position(speedups: Sequence[float]) -> int:
     return next((i for i, v in enumerate(speedups) if v < 1.0), len(speedups))
 
 
+def _resolved(before: Mapping[str, Any], at: Mapping[str, Any]) -> bool:
+    """A measured crossover stands out of its runs' noise when every repeat of the run before it
+    pays (speedup above 1) and every repeat of the run at it does not."""
+    lo_before = (before.get("speedup_spread") or [before["measured_speedup"]] * 2)[0]
+    hi_at = (at.get("speedup_spread") or [at["measured_speedup"]] * 2)[1]
+    return lo_before > 1.0 and hi_at < 1.0
+
+
 def crossovers(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each measured crossover along batch (fixed model, method, design, K) and along K (fixed
     batch): speculation pays at the grid's first point and stops paying at a later one. The
     prediction's crossover is where its speedup first drops below 1 (before the grid's first point
-    when it never pays; past its end when it always does); reproduced when within one grid step."""
+    when it never pays; past its end when it always does); reproduced when within one grid step;
+    resolved when the repeats on either side of the measured one do not straddle 1 (_resolved)."""
     out = []
     for axis, fixed in (("batch", "k"), ("k", "batch")):
         groups: dict[tuple, list[Mapping[str, Any]]] = {}
@@ -310,7 +319,8 @@ def crossovers(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             p = _position([r["predicted_speedup"] for r in rs])
             out.append({"model": key[0], "method": key[1], "acceptance_design": key[2], fixed: key[3], "axis": axis,
                         "grid": grid, "measured": grid[m],
-                        "predicted": grid[p] if p < len(grid) else None, "reproduced": abs(p - m) <= 1})
+                        "predicted": grid[p] if p < len(grid) else None, "reproduced": abs(p - m) <= 1,
+                        "resolved": _resolved(rs[m - 1], rs[m])})
     return out
 
 
@@ -322,7 +332,9 @@ def goals(res: Mapping[str, Any]) -> dict[str, Any]:
             "median_ok": res["median_error"] <= SPEEDUP_MEDIAN_GOAL, "max_ok": res["max_error"] <= SPEEDUP_MAX_GOAL,
             "side_judged": len(judged), "side_wrong": [r["name"] for r in judged if not r["side_ok"]],
             "crossovers_reproduced": sum(c["reproduced"] for c in res["crossovers"]),
-            "crossovers": len(res["crossovers"])}
+            "crossovers": len(res["crossovers"]),
+            "resolved_crossovers": sum(c["resolved"] for c in res["crossovers"]),
+            "resolved_crossovers_reproduced": sum(c["reproduced"] and c["resolved"] for c in res["crossovers"])}
 
 
 # ---- text -------------------------------------------------------------------------------------
@@ -352,7 +364,9 @@ def table_markdown(res: Mapping[str, Any]) -> str:
                   f"{'met' if g['max_ok'] else 'not met'}) over {g['runs']} runs of {', '.join(g['methods'])}; "
                   f"side of 1 wrong on {len(g['side_wrong'])} of {g['side_judged']} runs outside 0.95-1.05"
                   + (f" ({', '.join(g['side_wrong'])})" if g["side_wrong"] else "")
-                  + f"; crossovers reproduced within one grid step: {g['crossovers_reproduced']} of {g['crossovers']}."]
+                  + f"; crossovers reproduced within one grid step: {g['crossovers_reproduced']} of {g['crossovers']}"
+                  + f" ({g['resolved_crossovers_reproduced']} of the {g['resolved_crossovers']} whose repeats on either "
+                    f"side do not straddle 1)."]
     if res.get("coverage_text"):          # the intervals' coverage (specsight/studies/published/engine_intervals.py)
         lines += ["", res["coverage_text"]]
     n_held = sum(r["role"] == "held out" for r in res["rows"])
@@ -363,14 +377,15 @@ def table_markdown(res: Mapping[str, Any]) -> str:
     if (res.get("noise_floor") or {}).get("median_error") is not None:
         lines += ["", noise_sentence(res["noise_floor"])]
     if res["crossovers"]:
-        lines += ["", "| model | method | acceptance | along | at | grid | measured crossover | predicted "
-                      "| reproduced |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| model | method | acceptance | along | at | grid | measured crossover | repeats clear of 1 "
+                      "| predicted | reproduced |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for c in res["crossovers"]:
             fixed = "k" if c["axis"] == "batch" else "batch"
             lines.append(f"| {c['model']} | {c['method']} | {c['acceptance_design']} | {c['axis']} "
                          f"| {fixed} = {c[fixed]} | {', '.join(map(str, c['grid']))} "
                          f"| {c['measured'] if c['measured'] is not None else 'none'} "
+                         f"| {'yes' if c.get('resolved') else 'no'} "
                          f"| {c['predicted'] if c['predicted'] is not None else 'none'} "
                          f"| {'yes' if c['reproduced'] else 'NO'} |")
     return "\n".join(lines) + "\n"

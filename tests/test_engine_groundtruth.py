@@ -174,3 +174,17 @@ def test_host_file_records_the_load_range_of_the_fitted_models_repeats_only():
             {"model": "tiny-m", "repeats": [{"load_1m": 9.0}]}]
     assert runs_load(runs, "tiny-s") == [0.75, 3.0]
     assert runs_load(runs, "tiny-x") is None
+
+
+def test_a_crossover_is_resolved_only_when_the_repeats_either_side_stay_clear_of_one():
+    from calibrate.engine_groundtruth import crossovers
+
+    def row(b, s, spread, pred):
+        return {"model": "m", "method": "eagle", "acceptance_design": "a", "k": 2, "batch": b,
+                "measured_speedup": s, "speedup_spread": spread, "predicted_speedup": pred}
+    clear = [row(1, 1.4, [1.2, 1.6], 1.3), row(2, 1.2, [1.05, 1.3], 1.1), row(4, 0.8, [0.7, 0.9], 0.9)]
+    blurred = [row(1, 1.4, [1.2, 1.6], 1.3), row(2, 1.1, [0.95, 1.3], 1.1), row(4, 0.9, [0.8, 1.05], 0.9)]
+    (c,) = crossovers(clear)
+    assert (c["measured"], c["resolved"], c["reproduced"]) == (4, True, True)
+    (c,) = crossovers(blurred)
+    assert (c["measured"], c["resolved"]) == (4, False)
