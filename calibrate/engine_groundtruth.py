@@ -365,8 +365,8 @@ def table_markdown(res: Mapping[str, Any]) -> str:
                   f"side of 1 wrong on {len(g['side_wrong'])} of {g['side_judged']} runs outside 0.95-1.05"
                   + (f" ({', '.join(g['side_wrong'])})" if g["side_wrong"] else "")
                   + f"; crossovers reproduced within one grid step: {g['crossovers_reproduced']} of {g['crossovers']}"
-                  + f" ({g['resolved_crossovers_reproduced']} of the {g['resolved_crossovers']} whose repeats on either "
-                    f"side do not straddle 1)."]
+                  + f" ({g['resolved_crossovers_reproduced']} of the {g['resolved_crossovers']} whose repeats "
+                    f"on either side do not straddle 1)."]
     if res.get("coverage_text"):          # the intervals' coverage (specsight/studies/published/engine_intervals.py)
         lines += ["", res["coverage_text"]]
     n_held = sum(r["role"] == "held out" for r in res["rows"])
