@@ -84,6 +84,47 @@ def test_decode_admission_waits_for_room():
     assert np.all(np.diff(fin) > 0)
 
 
+DRAFT_MODEL = {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3}
+EAGLE3 = {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3}
+
+
+@pytest.mark.parametrize("engine, drafter, moved", [
+    ({"kind": "sglang"}, DRAFT_MODEL, True),                      # sgl-project/sglang PR #33584
+    ({"kind": "vllm"}, EAGLE3, True),                             # NixlConnector moves the drafter's layers
+    ({"kind": "vllm"}, DRAFT_MODEL, False),                       # issue #54926: recomputed on decode
+    ({"kind": "trtllm"}, EAGLE3, True),                           # one-model: in the target's KV manager
+    ({"kind": "trtllm", "version": "0.20"}, EAGLE3, False),       # two-model: ModelDrafter's context request
+    ({"kind": "trtllm"}, DRAFT_MODEL, False),
+])
+def test_drafter_kv_transferred_or_rebuilt_as_each_engine_does(engine, drafter, moved):
+    """One request: the transfer carries the drafter's KV per token where the engine moves it
+    (latency + prompt x (target + drafter) bytes / bandwidth) and the target's alone where it
+    rebuilds it; then the decode instance's first round drafts after ingesting one token (moved)
+    or the whole context, prompt + first token (rebuilt: the drafter's prefill there)."""
+    from simulator.run import resolve_deployment, with_engine_defaults
+    from simulator.scenario.disagg_spec import pool_source
+    from simulator.scenario.scenario import load_scenario
+    prompt = 2000
+    wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 1, "prompt_len": prompt, "output_len": 6}
+    pools = {"prefill": {"instances": 1}, "decode": {"instances": 1}, "link": "network",
+             "bandwidth_gb_s": 25.0, "latency_us": 15.0}
+    sc = scenario(pools, wl, drafter=drafter, acceptance={"model": "iid", "alpha": 0.7}, policy={"kind": "static"},
+                  engine=engine)
+    r = simulate(sc)
+    dec = with_engine_defaults(load_scenario(pool_source(sc, "decode")))
+    dep = resolve_deployment(dec)
+    drafter_kv = dep.drafter.kv_bytes_per_token_per_gpu()
+    assert drafter_kv > 0
+    per_token = KV_BYTES_PER_TOKEN + (drafter_kv if moved else 0.0)
+    assert r.summary["kv_transfer_ms_mean"] == pytest.approx((15e-6 + prompt * per_token / 25e9) * 1e3, rel=1e-12)
+    first = r.iterations[r.iterations["replica"] == 1].iloc[0]
+    assert (first["num_decode"], first["k"]) == (1, 3)
+    # the round drafts over the prompt's cached tokens; the rebuilt drafter first ingests prompt + first token
+    one, whole = dep.step_cost.draft_s(1, 3, prompt, 1), dep.step_cost.draft_s(1, 3, prompt, prompt + 1)
+    assert whole > 1.2 * one
+    assert first["draft_s"] == pytest.approx(one if moved else whole, rel=1e-12)
+
+
 def test_bad_disaggregation_inputs():
     wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 2, "prompt_len": 10, "output_len": 4}
     with pytest.raises(SpecsightInputError, match="hardware.replicas"):
