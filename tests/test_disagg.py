@@ -154,7 +154,11 @@ def test_compiled_rounds_change_nothing_and_the_pools_batch_is_the_logs(monkeypa
 
 def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
     """A plan's replica is one xPyD unit (its GPUs); each engine gets prefill and decode servers,
-    speculation on the decode servers only."""
+    the K of speculation on the decode servers; EAGLE-3 also on vLLM's prefill server at K = 1 (its
+    KV crosses with the target's, vLLM's P/D spec-decode test), not on SGLang's (which takes it from
+    the decode servers' flags)."""
+    import json
+
     from simulator.scenario.scenario import load_scenario
     from specsight.studies.deploy.study import deployment
     from specsight.studies.plan.study import replica_tp
@@ -162,15 +166,73 @@ def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
     assert replica_tp(sc.source) == 2 * 1 + 6 * 2
     dep = deployment(sc)
     names = [e.engine for e in dep.engines]
-    assert names == ["vllm-prefill", "vllm-decode", "sglang-prefill", "sglang-decode", "trtllm"]
-    assert not dep["trtllm"].supported
-    for engine in ("vllm", "sglang"):
-        pre, dec = dep[f"{engine}-prefill"].argv, dep[f"{engine}-decode"].argv
-        assert not any(a.startswith("--speculative") for a in pre)
-        assert any(a.startswith("--speculative") for a in dec)
-    assert "NixlConnector" in dep["vllm-decode"].command
+    assert names == ["vllm-prefill", "vllm-decode", "sglang-prefill", "sglang-decode", "trtllm-prefill",
+                     "trtllm-decode", "trtllm-disaggregated"]
+
+    def spec(argv):
+        return json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec(dep["vllm-prefill"].argv) == {**spec(dep["vllm-decode"].argv), "num_speculative_tokens": 1}
+    assert spec(dep["vllm-decode"].argv)["num_speculative_tokens"] == 3
+    assert not any(a.startswith("--speculative") for a in dep["sglang-prefill"].argv)
+    assert any(a.startswith("--speculative") for a in dep["sglang-decode"].argv)
+    assert "NixlConnector" in dep["vllm-decode"].command and "NixlConnector" in dep["vllm-prefill"].command
     assert dep["sglang-decode"].argv[-4:] == ("--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
                                               "mooncake")
+    ngram = deployment(sc, ["drafter.method=ngram", "drafter.model=null"])
+    assert not any(a.startswith("--speculative") for a in ngram["vllm-prefill"].argv)
+
+
+def _trtllm_files(dep) -> dict:
+    import yaml
+    return {name: yaml.safe_load(text) for e in ("trtllm-prefill", "trtllm-decode", "trtllm-disaggregated")
+            for name, text in dep[e].files}
+
+
+@pytest.mark.parametrize("method, decoding_type, on_context", [
+    ("eagle3", "Eagle", True), ("mtp", "MTP", True), ("ngram", "NGram", False),
+    ("draft_model", "Draft_Target", False)])
+def test_trtllm_context_and_generation_servers_behind_trtllm_serve_disaggregated(method, decoding_type, on_context):
+    """TensorRT-LLM's disaggregated serving as its docs write it: per pool `trtllm-serve MODEL
+    --tp_size N --extra_llm_api_options YAML` with cache_transceiver_config (the context server's
+    with disable_overlap_scheduler), and `trtllm-serve disaggregated -c disagg_config.yaml` listing
+    P context and D generation servers. The generation servers speculate at the plan's K; MTP and
+    EAGLE-3 (one-model) give the context server the same speculative_config, as TensorRT-LLM's
+    disaggregated tests do; NGram and a draft model stay on the generation servers."""
+    from simulator.scenario.scenario import load_scenario
+    from specsight.studies.deploy.study import deployment
+    drafter = {"eagle3": [], "mtp": ["model=qwen3-next-80b-a3b", "drafter.method=mtp", "drafter.model=qwen3-next-80b-a3b-mtp"],
+               "ngram": ["drafter.method=ngram", "drafter.model=null"],
+               "draft_model": ["drafter.method=draft_model", "drafter.model=llama-3.2-1b"]}[method]
+    sc = load_scenario("llama8b-h100-eagle3-disagg", ["disaggregation.prefill.instances=3",
+                                                      "disaggregation.decode.instances=5",
+                                                      "disaggregation.decode.tp=2", *drafter])
+    dep = deployment(sc)
+    pre, dec, orch = dep["trtllm-prefill"], dep["trtllm-decode"], dep["trtllm-disaggregated"]
+    assert pre.argv == ("trtllm-serve", dep.config.model, "--tp_size", "1", "--extra_llm_api_options",
+                        "trtllm_prefill.yaml")
+    assert dec.argv[2:] == ("--tp_size", "2", "--extra_llm_api_options", "trtllm_decode.yaml")
+    assert orch.argv == ("trtllm-serve", "disaggregated", "-c", "disagg_config.yaml")
+    f = _trtllm_files(dep)
+    ctx, gen, cfg = f["trtllm_prefill.yaml"], f["trtllm_decode.yaml"], f["disagg_config.yaml"]
+    assert ctx["disable_overlap_scheduler"] is True and "disable_overlap_scheduler" not in gen
+    assert ctx["cache_transceiver_config"] == gen["cache_transceiver_config"] == {"backend": "DEFAULT"}
+    assert (ctx["tensor_parallel_size"], gen["tensor_parallel_size"]) == (1, 2)
+    assert gen["speculative_config"]["decoding_type"] == decoding_type
+    assert gen["speculative_config"]["max_draft_len"] == 3
+    assert ctx.get("speculative_config") == (gen["speculative_config"] if on_context else None)
+    assert cfg["context_servers"]["num_instances"] == 3 and len(cfg["context_servers"]["urls"]) == 3
+    assert cfg["generation_servers"]["num_instances"] == 5 and len(cfg["generation_servers"]["urls"]) == 5
+    assert len(set(cfg["context_servers"]["urls"] + cfg["generation_servers"]["urls"])) == 8
+    off = deployment(sc, ["policy.kind=off"])
+    assert "speculative_config" not in _trtllm_files(off)["trtllm_decode.yaml"]
+
+
+def test_trtllm_disaggregated_refuses_what_trtllm_refuses():
+    from simulator.scenario.scenario import load_scenario
+    from specsight.studies.deploy.study import deployment
+    dep = deployment(load_scenario("llama8b-h100-eagle3-disagg", ["drafter.method=suffix", "drafter.model=null"]))
+    assert [e.supported for e in dep.engines if e.engine.startswith("trtllm")] == [False, False, False]
+    assert "suffix automaton" in dep["trtllm-decode"].unsupported
 
 
 def test_prefill_pool_prefix_cache_frees_a_prompt_at_its_transfer():
