@@ -182,6 +182,29 @@ def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
     assert not any(a.startswith("--speculative") for a in ngram["vllm-prefill"].argv)
 
 
+def test_plan_prices_each_pool_at_its_own_gpu():
+    """1P1D of two GPUs: an H200 prefill instance (TP 1) and an H100 decode instance (TP 2). The
+    plan's $/hour is replicas x (1 x the H200's price + 2 x the H100's: hardware_profiles/*.yaml),
+    and $/M output tokens follows from it."""
+    from simulator.hardware.hardware import load_profile
+    from specsight.studies.plan.outputs import headline
+    from specsight.studies.plan.study import capacity_plan
+    h200, h100 = (float(load_profile(g).price_usd_per_gpu_hour) for g in ("h200-sxm", "h100-sxm"))
+    assert h200 != h100
+    wl = {"arrival": {"process": "poisson", "qps": 4.0}, "num_requests": 120, "prompt_len": 500, "output_len": 24}
+    sc = scenario({"prefill": {"instances": 1, "gpu": "h200-sxm"}, "decode": {"instances": 1, "tp": 2}}, wl,
+                  slo={"tpot_ms_p99": 50, "ttft_ms_p99": 2000})
+    p = capacity_plan(sc, 30.0, policies="off", tolerance=0.3, progress=False)
+    (row,) = p.rows
+    assert row["replicas"] and row["gpus"] == 3 * row["replicas"]
+    hand_usd_h = row["replicas"] * (1 * h200 + 2 * h100)
+    assert row["cost_per_hour_usd"] == pytest.approx(hand_usd_h, rel=1e-12)
+    assert row["cost_per_million_output_tokens_usd"] == pytest.approx(hand_usd_h / (30.0 * 24 * 3600) * 1e6,
+                                                                      rel=1e-12)
+    assert "prefill (1 GPUs at $4.464)" in p.price_source and "decode (2 GPUs at $3.348)" in p.price_source
+    assert "$3.72 per GPU-hour on average (prefill (1 GPUs at $4.464), decode (2 GPUs at $3.348))" in headline(p)
+
+
 def _trtllm_files(dep) -> dict:
     import yaml
     return {name: yaml.safe_load(text) for e in ("trtllm-prefill", "trtllm-decode", "trtllm-disaggregated")
