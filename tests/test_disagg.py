@@ -223,7 +223,8 @@ def test_trtllm_context_and_generation_servers_behind_trtllm_serve_disaggregated
     disaggregated tests do; NGram and a draft model stay on the generation servers."""
     from simulator.scenario.scenario import load_scenario
     from specsight.studies.deploy.study import deployment
-    drafter = {"eagle3": [], "mtp": ["model=qwen3-next-80b-a3b", "drafter.method=mtp", "drafter.model=qwen3-next-80b-a3b-mtp"],
+    drafter = {"eagle3": [],
+               "mtp": ["model=qwen3-next-80b-a3b", "drafter.method=mtp", "drafter.model=qwen3-next-80b-a3b-mtp"],
                "ngram": ["drafter.method=ngram", "drafter.model=null"],
                "draft_model": ["drafter.method=draft_model", "drafter.model=llama-3.2-1b"]}[method]
     sc = load_scenario("llama8b-h100-eagle3-disagg", ["disaggregation.prefill.instances=3",
