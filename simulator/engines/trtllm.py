@@ -88,7 +88,7 @@ class TRTLLM(EngineDef):
         Two-model: the draft engine's KV is in its own manager, not transferred; ModelDrafter makes a
         context request over the prompt the first time it sees a request
         (tensorrt_llm/_torch/speculative/model_drafter.py _create_draft_request_for_request): the
-        generation server rebuilds it [C]."""
+        generation server rebuilds it [C/I: read from the code, not stated nor run]."""
         return self._one_model(spec)
 
     def draft_step_floor_s(self, spec: DrafterSpec) -> float:
