@@ -85,6 +85,48 @@ def test_decode_admission_waits_for_room():
     assert np.all(np.diff(fin) > 0)
 
 
+DRAFT_MODEL = {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 3}
+EAGLE3 = {"method": "eagle3", "model": "eagle3-llama-3.1-8b", "num_speculative_tokens": 3}
+
+
+@pytest.mark.parametrize("engine, drafter, moved", [
+    ({"kind": "sglang"}, DRAFT_MODEL, True),                      # sgl-project/sglang PR #33584
+    ({"kind": "vllm"}, EAGLE3, True),                             # NixlConnector moves the drafter's layers
+    ({"kind": "vllm"}, DRAFT_MODEL, False),                       # issue #54926: recomputed on decode
+    ({"kind": "trtllm"}, EAGLE3, True),                           # one-model: in the target's KV manager
+    ({"kind": "trtllm", "version": "0.20"}, EAGLE3, False),       # two-model: ModelDrafter's context request
+    ({"kind": "trtllm"}, DRAFT_MODEL, False),
+])
+def test_drafter_kv_transferred_or_rebuilt_as_each_engine_does(engine, drafter, moved):
+    """One request: the transfer carries the drafter's KV per token where the engine moves it
+    (latency + prompt x (target + drafter) bytes / bandwidth) and the target's alone where it
+    rebuilds it; then the decode instance's first round drafts after ingesting one token (moved)
+    or the whole context, prompt + first token (rebuilt: the drafter's prefill there)."""
+    from simulator.scenario.disagg_spec import pool_source
+    from simulator.scenario.engine_defaults import with_engine_defaults
+    from simulator.scenario.resolve import resolve_deployment
+    from simulator.scenario.scenario import load_scenario
+    prompt = 2000
+    wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 1, "prompt_len": prompt, "output_len": 6}
+    pools = {"prefill": {"instances": 1}, "decode": {"instances": 1}, "link": "network",
+             "bandwidth_gb_s": 25.0, "latency_us": 15.0}
+    sc = scenario(pools, wl, drafter=drafter, acceptance={"model": "iid", "alpha": 0.7}, policy={"kind": "static"},
+                  engine=engine)
+    r = simulate(sc)
+    dec = with_engine_defaults(load_scenario(pool_source(sc, "decode")))
+    dep = resolve_deployment(dec)
+    drafter_kv = dep.drafter.kv_bytes_per_token_per_gpu()
+    assert drafter_kv > 0
+    per_token = KV_BYTES_PER_TOKEN + (drafter_kv if moved else 0.0)
+    assert r.summary["kv_transfer_ms_mean"] == pytest.approx((15e-6 + prompt * per_token / 25e9) * 1e3, rel=1e-12)
+    first = r.iterations[r.iterations["replica"] == 1].iloc[0]
+    assert (first["num_decode"], first["k"]) == (1, 3)
+    # the round drafts over the prompt's cached tokens; the rebuilt drafter first ingests prompt + first token
+    one, whole = dep.step_cost.draft_s(1, 3, prompt, 1), dep.step_cost.draft_s(1, 3, prompt, prompt + 1)
+    assert whole > 1.2 * one
+    assert first["draft_s"] == pytest.approx(one if moved else whole, rel=1e-12)
+
+
 def test_bad_disaggregation_inputs():
     wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 2, "prompt_len": 10, "output_len": 4}
     with pytest.raises(SpecsightInputError, match="hardware.replicas"):
@@ -114,7 +156,11 @@ def test_compiled_rounds_change_nothing_and_the_pools_batch_is_the_logs(monkeypa
 
 def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
     """A plan's replica is one xPyD unit (its GPUs); each engine gets prefill and decode servers,
-    speculation on the decode servers only."""
+    the K of speculation on the decode servers; EAGLE-3 also on vLLM's prefill server at K = 1 (its
+    KV crosses with the target's, vLLM's P/D spec-decode test), not on SGLang's (which takes it from
+    the decode servers' flags)."""
+    import json
+
     from simulator.scenario.scenario import load_scenario
     from specsight.studies.deploy.study import deployment
     from specsight.studies.plan.study import replica_tp
@@ -122,15 +168,97 @@ def test_plan_unit_and_serving_commands_of_a_disaggregated_deployment():
     assert replica_tp(sc.source) == 2 * 1 + 6 * 2
     dep = deployment(sc)
     names = [e.engine for e in dep.engines]
-    assert names == ["vllm-prefill", "vllm-decode", "sglang-prefill", "sglang-decode", "trtllm"]
-    assert not dep["trtllm"].supported
-    for engine in ("vllm", "sglang"):
-        pre, dec = dep[f"{engine}-prefill"].argv, dep[f"{engine}-decode"].argv
-        assert not any(a.startswith("--speculative") for a in pre)
-        assert any(a.startswith("--speculative") for a in dec)
-    assert "NixlConnector" in dep["vllm-decode"].command
+    assert names == ["vllm-prefill", "vllm-decode", "sglang-prefill", "sglang-decode", "trtllm-prefill",
+                     "trtllm-decode", "trtllm-disaggregated"]
+
+    def spec(argv):
+        return json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec(dep["vllm-prefill"].argv) == {**spec(dep["vllm-decode"].argv), "num_speculative_tokens": 1}
+    assert spec(dep["vllm-decode"].argv)["num_speculative_tokens"] == 3
+    assert not any(a.startswith("--speculative") for a in dep["sglang-prefill"].argv)
+    assert any(a.startswith("--speculative") for a in dep["sglang-decode"].argv)
+    assert "NixlConnector" in dep["vllm-decode"].command and "NixlConnector" in dep["vllm-prefill"].command
     assert dep["sglang-decode"].argv[-4:] == ("--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
                                               "mooncake")
+    ngram = deployment(sc, ["drafter.method=ngram", "drafter.model=null"])
+    assert not any(a.startswith("--speculative") for a in ngram["vllm-prefill"].argv)
+
+
+def test_plan_prices_each_pool_at_its_own_gpu():
+    """1P1D of two GPUs: an H200 prefill instance (TP 1) and an H100 decode instance (TP 2). The
+    plan's $/hour is replicas x (1 x the H200's price + 2 x the H100's: hardware_profiles/*.yaml),
+    and $/M output tokens follows from it."""
+    from simulator.hardware.hardware import load_profile
+    from specsight.studies.plan.outputs import headline
+    from specsight.studies.plan.study import capacity_plan
+    h200, h100 = (float(load_profile(g).price_usd_per_gpu_hour) for g in ("h200-sxm", "h100-sxm"))
+    assert h200 != h100
+    wl = {"arrival": {"process": "poisson", "qps": 4.0}, "num_requests": 120, "prompt_len": 500, "output_len": 24}
+    sc = scenario({"prefill": {"instances": 1, "gpu": "h200-sxm"}, "decode": {"instances": 1, "tp": 2}}, wl,
+                  slo={"tpot_ms_p99": 50, "ttft_ms_p99": 2000})
+    p = capacity_plan(sc, 30.0, policies="off", tolerance=0.3, progress=False)
+    (row,) = p.rows
+    assert row["replicas"] and row["gpus"] == 3 * row["replicas"]
+    hand_usd_h = row["replicas"] * (1 * h200 + 2 * h100)
+    assert row["cost_per_hour_usd"] == pytest.approx(hand_usd_h, rel=1e-12)
+    assert row["cost_per_million_output_tokens_usd"] == pytest.approx(hand_usd_h / (30.0 * 24 * 3600) * 1e6,
+                                                                      rel=1e-12)
+    assert "prefill (1 GPUs at $4.464)" in p.price_source and "decode (2 GPUs at $3.348)" in p.price_source
+    assert "$3.72 per GPU-hour on average (prefill (1 GPUs at $4.464), decode (2 GPUs at $3.348))" in headline(p)
+
+
+def _trtllm_files(dep) -> dict:
+    import yaml
+    return {name: yaml.safe_load(text) for e in ("trtllm-prefill", "trtllm-decode", "trtllm-disaggregated")
+            for name, text in dep[e].files}
+
+
+@pytest.mark.parametrize("method, decoding_type, on_context", [
+    ("eagle3", "Eagle", True), ("mtp", "MTP", True), ("ngram", "NGram", False),
+    ("draft_model", "Draft_Target", False)])
+def test_trtllm_context_and_generation_servers_behind_trtllm_serve_disaggregated(method, decoding_type, on_context):
+    """TensorRT-LLM's disaggregated serving as its docs write it: per pool `trtllm-serve MODEL
+    --tp_size N --extra_llm_api_options YAML` with cache_transceiver_config (the context server's
+    with disable_overlap_scheduler), and `trtllm-serve disaggregated -c disagg_config.yaml` listing
+    P context and D generation servers. The generation servers speculate at the plan's K; MTP and
+    EAGLE-3 (one-model) give the context server the same speculative_config, as TensorRT-LLM's
+    disaggregated tests do; NGram and a draft model stay on the generation servers."""
+    from simulator.scenario.scenario import load_scenario
+    from specsight.studies.deploy.study import deployment
+    drafter = {"eagle3": [],
+               "mtp": ["model=qwen3-next-80b-a3b", "drafter.method=mtp", "drafter.model=qwen3-next-80b-a3b-mtp"],
+               "ngram": ["drafter.method=ngram", "drafter.model=null"],
+               "draft_model": ["drafter.method=draft_model", "drafter.model=llama-3.2-1b"]}[method]
+    sc = load_scenario("llama8b-h100-eagle3-disagg", ["disaggregation.prefill.instances=3",
+                                                      "disaggregation.decode.instances=5",
+                                                      "disaggregation.decode.tp=2", *drafter])
+    dep = deployment(sc)
+    pre, dec, orch = dep["trtllm-prefill"], dep["trtllm-decode"], dep["trtllm-disaggregated"]
+    assert pre.argv == ("trtllm-serve", dep.config.model, "--tp_size", "1", "--extra_llm_api_options",
+                        "trtllm_prefill.yaml")
+    assert dec.argv[2:] == ("--tp_size", "2", "--extra_llm_api_options", "trtllm_decode.yaml")
+    assert orch.argv == ("trtllm-serve", "disaggregated", "-c", "disagg_config.yaml")
+    f = _trtllm_files(dep)
+    ctx, gen, cfg = f["trtllm_prefill.yaml"], f["trtllm_decode.yaml"], f["disagg_config.yaml"]
+    assert ctx["disable_overlap_scheduler"] is True and "disable_overlap_scheduler" not in gen
+    assert ctx["cache_transceiver_config"] == gen["cache_transceiver_config"] == {"backend": "DEFAULT"}
+    assert (ctx["tensor_parallel_size"], gen["tensor_parallel_size"]) == (1, 2)
+    assert gen["speculative_config"]["decoding_type"] == decoding_type
+    assert gen["speculative_config"]["max_draft_len"] == 3
+    assert ctx.get("speculative_config") == (gen["speculative_config"] if on_context else None)
+    assert cfg["context_servers"]["num_instances"] == 3 and len(cfg["context_servers"]["urls"]) == 3
+    assert cfg["generation_servers"]["num_instances"] == 5 and len(cfg["generation_servers"]["urls"]) == 5
+    assert len(set(cfg["context_servers"]["urls"] + cfg["generation_servers"]["urls"])) == 8
+    off = deployment(sc, ["policy.kind=off"])
+    assert "speculative_config" not in _trtllm_files(off)["trtllm_decode.yaml"]
+
+
+def test_trtllm_disaggregated_refuses_what_trtllm_refuses():
+    from simulator.scenario.scenario import load_scenario
+    from specsight.studies.deploy.study import deployment
+    dep = deployment(load_scenario("llama8b-h100-eagle3-disagg", ["drafter.method=suffix", "drafter.model=null"]))
+    assert [e.supported for e in dep.engines if e.engine.startswith("trtllm")] == [False, False, False]
+    assert "suffix automaton" in dep["trtllm-decode"].unsupported
 
 
 def test_prefill_pool_prefix_cache_frees_a_prompt_at_its_transfer():

@@ -95,6 +95,13 @@ class EngineDef:
     def tree_ok(self) -> bool:
         return self.trees
 
+    def drafter_kv_transferred(self, spec: DrafterSpec) -> bool:
+        """Under prefill/decode disaggregation, whether the drafter's KV of the prompt crosses the
+        link with the target's (the prefill instance runs the drafter over the prompt), rather than
+        being rebuilt on the decode instance (its drafter ingests the whole context there). Each
+        engine's rule and its sources: docs/simulator.md, Disaggregated serving."""
+        return True
+
     def check_structure(self, structure: DrafterStructure, model: str | None) -> None:
         """Refuse a drafter structure this engine version predates: an MTP assistant that reads the
         target's KV (Gemma 4's, May 2026) and MTP steps sharing the first step's sparse index

@@ -78,6 +78,19 @@ class TRTLLM(EngineDef):
     def overlap(self, spec: DrafterSpec | None) -> bool:
         return spec is None or self._one_model(spec)
 
+    def drafter_kv_transferred(self, spec: DrafterSpec) -> bool:
+        """One-model (MTP, EAGLE-3 one-model): the draft layers sit in the target's KV cache manager
+        (tensorrt_llm/_torch/speculative/utils.py get_num_spec_layers adds them to its layers), the
+        only manager the cache transceiver is built over (tensorrt_llm/_torch/pyexecutor/_util.py:
+        create_kv_cache_transceiver(mapping, dist, kv_cache_manager, ...)), so their KV crosses with
+        the target's; TensorRT-LLM's disaggregated tests give the context server the same
+        speculative_config (tests/integration/defs/accuracy/test_disaggregated_serving.py) [C].
+        Two-model: the draft engine's KV is in its own manager, not transferred; ModelDrafter makes a
+        context request over the prompt the first time it sees a request
+        (tensorrt_llm/_torch/speculative/model_drafter.py _create_draft_request_for_request): the
+        generation server rebuilds it [C/I: read from the code, not stated nor run]."""
+        return self._one_model(spec)
+
     def draft_step_floor_s(self, spec: DrafterSpec) -> float:
         return H.TRTLLM_TWO_MODEL_DRAFT_STEP_S if self.version == "0.20" and not spec.is_lookup \
             and not self._one_model(spec) else 0.0

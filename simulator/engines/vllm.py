@@ -169,6 +169,15 @@ class VLLM(EngineDef):
             return 2
         return 1 + (1 if spec.is_tree else 0)
 
+    def drafter_kv_transferred(self, spec: DrafterSpec) -> bool:
+        """EAGLE, EAGLE-3 and MTP: the prefill server runs the same drafter and NixlConnector moves
+        its KV with the target's (tests/v1/kv_connector/nixl_integration/spec_decode_acceptance_test.sh
+        gives the prefill server the drafter at num_speculative_tokens 1; PR #49230 fails the handshake
+        when the two servers' drafters differ) [C/D]. A separate draft model: its KV groups are left
+        out of the transfer and the decode server recomputes them (issue #54926, on main after PRs
+        #51718 and #53779) [D]."""
+        return spec.method != DRAFT_MODEL
+
     def overlap(self, spec: DrafterSpec | None) -> bool:
         if self.version == "v0" or self.early:
             return False

@@ -9,8 +9,9 @@ import numpy as np
 
 from ..common.errors import SpecsightInputError
 from ..costs.kv_cache import blocks_for
+from ..engines import engine_for
 from ..hardware.hardware import load_profile
-from ..scenario.deployment import Deployment, memory_k_max, verify_width_fn
+from ..scenario.deployment import Deployment, drafter_loaded, memory_k_max, verify_width_fn
 from ..scenario.disagg_spec import pool_link, pool_source
 from ..scenario.engine_defaults import with_engine_defaults
 from ..scenario.resolve import resolve_deployment
@@ -34,6 +35,16 @@ if TYPE_CHECKING:
     import simpy
 
     from ..serving.metrics import IterationLog
+
+
+def drafter_kv_transferred(decode: Scenario) -> bool:
+    """Whether the decode pool's engine moves the drafter's KV of the prompt with the target's
+    (EngineDef.drafter_kv_transferred; `ideal`: moved, as SGLang's PD mode does) or rebuilds it on
+    the decode instance."""
+    d = decode.drafter
+    if d is None or decode.engine.kind == "ideal":
+        return True
+    return engine_for(decode.engine.kind, decode.engine.version).drafter_kv_transferred(d)
 
 
 def _pool_capacity(dep: Deployment, longest: int, bs: int, pool: str) -> int:
@@ -65,7 +76,11 @@ def simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
     tp_p, tp_d = int(psc.hardware.tp), int(dsc.hardware.tp)
     link = pool_link(raw, load_profile(psc.hardware.profile or psc.hardware.gpu), P * tp_p + D * tp_d)
     assert dep_p.kv is not None and dep_d.kv is not None
-    kv_tok = max(dep_p.kv.kv_bytes_per_token, dep_d.kv.kv_bytes_per_token)    # per GPU: each shard in parallel
+    moves = drafter_kv_transferred(dsc)
+    kv_d = dep_d.kv.kv_bytes_per_token        # per GPU, target + (loaded) drafter
+    if not moves and dep_d.drafter is not None and drafter_loaded(dsc):
+        kv_d -= dep_d.drafter.kv_bytes_per_token_per_gpu()         # rebuilt on the decode instance
+    kv_tok = max(dep_p.kv.kv_bytes_per_token, kv_d)    # per GPU: each shard in parallel
     transfer = (link.latency_s + reqs.prompt_len * (kv_tok / (link.bandwidth_gb_s * 1e9))).tolist()
 
     table = RequestTable(reqs.arrival_s, reqs.prompt_len, reqs.output_len)
@@ -83,6 +98,7 @@ def simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
         p_class = with_prefix_cache(p_class)
         table.chains = reqs.chains or Chains(bs, spec=PrefixSpec(block_tokens=bs))
     d_class = pool_class(base, DecodeAdmission, "Decode")
+    d_class.drafter_kv_arrived = moves
 
     def make_replica(env: simpy.Environment, i: int, tbl: RequestTable, log: IterationLog,
                      on_finish: Callable[[int], None]) -> Replica:

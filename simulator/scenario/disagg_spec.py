@@ -12,8 +12,9 @@ GPU of a tensor-parallel group sending its own shard in parallel (the larger of 
 per-GPU shards). The link: NVLink within a node (the profile's interconnect.bandwidth_gb_s,
 latency_us), the inter-node network otherwise (internode_bandwidth_gb_s, internode_latency_us:
 one NIC per GPU); `auto` is NVLink when both pools fit in one node (gpus_per_node), else the
-network. The drafter's own KV is transferred with the target's (its bytes per token are added;
-SGLang's PD prefill engine runs the EAGLE drafter and sends its KV: sgl-project/sglang PR #33584).
+network. The drafter's own KV is transferred with the target's (its bytes per token are added)
+where the decode pool's engine moves it, and rebuilt on the decode instance where it does not
+(EngineDef.drafter_kv_transferred; run.py drafter_kv_transferred; docs/simulator.md).
 """
 from __future__ import annotations
 

@@ -65,7 +65,13 @@ class PrefillHandoff(PoolCounts):
 
 
 class DecodeAdmission:
-    """A decode instance's replica: requests whose KV arrived join the decode batch (mixin)."""
+    """A decode instance's replica: requests whose KV arrived join the decode batch (mixin).
+
+    `drafter_kv_arrived` (set by the caller, from EngineDef.drafter_kv_transferred): the drafter's
+    KV of the prompt came with the target's, so its first pass here ingests the one token the
+    prefill emitted; otherwise (rebuilt) it ingests the whole context, the drafter's prefill of the
+    prompt on this instance, in the sequence's first speculative round."""
+    drafter_kv_arrived = True
 
     def _init_kv_queue(self) -> None:
         self.kv_ready: deque[int] = deque()
@@ -97,6 +103,9 @@ class DecodeAdmission:
             q.popleft()
             free -= need
             self._join(rid, ctx, prompt, output, output - t.generated.item(rid))
+            if self.drafter_kv_arrived and self.track_catchup:      # catch-up: the first token only
+                self.d_pend[self.n - 1] = 1
+                self.pend_sum -= ctx - 1
             if self.trace is not None:
                 self.trace.append((self.now, "admit", rid))
 

@@ -187,7 +187,8 @@ def deployment(scenario: Any, overrides: Iterable[str] = (), *, model_path: str 
              for pool in ("prefill", "decode")]
     d = source["disaggregation"]
     counts = (int(d["prefill"].get("instances", 1)), int(d["decode"].get("instances", 1)))
-    return Deployment(pools[1].config, pd_engines(pools[0].engines, pools[1].engines, counts))
+    return Deployment(pools[1].config, pd_engines(pools[0].config, pools[0].engines, pools[1].config, pools[1].engines,
+                                                  counts))
 
 
 # ---- the configuration a capacity plan chose --------------------------------------------------

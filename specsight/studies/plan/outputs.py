@@ -67,9 +67,17 @@ def headline(p: CapacityPlan) -> str:
     return (f"# Capacity plan: {p.meta['scenario']}\n\n{p.meta['hardware']} per replica, engine {p.meta['engine']}, "
             f"drafter {p.meta['drafter']}; "
             f"target {p.target_qps:g} requests/s; SLO TPOT p99 <= {_f(slo.tpot_ms_p99, 'g')} ms, "
-            f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; ${p.price_per_gpu_hour:g} per GPU-hour"
-            + (f" ({p.price_source.split(':')[0]})." if p.price_source else ".")
+            f"TTFT p99 <= {_f(slo.ttft_ms_p99, 'g')} ms; {price_words(p.price_per_gpu_hour, p.price_source)}."
             + f"\n\n{interval_note(p)}")
+
+
+def price_words(usd: float, where: str) -> str:
+    """`$3.348 per GPU-hour (profile h100-sxm)`; pools priced apart (price.py): their mean per GPU
+    and each pool's price."""
+    if where.startswith("prefill ("):     # "prefill (1 GPUs at $4.464): source; decode (...): source"
+        pre, dec = where.split("; decode (", 1)
+        return f"${usd:.4g} per GPU-hour on average ({pre.split(':')[0]}, decode ({dec.split(':')[0]})"
+    return f"${usd:g} per GPU-hour" + (f" ({where.split(':')[0]})" if where else "")
 
 
 def interval_note(p: CapacityPlan) -> str:
