@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from heapq import heappush
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -79,21 +79,12 @@ class RunOn:
     _wake_t = 0.0
     _on_rows: array | None = None      # the rows run on, logged at the end they wait for
     ran_on = went_back = 0             # counts (tests)
-    # A run-on gone back to before PAYS arrivals passed saved fewer stops than it cost (its compiled
-    # rounds again, a snapshot, an event): the replica then passes up the next 1, 3, 7, 15 chances,
-    # by consecutive losses (its speed only: any choice gives the same run).
-    PAYS = 2
-    _on_j = 0                          # the arrival after the clock it ran on from
-    _on_skip = _on_losses = 0
 
     def _run_on(self, j: int, h: float) -> simpy.Event | None:
         """From the replica's clock c (SimPy's), arrivals[j] = h the next arrival after it: run on
         (module docstring) and return the event to wait for; None where the replica is to go on as
         run_ahead.py has it: nothing run (its state as it was), an exact tie (its state restored),
         or no arrival in between (what it ran logged and its finishes retired, at their end)."""
-        if self._on_skip:
-            self._on_skip -= 1
-            return None
         if self.waiting or self.prefills or not self.n:
             return None
         n, blk, c = self.n, self._block, self.now
@@ -124,7 +115,7 @@ class RunOn:
         if not set(rows[END::N_ITER_COLS]).isdisjoint(arr[j:hi]):   # an arrival on a round's end:
             self._restore(snap)                                      # the tie is run_ahead.py's
             return None
-        self._on, self._on_j = snap, j
+        self._on = snap
         self.ran_on += 1
         self.now = rows[len(rows) - N_ITER_COLS + START]
         self._wake_t = e
@@ -151,13 +142,7 @@ class RunOn:
         s, self._on = self._on, None
         self.went_back += 1
         self._restore(s)
-        a = self.env.now
-        if bisect_left(self.arrivals, a, self._on_j) - self._on_j < self.PAYS:
-            self._on_losses = losses = min(self._on_losses + 1, 4)
-            self._on_skip = (1 << losses) - 1
-        else:
-            self._on_losses = 0
-        self._kernel_rounds(s.c, a)
+        self._kernel_rounds(s.c, self.env.now)
         row = len(self._logbuf) - N_ITER_COLS
         self.now, end = self._logbuf[row + START], self._logbuf[row + END]
         old, self._wake = self._wake, event_at(self.env, end)
@@ -167,7 +152,7 @@ class RunOn:
     def _end_run_on(self) -> None:
         """At the end waited for: the rows run on logged (unless gone back), the finishes retired."""
         if self._on is not None:
-            self._on, self._on_losses = None, 0
+            self._on = None
             self._logbuf.extend(self._on_rows)
             del self._on_rows[:]
         self._wake = None
