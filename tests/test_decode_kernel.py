@@ -189,8 +189,8 @@ def _run(spec, overrides, kernel, monkeypatch, baseline=True):
     rounds = [0]
     run_rounds = Replica._kernel_rounds
 
-    def counted(self, start, peek_s):
-        m = run_rounds(self, start, peek_s)
+    def counted(self, start, peek_s, stop_at_finish=False):
+        m = run_rounds(self, start, peek_s, stop_at_finish)
         rounds[0] += m
         return m
     monkeypatch.setattr(Replica, "_kernel_rounds", counted)

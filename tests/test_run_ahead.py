@@ -159,8 +159,8 @@ def _crossings(monkeypatch) -> Counter:
     seen: Counter = Counter()
     plain = CompiledRounds._kernel_rounds
 
-    def counted(self, start, peek_s):
-        m = plain(self, start, peek_s)
+    def counted(self, start, peek_s, stop_at_finish=False):
+        m = plain(self, start, peek_s, stop_at_finish)
         if m and self.arrivals and self.now >= peek_s:      # run_ahead's stretch crossed peek_s
             row = len(self._logbuf) - N_ITER_COLS
             t = self._logbuf[row + END]

@@ -81,11 +81,12 @@ class CompiledRounds:
         return dk.plan(fn, target=cost.cm, draft=dc, first_is_b=drafter.spec.first_step_one_token,
                        branches=int(drafter.branches), **fixed)
 
-    def _kernel_rounds(self, start: float, peek_s: float) -> int:
+    def _kernel_rounds(self, start: float, peek_s: float, stop_at_finish: bool = False) -> int:
         """Run the uneventful decode rounds that follow in decode_kernel (none where the next
         round is not one), retiring the sequences a round finishes and going on after them;
         returns how many rounds ran. start: the clock the inline chain started at. With
-        `crosses`, the round that starts before peek_s and ends at or after it runs too, the last.
+        `crosses`, the round that starts before peek_s and ends at or after it runs too, the last;
+        stop_at_finish (with `crosses`): so does the first round that finishes a sequence (run_on.py).
 
         A round's first draft step reads the row 1 + f - n of its RoundCosts' draft terms (f the
         tokens it ingests: n for a first step of one token per sequence, else pend_sum); a row
@@ -149,9 +150,9 @@ class CompiledRounds:
                     self._sync_pend()             # whatever _phase says)
                 self.d_pend[:n] += m
                 self.pend_sum += n * m
-            if cross and now >= peek_s:       # the round crossing peek_s ran: the stretch's last; its
-                if finished:                      # finishes wait for its end (`_retire_crossed`)
-                    self._crossed_n = n
+            if cross and (now >= peek_s or (finished and stop_at_finish)):   # the round crossing peek_s
+                if finished:                      # ran: the stretch's last; its finishes wait for its end
+                    self._crossed_n = n       # (`_retire_crossed`)
                 break
             if not finished:
                 if k and roofline:       # stopped for a first-step row not built yet: build it, go on

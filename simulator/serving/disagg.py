@@ -77,6 +77,8 @@ class DecodeAdmission:
         self.kv_ready: deque[int] = deque()
 
     def submit_kv(self, rid: int) -> None:
+        if self._on is not None:              # running on past this arrival: back to it (run_on.py)
+            self._go_back()
         self.kv_ready.append(rid)
         self.outstanding += 1
         if self.idle_event is not None:       # idle: its clock is SimPy's; admit now, then wake it
@@ -124,10 +126,10 @@ class DecodeAdmission:
         if self.kv_ready:                     # (as `_complete`)
             self._admit_kv()
 
-    def _kernel_rounds(self, start: float, peek_s: float) -> int:
+    def _kernel_rounds(self, start: float, peek_s: float, stop_at_finish: bool = False) -> int:
         if self.kv_ready:                     # arrived KV waits for room: no compiled stretch
             return 0
-        return super()._kernel_rounds(start, peek_s)
+        return super()._kernel_rounds(start, peek_s, stop_at_finish)
 
 
 def pool_class(base: type, mixin: type, prefix: str) -> type:

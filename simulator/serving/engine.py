@@ -75,6 +75,9 @@ class Engine:
                 r.next_request = None if self.router.reaches_any else functools.partial(self.router.next_request, i)
                 if cross:
                     r.crosses = r.CROSS
+                    # a router reading every replica: run on past arrivals it may not send here (run_on.py;
+                    # one replica is sent every arrival)
+                    r.runs_on = r.CROSS and self.router.reaches_any and self.router.runs_on and num_replicas > 1
         elif trace is None:       # Replica.run: the compiled rounds may run the iteration in flight at
             for r in self.replicas:       # the next event, its completion at its end (Replica._wait_crossed)
                 r.crosses = r.holds_crossed_row = getattr(r, "CROSS", False)

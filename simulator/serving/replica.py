@@ -23,8 +23,9 @@ Uneventful stretches of decode rounds run in compiled code where numba is there 
 The rooms are mixins of `Replica`, each owning its part of the state: DecodeBatch (the slots and
 their sums), Scheduler (waiting queue, partial prefills), KChoice (K and its price),
 CompiledRounds (the kernel glue), RunAhead (an open loop's replica running on to its next
-arrival, run_ahead.py). They share one object because the loop reads their fields every
-iteration, and a field of the replica itself is one attribute lookup.
+arrival, run_ahead.py), RunOn (past arrivals a router may not send it, run_on.py). They share one
+object because the loop reads their fields every iteration, and a field of the replica itself is
+one attribute lookup.
 
 Acceptance with rates shared by all sequences comes from `PrefixBlockSampler` (a slice per round,
 the same draws as per-round sampling).
@@ -45,6 +46,7 @@ from .compiled_rounds import CompiledRounds
 from .decode_batch import DecodeBatch
 from .metrics import ITER_COLUMNS, IterationLog, RequestTable
 from .run_ahead import RunAhead
+from .run_on import RunOn
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ __all__ = ["Replica"]
 START, DRAFT, VERIFY, OVERHEAD = (ITER_COLUMNS.index(c) for c in ("start_s", "draft_s", "verify_s", "overhead_s"))
 
 
-class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
+class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead, RunOn):
     """Continuous batching on one GPU group. `run()` is its SimPy process."""
     INLINE = True          # run iterations without a SimPy event where nothing can intervene (`run`)
     KERNEL = True          # run uneventful decode rounds in compiled code where numba is there (decode_kernel)
@@ -127,6 +129,8 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead):
 
     # ---- entry points ------------------------------------------------------------------------
     def submit(self, rid: int) -> None:
+        if self._on is not None:       # running on past this arrival: back to it (run_on.py)
+            self._go_back()
         self.waiting.append(rid)
         self.outstanding += 1
         if self.idle_event is not None:

@@ -15,7 +15,13 @@ prefix_aware       cache-aware routing by SGLang's router rule (sgl-project's SG
 `reads_state` says whether a pick reads the replicas; `next_request(replica, submitted)` is the
 first request (by submission order, after `submitted` of them) that can reach a replica
 (`reaches_any`: every request can reach every replica, so it is `submitted`). The engine lets a
-replica of an open loop run on to that request's arrival (simulator/serving/run_ahead.py).
+replica of an open loop run on to that request's arrival (simulator/serving/run_ahead.py), and with
+`runs_on` past it, going back if it is sent there (simulator/serving/run_on.py). Least outstanding
+does not: in the 4P12D decode pool of benchmarks/bench_fleet_features.py (case both), whose picks
+spread the load evenly, a replica running on was sent a request within two arrivals as a rule, and
+the rounds run again cost more than the stops saved (`--instructions --requests 2000 --cases both`
+with `runs_on = True` here: 3.46e9 instructions against 3.36e9); prefix-aware routing gains
+(case prefix: 1.85e9 against 2.24e9 without running on).
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from collections.abc import Sequence
 class RoundRobinRouter:
     reads_state = False
     reaches_any = False
+    runs_on = False
 
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas
@@ -43,6 +50,7 @@ class RoundRobinRouter:
 class LeastOutstandingRouter:
     reads_state = True
     reaches_any = True
+    runs_on = False
 
     def __init__(self, num_replicas: int):
         self.num_replicas = num_replicas
@@ -59,9 +67,9 @@ class LeastOutstandingRouter:
         """Any request may reach any replica: the next one to be submitted."""
         return submitted
 
-
 class PrefixAwareRouter(LeastOutstandingRouter):
     """SGLang's cache-aware rule (module docstring) over the replicas' `pool` (prefix_replica.py)."""
+    runs_on = True
     CACHE_THRESHOLD = 0.3        # matched share of the prompt above which the match decides
     BALANCE_ABS = 64             # outstanding requests: imbalance when max - min exceeds this ...
     BALANCE_REL = 1.5            # ... and max exceeds this times min

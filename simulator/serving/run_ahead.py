@@ -25,7 +25,11 @@ Otherwise the replica yields one timeout to it, which SimPy orders as the rule d
 timeout is older than the arrival process's for any arrival after h), and at h itself, where the
 arrivals come first, a zero timeout behind them.
 
-A mixin of `Replica` (simulator/serving/replica.py); the engine sets `arrivals`, `next_request` and `crosses`.
+Past an arrival that a router reading every replica may not send it, a replica runs on and goes
+back if it does (run_on.py).
+
+A mixin of `Replica` (simulator/serving/replica.py); the engine sets `arrivals`, `next_request`, `crosses`
+and `runs_on`.
 """
 from __future__ import annotations
 
@@ -91,6 +95,7 @@ class RunAhead:
         schedule, complete = self._schedule, self._complete
         kernel = self._kernel_rounds if self._kern is not None else None
         rounds_tie, next_request = self._rounds_tie, self.next_request
+        runs_on = self.runs_on and self.ON and kernel is not None
         inf = math.inf
         log, logbuf = self.log, self._logbuf
         fold_floats = log.fold_floats          # (sys.maxsize unless the run drops the log)
@@ -109,6 +114,10 @@ class RunAhead:
             h = arrivals[j] if j < len(arrivals) else inf
             self._qh = hi = min(j + 1, len(arrivals))
             start = env.now
+            if runs_on and self.n and now == start < h < inf and (wake := self._run_on(j, h)) is not None:
+                yield wake            # ran on past h to a finish (run_on.py): its end, or the end of
+                self._end_run_on()    # the round in flight at an arrival sent here
+                continue
             ran = False               # the iteration in flight ran in the compiled rounds (it crossed h)
             while True:               # plan at self.now; go on while the iteration ends before h's arrivals
                 if kernel is not None and not self.prefills and (m := kernel(start, h)):
