@@ -59,8 +59,7 @@ def test_a_cpu_round_costs_its_eager_passes_plus_the_host_in_series(method):
         cm = cost.cm if p.model == "target" else cost.drafter.draft_cost
         for j in range(p.count):
             c = B * ctx + B * j
-            pairs = (attention_pairs("prefill", p.tokens_per_seq, B, c, cm.query_group) if p.model == "target"
-                     else causal_pairs(p.tokens, c, B))
+            pairs = causal_pairs(p.tokens, c, B)       # vLLM's CPU attention: no query tile (verify included)
             want += cm.time_s(p.tokens, c, pairs, B * p.logits_per_seq, B) + p.eager_launches * dispatch
     host = HOST.iteration_s(B) + HOST.proposer(method).time_s(B, k)
     assert cost.round_time_s(B, k, ctx, k + 1) == pytest.approx(want + host, rel=1e-12)
@@ -71,11 +70,45 @@ def test_a_cpu_round_costs_its_eager_passes_plus_the_host_in_series(method):
 def test_an_ngram_round_on_a_cpu_is_the_verify_pass_plus_the_measured_proposer():
     B, k, ctx = 8, 2, 50.0
     cost = engine_deployment(_scenario("ngram", k, B), HOST).step_cost
-    verify = cost.cm.time_s(B * (k + 1), B * ctx, attention_pairs("prefill", k + 1, B, B * ctx, cost.cm.query_group),
-                            B * (k + 1), B)
+    verify = cost.cm.time_s(B * (k + 1), B * ctx, causal_pairs(B * (k + 1), B * ctx, B), B * (k + 1), B)
     assert cost.draft_s(B, k, B * ctx) == 0.0
     assert cost.round_time_s(B, k, ctx, k + 1) == pytest.approx(
         verify + HOST.iteration_s(B) + HOST.proposer("ngram").time_s(B, k), rel=1e-12)
+
+
+def test_the_cpu_builds_verify_attention_is_priced_at_the_causal_pairs_and_a_gpus_at_the_query_tile():
+    """vLLM's CPU attention runs a verify's K + 1 queries a sequence in the decode kernel (no 64-row
+    query tile, as calibrate fits it): 21x fewer pairs than the GPU prefill kernel's at K = 2, group 1."""
+    B, k, ctx = 16, 2, 128.0
+    cpu = engine_deployment(_scenario("eagle", k, B), HOST).step_cost
+    causal = causal_pairs(B * (k + 1), B * ctx, B)
+    want = cpu.cm.time_s(B * (k + 1), B * ctx, causal, B * (k + 1), B)
+    assert cpu.target_s(B * (k + 1), B * ctx, causal, B * (k + 1), B) == pytest.approx(want, rel=1e-12)
+    tiled = attention_pairs("prefill", k + 1, B, B * ctx, cpu.cm.query_group)
+    assert tiled == pytest.approx(causal * 64 / 3)
+    assert cpu.cm.time_s(B * (k + 1), B * ctx, tiled, B * (k + 1), B) > 1.1 * want
+    assert engine_for("vllm", "v1").attention_class(cpu.spec) == "prefill"
+    assert engine_for("vllm", "v1-0.32").attention_class(cpu.spec) == "decode"
+
+
+@pytest.mark.parametrize("method", ["eagle", "draft_model"])
+def test_the_cpu_builds_drafter_reads_the_prompt_in_the_prefill_step_not_the_first_round(method):
+    """vLLM proposes in the step that returns the first token: the drafter's pass over the prompt
+    is in the prefill iteration (TTFT), and the first decode round drafts as the later ones do
+    (its draft time within the context growth of the next round's), where a version without it
+    charges the prompt to the first round."""
+    B, k = 8, 2
+    sc = _scenario(method, k, B)
+    it = simulate(sc).iterations
+    first, rounds = it.iloc[0], it[it["num_decode"] > 0]
+    assert first["num_prefill_tokens"] == B * 64 and first["draft_s"] > 0
+    r1, r2 = rounds["draft_s"].iloc[0], rounds["draft_s"].iloc[1]
+    assert r1 == pytest.approx(r2, rel=0.02)
+    assert first["draft_s"] > 3 * r1                      # the prompt's pass is the dearer one
+    cost = engine_deployment(sc, HOST).step_cost
+    assert cost.drafts_in_prefill
+    assert not engine_deployment(_scenario(method, k, B, profile="h100-sxm", version="v1") | {
+        "hardware": {"gpu": "h100-sxm", "tp": 1}}, None).step_cost.drafts_in_prefill
 
 
 def test_a_gpu_profile_prices_as_before():

@@ -171,6 +171,11 @@ class EngineDef:
         """The kernel class of the verify pass's attention (ATTENTION_CLASSES)."""
         raise NotImplementedError
 
+    # the drafter runs in the step that completes a prompt, before its first token is returned,
+    # over the prompt (the replica prices it there: TTFT; the first decode round then ingests
+    # only the first token, not the prompt). False: the first decode round ingests the prompt.
+    drafts_in_prefill = False
+
     # ---- host work a round exposes beyond H(B) and its syncs (host.py) ----------------------
     def draft_step_floor_s(self, spec: DrafterSpec) -> float:
         """The least time of one draft forward where the propose loop is host-bound: a draft step

@@ -77,6 +77,8 @@ class EngineStepCost:
         self.spec = drafter.spec if drafter is not None else None
         self.k_max = int(k_max)
         self.uses_catchup = drafter is not None and drafter.uses_gpu
+        # the drafter's pass over a prompt runs in the prefill step (EngineDef.drafts_in_prefill)
+        self.drafts_in_prefill = self.uses_catchup and engine.drafts_in_prefill
         self.attention_rows = cost_model.attention_rows
         self._kernels = {"target": kernels(cost_model)}
         if drafter is not None and drafter.draft_cost is not None:
@@ -196,6 +198,18 @@ class EngineStepCost:
         # (vLLM / TensorRT-LLM: draft 1 over the window; SGLang: the draft extend; V0: step 1)
         ingest = next((p for p in drafts if p.name in INGESTING_PASSES), drafts[0] if drafts else None)
         return sum(self.pass_s(p, context, catchup if p is ingest else None) for p in drafts)
+
+    def prefill_draft_s(self, decode_seqs: int, k: int, decode_context: float, decode_catchup: float,
+                        prefill_seqs: int, prefill_tokens: int, prefill_context: float) -> float:
+        """What an iteration holding prefill chunks adds to its drafter's time where the drafter runs
+        in the prefill step (drafts_in_prefill): one propose of k over every sequence of the step,
+        its first pass ingesting the decode sequences' catch-up and the chunks' tokens, less the
+        decode sequences' own propose (draft_s, already in the iteration)."""
+        if not (self.drafts_in_prefill and prefill_tokens and k > 0):
+            return 0.0
+        both = self.draft_s(decode_seqs + prefill_seqs, k, decode_context + prefill_context,
+                            decode_catchup + prefill_tokens)
+        return both - (self.draft_s(decode_seqs, k, decode_context, decode_catchup) if decode_seqs else 0.0)
 
     def draft_s_at_floor(self, num_seqs: int, k: int, context: float, floor_s: float) -> float:
         """draft_s with the draft step's host-bound floor at `floor_s` in place of the engine's

