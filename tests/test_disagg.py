@@ -127,6 +127,58 @@ def test_drafter_kv_transferred_or_rebuilt_as_each_engine_does(engine, drafter, 
     assert first["draft_s"] == pytest.approx(one if moved else whole, rel=1e-12)
 
 
+@pytest.mark.parametrize("engine, drafter, moved", [
+    ({"kind": "sglang"}, EAGLE3, True),           # the PD prefill engine runs the drafter (PR #33584)
+    ({"kind": "vllm"}, DRAFT_MODEL, False),       # rebuilt on the decode server (issue #54926)
+])
+def test_prefill_pool_runs_and_holds_the_drafter_where_its_kv_is_moved(engine, drafter, moved, monkeypatch):
+    """One request, one prompt chunk: where the engine moves the drafter's KV the prefill
+    iteration is the target's chunk (as without speculation) + the drafter's pass over it
+    (draft_s at K = 1 ingesting the prompt), and the prefill pool's blocks are
+    floor((free - drafter weights) / (block x (target + drafter) KV per token)); where it rebuilds
+    it the prefill iteration and blocks are those of the run without speculation."""
+    from simulator.run import disaggregated
+    from simulator.scenario.disagg_spec import pool_source
+    from simulator.scenario.engine_defaults import with_engine_defaults
+    from simulator.scenario.resolve import resolve_deployment
+    from simulator.scenario.scenario import load_scenario
+    prompt = 2000
+    wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 1, "prompt_len": prompt, "output_len": 6}
+    pools = {"prefill": {"instances": 1, "max_num_batched_tokens": 4096}, "decode": {"instances": 1}}
+    sc = scenario(pools, wl, drafter=drafter, acceptance={"model": "iid", "alpha": 0.7}, policy={"kind": "static"},
+                  engine=engine)
+    caps: dict[str, list[int]] = {"prefill": [], "decode": []}
+    real = disaggregated._pool_capacity
+
+    def spy(dep, longest, bs, pool):
+        caps[pool].append(real(dep, longest, bs, pool))
+        return caps[pool][-1]
+    monkeypatch.setattr(disaggregated, "_pool_capacity", spy)
+    r = simulate(sc)
+    plain = simulate({**sc, "policy": {"kind": "off"}})          # a run without speculation
+    (cap_spec, cap_plain), pf = caps["prefill"], lambda res: res.iterations[res.iterations["replica"] == 0]
+    row, row0 = pf(r).iloc[0], pf(plain).iloc[0]
+    assert len(pf(r)) == 1 and (row["num_prefill_tokens"], row["k"]) == (prompt, 0)
+    assert (row["verify_s"], row["prefill_s"]) == (row0["verify_s"], row0["prefill_s"])     # the target's chunk
+    dec = resolve_deployment(with_engine_defaults(load_scenario(pool_source(sc, "decode"))))
+    kv0 = resolve_deployment(with_engine_defaults(load_scenario(pool_source(sc, "prefill")))).kv
+    w_d, kv_d = dec.drafter.weight_bytes_per_gpu(), dec.drafter.kv_bytes_per_token_per_gpu()
+    assert w_d > 0 and kv_d > 0 and kv0.kv_bytes_per_token == KV_BYTES_PER_TOKEN
+    free = kv0.usable_bytes - kv0.target_weight_bytes - kv0.activation_reserve_bytes
+    bs = kv0.block_size
+    assert cap_plain == kv0.num_blocks == int(free // (bs * KV_BYTES_PER_TOKEN))
+    if moved:
+        drafter_s = dec.step_cost.draft_s(1, 1, 0, prompt)
+        assert drafter_s > 0
+        assert row["draft_s"] == pytest.approx(drafter_s, rel=1e-12)
+        assert cap_spec == int((free - w_d) // (bs * (KV_BYTES_PER_TOKEN + kv_d))) < cap_plain
+    else:
+        assert row["draft_s"] == 0.0 and row["end_s"] == row0["end_s"]
+        assert cap_spec == cap_plain
+    assert row["end_s"] - row["start_s"] == pytest.approx(
+        row["draft_s"] + row["verify_s"] + row["prefill_s"] + row["overhead_s"], rel=1e-12)
+
+
 def test_bad_disaggregation_inputs():
     wl = {"arrival": {"process": "constant", "qps": 1.0}, "num_requests": 2, "prompt_len": 10, "output_len": 4}
     with pytest.raises(SpecsightInputError, match="hardware.replicas"):

@@ -47,6 +47,14 @@ def drafter_kv_transferred(decode: Scenario) -> bool:
     return engine_for(decode.engine.kind, decode.engine.version).drafter_kv_transferred(d)
 
 
+def prefill_drafts(decode: Scenario) -> bool:
+    """Whether the prefill pool runs the drafter over each prompt (and holds its weights and KV):
+    a GPU drafter the decode pool loads, whose KV its engine moves (`drafter_kv_transferred`).
+    Otherwise (rebuilt, a lookup proposer, or a decode pool that never speculates) it runs none."""
+    d = decode.drafter
+    return d is not None and not d.is_lookup and drafter_loaded(decode) and drafter_kv_transferred(decode)
+
+
 def _pool_capacity(dep: Deployment, longest: int, bs: int, pool: str) -> int:
     if blocks_for(longest, bs) > dep.capacity_blocks:
         raise SpecsightInputError(f"disaggregation.{pool} (KV capacity, blocks of {bs} tokens)", dep.capacity_blocks,
@@ -60,14 +68,15 @@ def simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
     sc = with_engine_defaults(sc)
     raw = sc.disaggregation
     assert raw is not None
-    psc = with_engine_defaults(load_scenario(pool_source(sc.source, "prefill")))
     dsc = with_engine_defaults(load_scenario(pool_source(sc.source, "decode")))
+    drafts = prefill_drafts(dsc)
+    psc = with_engine_defaults(load_scenario(pool_source(sc.source, "prefill", keep_drafter=drafts)))
     ss = np.random.SeedSequence(sc.seed).spawn(4)
     reqs = generate_requests(sc.workload, np.random.default_rng(ss[SEED_WORKLOAD]))
     n = len(reqs)
     k_max, k_held = dsc.k_max, memory_k_max(dsc)
     lengths = reqs.prompt_len + reqs.output_len
-    dep_p = resolve_deployment(psc, mean_tokens=float(reqs.prompt_len.mean()))
+    dep_p = resolve_deployment(psc, mean_tokens=float(reqs.prompt_len.mean()), hold_drafter=drafts)
     dep_d = resolve_deployment(dsc, mean_tokens=float(lengths.mean()) + k_held)
     bs = int(sc.engine.block_size)
     cap_p = _pool_capacity(dep_p, int(reqs.prompt_len.max()) + 1, bs, "prefill")
@@ -94,6 +103,7 @@ def simulate_disagg(sc: Scenario, trace: bool, iterations: str) -> SimResult:
     trace_list: list | None = [] if trace else None
     base = Replica if sc.engine.kind == "ideal" else EngineReplica
     p_class = pool_class(base, PrefillHandoff, "Prefill")
+    p_class.drafts_prompts = drafts
     if psc.engine.prefix_caching:
         p_class = with_prefix_cache(p_class)
         table.chains = reqs.chains or Chains(bs, spec=PrefixSpec(block_tokens=bs))

@@ -62,13 +62,15 @@ def memory_k_max(scenario: Scenario) -> int:
 
 
 def replica_kv_budget(scenario: Scenario, cm: Any, drafter: Drafter | None,
-                      mean_tokens: float | None = None) -> KVBudget:
-    """The replica's KV memory: what the weights (target and, when loaded, drafter) and the
-    activation reserve leave of each GPU's HBM (with sliding layers: the pool and the slots,
-    kv_cache.kv_budget)."""
+                      mean_tokens: float | None = None, hold_drafter: bool = False) -> KVBudget:
+    """The replica's KV memory: what the weights (target and, when loaded or `hold_drafter`,
+    drafter) and the activation reserve leave of each GPU's HBM (with sliding layers: the pool and
+    the slots, kv_cache.kv_budget). `hold_drafter`: a replica that runs the drafter over prompts
+    without speculating (a disaggregated prefill pool whose drafter's KV is moved): the drafter's
+    weights and KV per token held, K = 0 reserved."""
     eng = scenario.engine
     k = memory_k_max(scenario)
-    loaded = drafter if drafter_loaded(scenario) else None
+    loaded = drafter if hold_drafter or drafter_loaded(scenario) else None
     if eng.activation_reserve_gb is not None:
         reserve = float(eng.activation_reserve_gb) * 1e9
     else:

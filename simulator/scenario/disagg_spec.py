@@ -6,7 +6,9 @@
       link: auto                                 # nvlink | network | auto
 
 Each pool is the scenario with its own hardware.gpu, hardware.tp, hardware.replicas (instances)
-and engine limits (`pool_source`); the prefill pool runs no drafter. The KV transfer of a request
+and engine limits (`pool_source`); the prefill pool never speculates, and runs the drafter over
+each prompt chunk (holding its weights and KV) only where the decode pool's engine moves the
+drafter's KV (run/disaggregated.py prefill_drafts). The KV transfer of a request
 (`transfer_s`): latency + prompt tokens x KV bytes per token per GPU / link bandwidth per GPU, each
 GPU of a tensor-parallel group sending its own shard in parallel (the larger of the two pools'
 per-GPU shards). The link: NVLink within a node (the profile's interconnect.bandwidth_gb_s,
@@ -41,10 +43,12 @@ class Link:
         return self.latency_s + kv_bytes / (self.bandwidth_gb_s * 1e9)
 
 
-def pool_source(source: Mapping[str, Any], pool: str) -> dict[str, Any]:
+def pool_source(source: Mapping[str, Any], pool: str, keep_drafter: bool = False) -> dict[str, Any]:
     """The scenario mapping of one pool: its instances, GPU, TP and engine limits in place of the
-    scenario's; the prefill pool without a drafter. A pool the block leaves out is the schema's
-    default: one instance with the scenario's values."""
+    scenario's; the prefill pool never speculates (policy off), and holds the drafter only with
+    `keep_drafter` (the decode pool's engine moves the drafter's KV: its prefill server runs the
+    drafter over the prompt). A pool the block leaves out is the schema's default: one instance
+    with the scenario's values."""
     p = source["disaggregation"].get(pool) or {}
     raw = copy.deepcopy(dict(source))
     raw.pop("disaggregation", None)
@@ -64,8 +68,9 @@ def pool_source(source: Mapping[str, Any], pool: str) -> dict[str, Any]:
         eng["prefix_caching"] = False
     raw["engine"] = eng
     if pool == "prefill":
-        for key in ("drafter", "acceptance"):
-            raw.pop(key, None)
+        if not keep_drafter:
+            for key in ("drafter", "acceptance"):
+                raw.pop(key, None)
         raw["policy"] = {"kind": "off"}
     return raw
 
@@ -113,7 +118,7 @@ _POOL = {
 }
 DISAGGREGATION = Section(doc="prefill/decode disaggregation: two pools and the KV link (simulator/scenario/"
                              "disagg_spec.py)", nullable=True, keys={
-    "prefill": Section(doc="the prefill pool (no drafter)", keys=_POOL),
+    "prefill": Section(doc="the prefill pool (no speculation; the drafter where its KV is moved)", keys=_POOL),
     "decode": Section(doc="the decode pool (speculation runs here)", keys=_POOL),
     "link": Str(doc="the KV link: nvlink (one node), network (inter-node NIC per GPU), auto (nvlink when both "
                     "pools fit in one node)", choices=LINKS, default="auto"),

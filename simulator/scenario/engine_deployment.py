@@ -22,11 +22,13 @@ from .engine_defaults import with_engine_defaults
 from .scenario import Scenario, as_scenario
 
 
-def real_engine_deployment(scenario: Scenario, mean_tokens: float | None = None, measured: Any = None) -> Deployment:
+def real_engine_deployment(scenario: Scenario, mean_tokens: float | None = None, measured: Any = None,
+                           hold_drafter: bool = False) -> Deployment:
     """resolve_deployment for a real engine (simulator/engines/): the profile's GPU side with the
     engine's host model, linear layers with tile and wave quantization, the engine's round. On a
     device class with measured host time (a CPU) `measured` (a MeasuredHost) stands in for the
-    engine version's file: the fit of those constants prices the passes without them."""
+    engine version's file: the fit of those constants prices the passes without them.
+    hold_drafter: as resolve_deployment's."""
 
     hw, eng = scenario.hardware, scenario.engine
     engine = engine_for(eng.kind, eng.version)
@@ -39,7 +41,7 @@ def real_engine_deployment(scenario: Scenario, mean_tokens: float | None = None,
     if hw.ep > 1 or hw.dp_attention:
         raise SpecsightInputError("hardware.ep", hw.ep, "1 (and dp_attention false) with a real engine: expert "
                                                         "parallelism is priced by engine.kind ideal")
-    loaded = drafter_loaded(scenario)        # a plain deployment runs no drafter: nothing to refuse
+    loaded = hold_drafter or drafter_loaded(scenario)    # a plain deployment runs no drafter: nothing to refuse
     if loaded:
         engine.check(scenario.drafter, tp)
     base = load_profile(hw.profile or hw.gpu)   # type: ignore[arg-type]
@@ -63,7 +65,7 @@ def real_engine_deployment(scenario: Scenario, mean_tokens: float | None = None,
                                       f"{engine.label} runs the drafter at the target's TP ({tp}); its heads "
                                       f"({dc.model.num_heads}) do not divide by it")
         drafter.draft_cost = costs(dc.model, dc.hw, tp=dc.tp, dtype=dc.dtype)
-    kv = replica_kv_budget(scenario, cm, drafter, mean_tokens)
+    kv = replica_kv_budget(scenario, cm, drafter, mean_tokens, hold_drafter)
     limits = EngineLimits(int(eng.max_num_seqs), int(eng.max_num_batched_tokens), tp)
     cost = EngineStepCost(engine, limits, cm, drafter, scenario.k_max, device, measured)
     return Deployment(cost, drafter, kv, kv.num_blocks, f"{base.describe()}; engine {engine.label}",

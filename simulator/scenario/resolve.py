@@ -16,13 +16,14 @@ from .scenario import Scenario
 
 
 def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
-                       mean_tokens: float | None = None) -> Deployment:
+                       mean_tokens: float | None = None, hold_drafter: bool = False) -> Deployment:
     """Cost model, drafter and KV capacity of one replica (roofline), or the fixed step costs;
     mean_tokens: the KV slots a request keeps at its end, on average (sizes a sliding-window
-    model's slots: kv_cache.sliding_slots; None: a slot's length)."""
+    model's slots: kv_cache.sliding_slots; None: a slot's length); hold_drafter: the drafter held
+    in memory under a policy that never speculates (deployment.replica_kv_budget)."""
     hw, eng = scenario.hardware, scenario.engine
     if eng.kind != "ideal":
-        return real_engine_deployment(scenario, mean_tokens)
+        return real_engine_deployment(scenario, mean_tokens, hold_drafter=hold_drafter)
     if hw.is_fixed:
         cost = FixedStepCost(hw.target_step_s, hw.draft_step_s)   # type: ignore[arg-type]
         cap = eng.num_gpu_blocks
@@ -34,9 +35,9 @@ def resolve_deployment(scenario: Scenario, max_request_tokens: int = 0,
     cm = CostModel(model, profile, tp=int(hw.tp), dtype=hw.dtype, kv_dtype=hw.kv_dtype, ep=int(hw.ep),
                    dp_attention=bool(hw.dp_attention))
     drafter = Drafter(scenario.drafter, model, cm) if scenario.drafter is not None else None
-    if drafter is not None and drafter_loaded(scenario) and (hw.ep > 1 or hw.dp_attention):
+    if drafter is not None and (hold_drafter or drafter_loaded(scenario)) and (hw.ep > 1 or hw.dp_attention):
         _drafter_layout(drafter, cm)
-    kv = replica_kv_budget(scenario, cm, drafter, mean_tokens)
+    kv = replica_kv_budget(scenario, cm, drafter, mean_tokens, hold_drafter)
     return Deployment(RooflineStepCost(cm, drafter), drafter, kv, kv.num_blocks, profile.describe(),
                       model.max_position_embeddings)
 

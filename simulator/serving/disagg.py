@@ -1,7 +1,8 @@
 """Disaggregated serving: a pool of prefill instances and a pool of decode instances.
 
 A request arrives at a prefill instance (the router's pick), whose iterations compute prompt
-chunks only (no drafter, K = 0). When its last chunk is computed, the prompt's KV leaves for a
+chunks only (K = 0; the drafter's pass over each chunk too where the decode pool's engine moves
+the drafter's KV: `PrefillHandoff`). When its last chunk is computed, the prompt's KV leaves for a
 decode instance: the transfer takes `transfer_s(rid)` (bytes over the link between the pools:
 disagg_spec.py), after which the first token reaches the client (TTFT includes the transfer: the
 prefill side's first token travels with the KV, as SGLang's PD mode returns it) and the request
@@ -53,9 +54,17 @@ class PoolCounts:
 
 
 class PrefillHandoff(PoolCounts):
-    """A prefill instance's replica: a computed prompt leaves for the decode pool (mixin)."""
+    """A prefill instance's replica: a computed prompt leaves for the decode pool (mixin).
+
+    `drafts_prompts` (set by the caller where the decode pool's engine moves the drafter's KV):
+    each iteration's prompt chunks also pay the drafter's pass over them, priced as the step
+    cost prices a drafter's catch-up (draft_s at K = 1 with the chunks' tokens to ingest: the
+    prefill server's drafter at num_speculative_tokens 1, as vLLM's P/D test runs it)."""
 
     handoff: Callable[[int, float], None]      # set by DisaggEngine
+
+    def _prompt_draft_s(self, seqs: int, tokens: int, context: int) -> float:
+        return self._draft_s(seqs, 1, context, tokens)
 
     def _join(self, rid: int, ctx: int, prompt: int, output: int, remaining: int) -> None:
         self.outstanding -= 1

@@ -70,6 +70,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead, RunOn):
     CROSS = True           # ... and the one in flight at the next arrival or event, where no trace is kept
     silent_finish = False  # on_finish schedules no event (the engine sets it for open-loop workloads)
     caching = False        # a prefix cache (prefix_replica.PrefixCaching)
+    drafts_prompts = False  # the drafter runs over each prompt chunk without speculating (disagg.PrefillHandoff)
 
     def __init__(self, env: simpy.Environment, index: int, table: RequestTable, log: IterationLog, *,
                  cost: FixedStepCost | RooflineStepCost | EngineStepCost, policy: Policy,
@@ -273,7 +274,7 @@ class Replica(DecodeBatch, Scheduler, KChoice, CompiledRounds, RunAhead, RunOn):
             draft = self._draft_s(n, k, sum_c, self.pend_sum)
             oh = self._spec_overhead_s               # + the verification step's fixed time
         else:
-            draft = 0.0
+            draft = self._prompt_draft_s(len(sched), pf_tok, pf_ctx) if self.drafts_prompts and pf_tok else 0.0
             oh = self._overhead_s
         prefill_s = target * pf_tok / tokens if pf_tok else 0.0
         self._k, self._nd, self._matched, self._pf_sched = k, n, matched, sched

@@ -42,7 +42,8 @@ TRTLLM_CONTEXT_DRAFTERS = ("mtp", "eagle3")                 # one-model: the dra
 TRTLLM_FILES = ("trtllm_prefill.yaml", "trtllm_decode.yaml", "disagg_config.yaml")
 TRTLLM_PORT = 8000            # the disaggregated server's; servers from 8001 (the docs' example layout)
 LOOKUPS = ("ngram", "suffix")                             # host-side proposers: no drafter KV
-NO_PREFILL_DRAFTER = "specsight prices no drafter pass on the prefill pool"
+PREFILL_DRAFTER = ("as specsight prices it: the drafter's pass over each prompt chunk, its weights and KV in the "
+                   "prefill server's memory")
 
 
 def _with(e: EngineCommand, pool: str, flags: tuple[str, ...], note: str) -> EngineCommand:
@@ -67,7 +68,7 @@ def _vllm(pcfg: ServingConfig, pe: EngineCommand, dcfg: ServingConfig, de: Engin
         pe = deploy_vllm.build(with_decode_drafter(pcfg, dcfg, 1))
         extra = ("the prefill server runs the decode servers' drafter at num_speculative_tokens 1 and NIXL moves its "
                  "KV with the target's (vLLM's tests/v1/kv_connector/nixl_integration/spec_decode_acceptance_test.sh; "
-                 f"PR #49230 refuses the handshake when the drafters differ); {NO_PREFILL_DRAFTER}",)
+                 f"PR #49230 refuses the handshake when the drafters differ); {PREFILL_DRAFTER}",)
     elif de.supported and dcfg.speculates and dcfg.method == "draft_model":
         extra = ("the draft model's KV is not transferred: the decode servers recompute it over the prompt "
                  "(vllm-project/vllm issue #54926), as specsight prices it",)
@@ -87,7 +88,7 @@ def _sglang(pe: EngineCommand, dcfg: ServingConfig, de: EngineCommand, p: int, d
         pre = dataclasses.replace(pre, notes=pre.notes + (
             "the decode servers speculate: SGLang's PD prefill server runs the EAGLE drafter too, given the "
             "decode servers' --speculative-* flags, and its KV travels with the target's "
-            f"(sgl-project/sglang PR #33584); {NO_PREFILL_DRAFTER}",))
+            f"(sgl-project/sglang PR #33584); {PREFILL_DRAFTER}",))
     return [pre, _with(de, "decode", ("--disaggregation-mode", "decode") + back, note)]
 
 
@@ -114,7 +115,7 @@ def _trtllm(pcfg: ServingConfig, dcfg: ServingConfig, p: int, d: int) -> list[En
         ctx["speculative_config"] = dict(gen["speculative_config"])
         ctx_notes.append("the context server runs the generation servers' speculative_config: its draft layers' KV "
                          "travels with the target's (TensorRT-LLM's tests/integration/defs/accuracy/"
-                         f"test_disaggregated_serving.py gives both servers the same); {NO_PREFILL_DRAFTER}")
+                         f"test_disaggregated_serving.py gives both servers the same); {PREFILL_DRAFTER}")
     elif dcfg.method == "draft_model" and "speculative_config" in gen:
         gen_notes.append("the draft model's KV stays on the context server: each generation server's draft engine "
                          "prefills the prompt the first time it sees a request (ModelDrafter), as specsight prices it")
