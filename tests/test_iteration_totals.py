@@ -14,6 +14,7 @@ from simulator.run import simulate
 from simulator.scenario.scenario import load_scenario
 from simulator.serving.iteration_totals import weighted_percentiles
 from simulator.serving.metrics import IterationLog, weighted_percentile
+from tests.same_run import assert_same_summary_to_rounding
 
 CASES = {
     # open loop over four replicas: they run ahead (RunAhead) and fold the log between stretches
@@ -24,9 +25,6 @@ CASES = {
     "closed-preempt": ("scenarios/llama8b-h200-eagle3-batch.yaml",
                        ["workload.num_requests=300", "engine.num_gpu_blocks=600", "policy.kind=adaptive"]),
 }
-# floating-point sums over the iterations: folded in blocks, they may differ in the last bits
-FLOAT_SUMS = ("itl_ms_mean", "draft_time_frac", "verify_time_frac", "prefill_time_frac",
-              "overhead_time_frac", "busy_frac", "kv_util_mean")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -43,15 +41,7 @@ def test_a_run_without_the_log_has_the_logged_runs_summary(case, monkeypatch):
     assert dropped.iterations is None and dropped.baseline.iterations is None
     assert len(kept.iterations) > 10 * IterationLog.FOLD_ROWS
     pd.testing.assert_frame_equal(kept.requests, dropped.requests)
-    assert list(kept.summary) == list(dropped.summary)
-    for key, want in kept.summary.items():
-        got = dropped.summary[key]
-        if key in FLOAT_SUMS or key.startswith(("speedup_", "baseline_busy")):
-            assert got == pytest.approx(want, rel=1e-12, nan_ok=True), key
-        elif isinstance(want, float) and math.isnan(want):
-            assert math.isnan(got), key
-        else:
-            assert got == want, key
+    assert_same_summary_to_rounding(dropped.summary, kept.summary)
 
 
 def test_the_summary_counts_the_logged_rows():

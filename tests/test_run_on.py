@@ -6,8 +6,6 @@ must run on a real share of its stretches and go back from a real share of them,
 that skipped going back must fail the comparison."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,11 +18,9 @@ from simulator.serving.metrics import IterationLog
 from simulator.serving.replica import Replica
 from simulator.serving.router import LeastOutstandingRouter
 from simulator.serving.run_on import RunOn
+from tests.same_run import assert_same_summary_to_rounding
 
 EAGLE = "scenarios/llama8b-h100-eagle3-chat.yaml"
-# floating-point sums over the iterations, folded in blocks of another order with the log dropped
-FLOAT_SUMS = ("itl_ms_mean", "draft_time_frac", "verify_time_frac", "prefill_time_frac",
-              "overhead_time_frac", "busy_frac", "kv_util_mean")
 
 
 def _fleet(router: str, qps: float, n: int = 400, replicas: int = 4) -> list[str]:
@@ -124,14 +120,7 @@ def test_a_dropped_log_has_the_same_run_and_summary_to_rounding(monkeypatch):
     a, b, seen = _both(load_scenario(EAGLE, _fleet("prefix_aware", 12.0)), monkeypatch, iterations="none")
     pd.testing.assert_frame_equal(a.requests, b.requests)
     assert seen["on"] > 200
-    for key, want in b.summary.items():
-        got = a.summary[key]
-        if key in FLOAT_SUMS or key.startswith(("speedup_", "baseline_busy")):
-            assert got == pytest.approx(want, rel=1e-12, nan_ok=True), key
-        elif isinstance(want, float) and math.isnan(want):
-            assert math.isnan(got), key
-        else:
-            assert got == want, key
+    assert_same_summary_to_rounding(a.summary, b.summary)
 
 
 def test_no_running_on_without_the_compiled_rounds_with_a_trace_or_under_least_outstanding(monkeypatch):
