@@ -9,8 +9,9 @@ in log space and pooled over a model's runs,
 says how far a run's median lies from the engine's own speedup. An exact predictor, one that gives
 each run the engine's true speedup, still shows the table's error |predicted - measured| / measured
 = |1 - exp(-x)| with x the log noise of a median of the run's repeats drawn from N(0, sd). Its
-median and max over the table's runs are drawn here (`draws` tables, seeded): the floor under the
-goals of issue 24 that no model of the engine can go beneath on these measurements.
+median and max over the table's runs are drawn here (`draws` tables, seeded): what a prediction
+free of error would be expected to show on these measurements. Runs the constants were fitted on
+can show less (the fit follows part of their noise); held-out runs cannot be expected to.
 
 For 3 repeats the median's distribution is closed (an order statistic: P(median <= t) = 3 F^2 - 2 F^3,
 F the normal CDF of t / sd), which the tests hold the draws to.

@@ -326,3 +326,29 @@ def test_prefill_pool_prefix_cache_frees_a_prompt_at_its_transfer():
     s = simulate(scenario(pools, wl, engine={"prefix_caching": True})).summary
     assert s["prefix_cache_hit_tokens"] == (n - 1) * 256
     assert s["prefix_cache_evictions"] == 16 + 62 * (n - 1) - 200
+
+
+@pytest.mark.parametrize("drafter, moved", [(EAGLE3, True), (DRAFT_MODEL, False)])
+def test_a_decode_pool_whose_engine_drafts_in_prefill_still_catches_up_as_the_kv_came(drafter, moved):
+    """vLLM's CPU build (v1-0.32) prices a drafter's pass over a prompt in the prefill step
+    (EngineDef.drafts_in_prefill); on a decode pool no prompt is prefilled there, so the first round
+    ingests one token where the drafter's KV crossed with the target's and the whole context where
+    it is rebuilt (that case fails where the decode pool kept the prefill-step rule's one token)."""
+    from simulator.scenario.disagg_spec import pool_source
+    from simulator.scenario.engine_defaults import with_engine_defaults
+    from simulator.scenario.resolve import resolve_deployment
+    from simulator.scenario.scenario import load_scenario
+    prompt = 512
+    wl = {"arrival": {"process": "constant", "qps": 0.5}, "num_requests": 1, "prompt_len": prompt, "output_len": 4}
+    sc = scenario({"prefill": {"instances": 1}, "decode": {"instances": 1}}, wl, drafter=drafter,
+                  acceptance={"model": "iid", "alpha": 0.7}, policy={"kind": "static"},
+                  engine={"kind": "vllm", "version": "v1-0.32"})
+    sc["hardware"] = {"profile": "hardware_profiles/cpu-vllm-groundtruth.yaml", "tp": 1, "dtype": "bf16"}
+    r = simulate(sc)
+    dep = resolve_deployment(with_engine_defaults(load_scenario(pool_source(sc, "decode"))))
+    assert dep.step_cost.drafts_in_prefill
+    first = r.iterations[r.iterations["replica"] == 1].iloc[0]
+    assert first["num_decode"] == 1 and first["k"] > 0
+    k = int(first["k"])
+    one, whole = dep.step_cost.draft_s(1, k, prompt, 1), dep.step_cost.draft_s(1, k, prompt, prompt + 1)
+    assert first["draft_s"] == pytest.approx(one if moved else whole, rel=1e-9)

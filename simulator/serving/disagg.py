@@ -114,11 +114,19 @@ class DecodeAdmission:
             q.popleft()
             free -= need
             self._join(rid, ctx, prompt, output, output - t.generated.item(rid))
-            if self.drafter_kv_arrived and self.track_catchup:      # catch-up: the first token only
-                self.d_pend[self.n - 1] = 1
-                self.pend_sum -= ctx - 1
+            if self.track_catchup:
+                joined = 1 if getattr(self.cost, "drafts_in_prefill", False) else ctx  # what _join counted
+                want = 1 if self.drafter_kv_arrived else ctx    # the first token where the drafter's KV came
+                if want != joined:                              # with the target's, else the whole context
+                    self._set_catchup(joined, want)
             if self.trace is not None:
                 self.trace.append((self.now, "admit", rid))
+
+    def _set_catchup(self, was: int, now: int) -> None:
+        """The newest sequence's tokens for the drafter to ingest: `now` in place of the `was` its
+        join counted."""
+        self.d_pend[self.n - 1] = now
+        self.pend_sum += now - was
 
     def _schedule(self) -> float | None:
         if self.kv_ready:
