@@ -78,7 +78,6 @@ class RunOn:
     _wake: simpy.Event | None = None   # the event the replica waits for (at _wake_t)
     _wake_t = 0.0
     _on_rows: array | None = None      # the rows run on, logged at the end they wait for
-    ran_on = went_back = 0             # counts (tests)
 
     def _run_on(self, j: int, h: float) -> simpy.Event | None:
         """From the replica's clock c (SimPy's), arrivals[j] = h the next arrival after it: run on
@@ -116,7 +115,6 @@ class RunOn:
             self._restore(snap)                                      # the tie is run_ahead.py's
             return None
         self._on = snap
-        self.ran_on += 1
         self.now = rows[len(rows) - N_ITER_COLS + START]
         self._wake_t = e
         self._wake = ev = event_at(self.env, e)
@@ -140,7 +138,6 @@ class RunOn:
         its state at c, the compiled rounds from c to the round in flight at a (those it ran on, up
         to that one), and wait for that round's end."""
         s, self._on = self._on, None
-        self.went_back += 1
         self._restore(s)
         self._kernel_rounds(s.c, self.env.now)
         row = len(self._logbuf) - N_ITER_COLS
