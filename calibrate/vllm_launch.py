@@ -96,7 +96,7 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...], repeats: int,
+def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...], repeats: int | dict[str, int],
              venv: Path, cache: Path, command: str, process: int = 0, settle_s: float = SETTLE_S,
              pin_host: bool = True, realtime: bool = False) -> list[dict]:
     """Every run of the grid not yet in `out`, one session per model; returns the records written

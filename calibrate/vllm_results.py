@@ -20,8 +20,9 @@ REPEAT_KEYS = ("wall_s", "output_tokens", "tpot_ms", "itl_ms_p50", "itl_ms_p90",
                "tpot_ms_p90", "tpot_ms_p99", "output_tokens_per_s", "load_1m", "process", "cpu_ms")
 
 
-def default_path(version: str) -> Path:
-    return RESULTS_DIR / version / "runs.jsonl"
+def default_path(version: str, repeated: bool = False) -> Path:
+    """The full grid's results file, or the many-repeat set's (calibrate.vllm_grid.REPEATED_GRID)."""
+    return RESULTS_DIR / version / ("runs-repeated.jsonl" if repeated else "runs.jsonl")
 
 
 def read(path: Path) -> tuple[dict | None, list[dict]]:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from calibrate.engine_groundtruth import (
+    REPEATED_FILE,
     RESULTS_FILE,
     conditional_rates,
     crossovers,
@@ -114,15 +115,24 @@ def test_a_bad_results_file_is_one_line():
 
 
 @pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
-def test_docs_real_engine_table_is_what_validate_prints():
-    """docs/validation.md's real-engine table is `specsight validate --engine-groundtruth`'s output
-    on the committed results file, character for character."""
-    out = subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+@pytest.mark.parametrize("marker, path", [("engine-groundtruth", None),
+                                          ("engine-groundtruth-repeated", REPEATED_FILE)])
+def test_docs_real_engine_table_is_what_validate_prints(marker, path):
+    """docs/validation.md's real-engine tables are `specsight validate --engine-groundtruth [FILE]`'s
+    output on the committed results files (the full grid's, the many-repeat set's), character for
+    character."""
+    cmd = [sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth"] + ([str(path)] if path else [])
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     doc = (ROOT / "docs" / "validation.md").read_text()
-    m = re.search(r"<!-- engine-groundtruth:begin -->\n(.*?)<!-- engine-groundtruth:end -->", doc, re.S)
-    assert m is not None, "docs/validation.md has no real-engine table markers"
+    m = re.search(f"<!-- {marker}:begin -->\n(.*?)<!-- {marker}:end -->", doc, re.S)
+    assert m is not None, f"docs/validation.md has no {marker} table markers"
     assert m.group(1) == out
+    if path == REPEATED_FILE:                  # the README quotes the goals' figures from this table
+        med, mx = re.search(r"Speedup error: median (\S+) % .*?, max (\S+) %", out).groups()
+        side = re.search(r"side of 1 wrong on 0 of (\d+) runs", out)
+        readme = " ".join((ROOT / "README.md").read_text().split())
+        assert f"speedup error median {med} % and max {mx} %" in readme
+        assert side is not None and f"right on all {side.group(1)} runs outside 0.95-1.05" in readme
 
 
 def test_validate_json_has_the_keys_the_issue_names(tmp_path):

@@ -12,7 +12,19 @@ import torch
 
 from calibrate import vllm_checkpoints as ckpt
 from calibrate import vllm_results
-from calibrate.vllm_grid import FULL_BATCHES, FULL_GRID, MODELS, QUICK_GRID, Session, SpecRun, plan_sessions, run_name
+from calibrate.vllm_grid import (
+    FULL_BATCHES,
+    FULL_GRID,
+    MODELS,
+    QUICK_GRID,
+    REPEATED_BATCHES,
+    REPEATED_GRID,
+    REPEATED_REPEATS,
+    Session,
+    SpecRun,
+    plan_sessions,
+    run_name,
+)
 from calibrate.vllm_launch import REPO, engine_python
 from simulator.common.errors import SpecsightInputError
 
@@ -195,6 +207,42 @@ def test_full_grid_meets_the_issues_coverage():
     assert methods == {"ngram", "draft_model", "eagle", "eagle3"}
     assert {s.k for s in FULL_GRID["tiny-s"]} == {1, 2, 3, 4} and max(FULL_BATCHES) >= 16
     assert QUICK_GRID.keys() <= FULL_GRID.keys()
+
+
+def test_repeated_grid_meets_the_goals_coverage_and_is_part_of_the_full_grid():
+    """The many-repeat set the goals are judged on: at least 24 runs of at least 3 methods, K 1-4,
+    batch 1-16, a run that loses by construction (random drafts) on each model, at least the 3
+    repeats the issue asks, every run also one of the full grid's (so the two files measure the
+    same configurations)."""
+    names = [run_name(MODELS[m].short, s.method, s.k, s.design, b) for m, specs in REPEATED_GRID.items()
+             for s in specs for b in REPEATED_BATCHES]
+    assert len(set(names)) == len(names) >= 24
+    assert len({s.method for specs in REPEATED_GRID.values() for s in specs}) >= 3
+    ks = {s.k for specs in REPEATED_GRID.values() for s in specs}
+    assert min(ks) == 1 and max(ks) >= 4
+    assert min(REPEATED_BATCHES) == 1 and max(REPEATED_BATCHES) >= 16
+    assert all(any(s.design == "random" for s in specs) for specs in REPEATED_GRID.values())
+    assert set(REPEATED_REPEATS) == set(REPEATED_GRID) and min(REPEATED_REPEATS.values()) >= 3
+    for m, specs in REPEATED_GRID.items():
+        assert set(specs) <= set(FULL_GRID[m]) and set(REPEATED_BATCHES) <= set(FULL_BATCHES)
+    sessions = plan_sessions(REPEATED_GRID, REPEATED_BATCHES, REPEATED_REPEATS, "cache", set())
+    assert {s.model: s.repeats for s in sessions} == REPEATED_REPEATS
+
+
+@pytest.mark.parametrize("text, want", [("5", {"tiny-s": 5, "tiny-m": 5}),
+                                        ("tiny-s=15", {"tiny-s": 15, "tiny-m": 3}),
+                                        (" tiny-m=7 , tiny-s=2 ", {"tiny-s": 2, "tiny-m": 7})])
+def test_repeats_flag_takes_a_count_or_one_per_target(text, want):
+    from specsight.cli.groundtruth_vllm import parse_repeats
+    assert parse_repeats(text, ["tiny-s", "tiny-m"]) == want
+
+
+@pytest.mark.parametrize("text, named", [("0", "'0'"), ("x", "'x'"), ("tiny-s=", "'tiny-s='"),
+                                         ("tiny-q=3", "'tiny-q'"), ("tiny-s=-1", "'tiny-s=-1'")])
+def test_a_bad_repeats_flag_is_one_line_naming_it(text, named):
+    from specsight.cli.groundtruth_vllm import parse_repeats
+    with pytest.raises(SpecsightInputError, match=f"--repeats={named}"):
+        parse_repeats(text, ["tiny-s", "tiny-m"])
 
 
 def test_missing_engine_environment_names_the_install_command(tmp_path):

@@ -7,9 +7,21 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from calibrate.vllm_grid import FULL_BATCHES, FULL_GRID, METHODS, QUICK_BATCHES, QUICK_GRID, SpecRun
+from calibrate.vllm_grid import (
+    FULL_BATCHES,
+    FULL_GRID,
+    METHODS,
+    MODELS,
+    QUICK_BATCHES,
+    QUICK_GRID,
+    REPEATED_BATCHES,
+    REPEATED_GRID,
+    REPEATED_REPEATS,
+    SpecRun,
+)
 from simulator.common.errors import SpecsightInputError
 
 from .emit import emit_json
@@ -22,9 +34,14 @@ def add_vllm_args(g: argparse.ArgumentParser) -> None:
     v = g.add_argument_group("--engine vllm")
     v.add_argument("--quick", action="store_true",
                    help="a few-run live check (tiny-s: eagle K=2 and a self-draft K=2 at batch 1 and 8, 3 repeats)")
+    v.add_argument("--repeated", action="store_true",
+                   help="fewer runs, many repeats (calibrate.vllm_grid.REPEATED_GRID: 30 runs at batch 1, 4, 16, "
+                        "tiny-s 15 and tiny-m 7 repeat pairs), into runs-repeated.jsonl")
     v.add_argument("--models", default=None, help="comma-separated subset of the grid's targets (tiny-s,tiny-m)")
     v.add_argument("--methods", default=None, help=f"comma-separated subset of {','.join(METHODS[1:])}")
-    v.add_argument("--repeats", type=int, default=3, help="plain/speculative repeat pairs per run (default 3)")
+    v.add_argument("--repeats", default=None,
+                   help="plain/speculative repeat pairs per run: N, or per target MODEL=N[,MODEL=N] "
+                        "(e.g. tiny-s=15,tiny-m=7; a target not named gets 3; default 3, or with --repeated its own)")
     v.add_argument("--engine-venv", default=".venv-vllm", help="the engine's environment (default .venv-vllm)")
     v.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the built checkpoints go (outside git)")
     v.add_argument("--process", type=int, default=0, help="index recorded as each repeat's engine process")
@@ -33,8 +50,10 @@ def add_vllm_args(g: argparse.ArgumentParser) -> None:
 
 
 def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]], tuple[int, ...]]:
-    grid = QUICK_GRID if args.quick else FULL_GRID
-    batches = QUICK_BATCHES if args.quick else FULL_BATCHES
+    if args.quick and args.repeated:
+        raise SpecsightInputError("--repeated", True, "not with --quick (one grid at a time)")
+    grid = QUICK_GRID if args.quick else REPEATED_GRID if args.repeated else FULL_GRID
+    batches = QUICK_BATCHES if args.quick else REPEATED_BATCHES if args.repeated else FULL_BATCHES
     if args.batch_given:
         batches = tuple(args.batch)
     if args.models:
@@ -42,7 +61,7 @@ def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]
         for m in wanted:
             if m not in FULL_GRID:
                 raise SpecsightInputError("--models", m, f"allowed: {', '.join(FULL_GRID)}")
-        grid = {m: FULL_GRID[m] if m not in grid else grid[m] for m in wanted}
+        grid = {m: FULL_GRID[m] if m not in grid else grid[m] for m in wanted if m in grid or not args.repeated}
     if args.methods:
         wanted = {m.strip() for m in args.methods.split(",") if m.strip()}
         bad = wanted - set(METHODS[1:])
@@ -55,15 +74,44 @@ def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]
     for b in batches:
         if not 1 <= b <= 256:
             raise SpecsightInputError("--batch", b, "batch sizes from 1 to 256")
-    if args.repeats < 1:
-        raise SpecsightInputError("--repeats", args.repeats, "at least 1")
     return grid, batches
+
+
+def parse_repeats(text: str, models: Sequence[str]) -> dict[str, int]:
+    """`--repeats`: "N" for every target, or "MODEL=N,..." per target (one not named gets 3)."""
+    allowed = "a whole number >= 1, or MODEL=N pairs such as tiny-s=15,tiny-m=7"
+    text = str(text).strip()
+    out = dict.fromkeys(models, 3)
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise SpecsightInputError("--repeats", text, allowed)
+    if len(parts) == 1 and "=" not in parts[0]:
+        return dict.fromkeys(models, _count(parts[0], text, allowed))
+    for part in parts:
+        model, eq, n = part.partition("=")
+        model = model.strip()
+        if not eq:
+            raise SpecsightInputError("--repeats", text, allowed)
+        if model not in MODELS:
+            raise SpecsightInputError("--repeats", model, f"a target of the grid: {', '.join(MODELS)}")
+        out[model] = _count(n, text, allowed)
+    return out
+
+
+def _count(n: str, text: str, allowed: str) -> int:
+    try:
+        v = int(n)
+    except ValueError:
+        raise SpecsightInputError("--repeats", text, allowed) from None
+    if v < 1:
+        raise SpecsightInputError("--repeats", text, allowed)
+    return v
 
 
 def run_vllm(args: argparse.Namespace) -> int:
     from calibrate import vllm_launch, vllm_results
     grid, batches = select_grid(args)
-    out = Path(args.out) if args.out else vllm_results.default_path(VLLM_VERSION)
+    out = Path(args.out) if args.out else vllm_results.default_path(VLLM_VERSION, repeated=args.repeated)
     if out.suffix != ".jsonl":
         raise SpecsightInputError("--out", str(out), "a .jsonl results file")
     venv = Path(args.engine_venv)
@@ -75,7 +123,11 @@ def run_vllm(args: argparse.Namespace) -> int:
         if not runs:
             raise SpecsightInputError("--out", str(out), "a results file with runs (make it without --show)")
         return _print(runs, args.json, str(out))
-    written = vllm_launch.run_grid(out, grid, batches, args.repeats, venv, Path(args.cache), command, args.process)
+    if args.repeats is None:
+        repeats = {m: REPEATED_REPEATS[m] if args.repeated else 3 for m in grid}
+    else:
+        repeats = parse_repeats(args.repeats, list(grid))
+    written = vllm_launch.run_grid(out, grid, batches, repeats, venv, Path(args.cache), command, args.process)
     print(f"wrote {len(written)} runs to {out}", file=sys.stderr)
     return _print(written, args.json, str(out))
 
