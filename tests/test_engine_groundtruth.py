@@ -14,6 +14,7 @@ import pytest
 
 from calibrate.engine_groundtruth import (
     REPEATED_FILE,
+    REPEATED_PROFILE,
     RESULTS_FILE,
     conditional_rates,
     crossovers,
@@ -115,13 +116,14 @@ def test_a_bad_results_file_is_one_line():
 
 
 @pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
-@pytest.mark.parametrize("marker, path", [("engine-groundtruth", None),
-                                          ("engine-groundtruth-repeated", REPEATED_FILE)])
-def test_docs_real_engine_table_is_what_validate_prints(marker, path):
+@pytest.mark.parametrize("marker, path, profile", [("engine-groundtruth", None, None),
+                                                   ("engine-groundtruth-repeated", REPEATED_FILE, REPEATED_PROFILE)])
+def test_docs_real_engine_table_is_what_validate_prints(marker, path, profile):
     """docs/validation.md's real-engine tables are `specsight validate --engine-groundtruth [FILE]`'s
     output on the committed results files (the full grid's, the many-repeat set's), character for
     character."""
     cmd = [sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth"] + ([str(path)] if path else [])
+    cmd += ["--hardware", str(profile)] if profile else []
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     doc = (ROOT / "docs" / "validation.md").read_text()
     m = re.search(f"<!-- {marker}:begin -->\n(.*?)<!-- {marker}:end -->", doc, re.S)
