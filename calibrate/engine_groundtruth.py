@@ -319,11 +319,25 @@ def crossovers(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             if len(rs) < 2 or not 0 < m < len(rs):
                 continue
             p = _position([r["predicted_speedup"] for r in rs])
-            out.append({"model": key[0], "method": key[1], "acceptance_design": key[2], fixed: key[3], "axis": axis,
-                        "grid": grid, "measured": grid[m],
-                        "predicted": grid[p] if p < len(grid) else None, "reproduced": abs(p - m) <= 1,
-                        "resolved": _resolved(rs[m - 1], rs[m])})
+            c = {"model": key[0], "method": key[1], "acceptance_design": key[2], fixed: key[3], "axis": axis,
+                 "grid": grid, "measured": grid[m], "predicted": grid[p] if p < len(grid) else None,
+                 "reproduced": abs(p - m) <= 1, "resolved": _resolved(rs[m - 1], rs[m])}
+            c["why"] = "" if c["reproduced"] else _crossover_why(axis, rs[m - 1], rs[m], c["resolved"])
+            out.append(c)
     return out
+
+
+def _crossover_why(axis: str, before: Mapping[str, Any], at: Mapping[str, Any], resolved: bool) -> str:
+    """Why a measured crossover is not reproduced, from the two runs either side of it: their
+    measured medians and repeat ranges, and the predicted speedups there."""
+    def point(r: Mapping[str, Any]) -> str:
+        lo, hi = r.get("speedup_spread") or [r["measured_speedup"]] * 2
+        return f"{axis} {r[axis]}: {r['measured_speedup']:.2f} [{lo:.2f}, {hi:.2f}]"
+    pred = f"predicted {before['predicted_speedup']:.2f} and {at['predicted_speedup']:.2f}"
+    if resolved:
+        return f"measured {point(before)} then {point(at)}; {pred}"
+    return (f"within its repeats' noise: measured {point(before)} then {point(at)}, the repeats straddle 1; "
+            f"{pred}")
 
 
 def goals(res: Mapping[str, Any]) -> dict[str, Any]:
@@ -380,8 +394,8 @@ def table_markdown(res: Mapping[str, Any]) -> str:
         lines += ["", noise_sentence(res["noise_floor"])]
     if res["crossovers"]:
         lines += ["", "| model | method | acceptance | along | at | grid | measured crossover | repeats clear of 1 "
-                      "| predicted | reproduced |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                      "| predicted | reproduced | why not |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in res["crossovers"]:
             fixed = "k" if c["axis"] == "batch" else "batch"
             lines.append(f"| {c['model']} | {c['method']} | {c['acceptance_design']} | {c['axis']} "
@@ -389,5 +403,5 @@ def table_markdown(res: Mapping[str, Any]) -> str:
                          f"| {c['measured'] if c['measured'] is not None else 'none'} "
                          f"| {'yes' if c.get('resolved') else 'no'} "
                          f"| {c['predicted'] if c['predicted'] is not None else 'none'} "
-                         f"| {'yes' if c['reproduced'] else 'NO'} |")
+                         f"| {'yes' if c['reproduced'] else 'NO'} | {c.get('why', '')} |")
     return "\n".join(lines) + "\n"

@@ -108,6 +108,13 @@ def test_crossovers_are_found_and_judged_within_one_grid_step():
     rows[1]["measured_speedup"] = 0.9
     (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
     assert (c["measured"], c["reproduced"]) == (4, False)
+    # a miss says why from the two runs either side: resolved (no spread given: the medians) ...
+    assert c["resolved"] and c["why"] == "measured batch 1: 1.70 [1.70, 1.70] then batch 4: 0.90 [0.90, 0.90]; " \
+                                         "predicted 1.80 and 1.20"
+    rows[1]["speedup_spread"] = [0.8, 1.1]        # ... or within its repeats' noise
+    (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
+    assert not c["resolved"] and c["why"].startswith("within its repeats' noise: measured batch 1: 1.70")
+    assert "batch 4: 0.90 [0.80, 1.10], the repeats straddle 1" in c["why"]
 
 
 def test_a_bad_results_file_is_one_line():
