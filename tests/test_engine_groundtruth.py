@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -114,18 +112,19 @@ def test_a_bad_results_file_is_one_line():
 
 
 @pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
-def test_docs_real_engine_table_is_what_validate_prints():
+def test_docs_real_engine_table_is_what_validate_prints(capsys):
     """docs/validation.md's real-engine table is `specsight validate --engine-groundtruth`'s output
     on the committed results file, character for character."""
-    out = subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    from specsight.cli import main
+    assert main(["validate", "--engine-groundtruth"]) == 0
+    out = capsys.readouterr().out
     doc = (ROOT / "docs" / "validation.md").read_text()
     m = re.search(r"<!-- engine-groundtruth:begin -->\n(.*?)<!-- engine-groundtruth:end -->", doc, re.S)
     assert m is not None, "docs/validation.md has no real-engine table markers"
     assert m.group(1) == out
 
 
-def test_validate_json_has_the_keys_the_issue_names(tmp_path):
+def test_validate_json_has_the_keys_the_issue_names(tmp_path, capsys):
     """--json on a file of three of the committed runs (one speculative run and its plain baseline
     among them): rows with name, method, batch, k, measured and predicted speedup, error, side_ok
     and TPOTs; median_error and max_error over the rows."""
@@ -134,8 +133,9 @@ def test_validate_json_has_the_keys_the_issue_names(tmp_path):
     base = next(r for r in runs if r["name"] == spec["baseline"])
     f = tmp_path / "runs.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in (header, spec, base)) + "\n")
-    out = json.loads(subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth",
-                                     str(f), "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    from specsight.cli import main
+    assert main(["validate", "--engine-groundtruth", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     (row,) = out["rows"]
     assert {"name", "method", "batch", "k", "measured_speedup", "predicted_speedup", "error", "side_ok",
             "measured_tpot_ms", "predicted_tpot_ms", "measured_plain_tpot_ms", "predicted_plain_tpot_ms"} <= set(row)
