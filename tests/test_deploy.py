@@ -6,6 +6,8 @@ lacks what was simulated."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import shlex
 from pathlib import Path
@@ -239,16 +241,29 @@ SMALL = {
 }
 
 
-def test_plan_prints_and_writes_the_chosen_configurations_commands(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def small_plan(tmp_path_factory) -> tuple[Path, dict, str]:
+    """`specsight plan` on SMALL, with --json and then as text on the same --out: the --out, the
+    JSON and the text (the two tests below read one plan)."""
+    from specsight.cli import main
+    d = tmp_path_factory.mktemp("plan")
+    path = d / "small.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    out = d / "plan"
+    argv = ["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out), "--no-progress"]
+    printed = []
+    for extra in (["--json"], []):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main(argv + extra) == 0
+        printed.append(buf.getvalue())
+    return out, json.loads(printed[0]), printed[1]
+
+
+def test_plan_prints_and_writes_the_chosen_configurations_commands(small_plan):
     """`specsight plan` deploys its cheapest row (ties: the larger capacity, then the lower TPOT
     p99), prints each engine's command and writes the scripts beside plan.csv."""
-    from specsight.cli import main
-    path = tmp_path / "small.yaml"
-    path.write_text(yaml.safe_dump(SMALL))
-    out = tmp_path / "plan"
-    assert main(["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out),
-                 "--no-progress", "--json"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    out, res, text = small_plan
     rows = [r for r in res["plans"] if r["max_qps_per_replica"]]
     best = min(rows, key=lambda r: (r["cost_per_million_output_tokens_usd"], r["gpus"], -r["max_qps_per_replica"],
                                     r["tpot_ms_p99_at_max"]))
@@ -262,22 +277,14 @@ def test_plan_prints_and_writes_the_chosen_configurations_commands(tmp_path, cap
     assert dep["engines"]["vllm"]["command"] == shlex.join(dep["engines"]["vllm"]["argv"])
     md = (out / "plan.md").read_text()                     # plan.md closes with the same commands
     assert "## Serving commands" in md and dep["engines"]["vllm"]["command"] in md
-    assert main(["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out),
-                 "--no-progress"]) == 0
-    assert f"serving commands for {best['config']}" in capsys.readouterr().out
+    assert f"serving commands for {best['config']}" in text
 
 
-def test_plan_writes_the_best_configuration_without_speculation_too(tmp_path, capsys):
+def test_plan_writes_the_best_configuration_without_speculation_too(small_plan):
     """When the cheapest row speculates, plan also prints and writes (under no_speculation/) the
     serving commands of the best row without it: the plain model, no --speculative-config."""
-    from specsight.cli import main
     from specsight.studies.deploy.study import NO_SPECULATION_DIR
-    path = tmp_path / "small.yaml"
-    path.write_text(yaml.safe_dump(SMALL))
-    out = tmp_path / "plan"
-    argv = ["plan", str(path), "--target-qps", "20", "--policies", "off,static", "--out", str(out), "--no-progress"]
-    assert main(argv + ["--json"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    out, res, text = small_plan
     dep = res["deployment"]
     assert not dep["chosen"].startswith("off")                   # EAGLE-3 at alpha 0.7 is the cheaper here
     plain = dep["no_speculation"]
@@ -288,8 +295,6 @@ def test_plan_writes_the_best_configuration_without_speculation_too(tmp_path, ca
     assert res["files"][f"{NO_SPECULATION_DIR}/serve_vllm.sh"] == str(script)
     ns, _ = parse_script(script, "vllm")
     assert ns.speculative_config is None and ns.model == dep["config"]["model"]
-    assert main(argv) == 0
-    text = capsys.readouterr().out
     assert "without speculation, the best configuration is off (no speculation)" in text
     assert plain["engines"]["vllm"]["command"] in text
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -125,13 +123,14 @@ def test_a_bad_results_file_is_one_line():
 @pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
 @pytest.mark.parametrize("marker, path, profile", [("engine-groundtruth", None, None),
                                                    ("engine-groundtruth-repeated", REPEATED_FILE, REPEATED_PROFILE)])
-def test_docs_real_engine_table_is_what_validate_prints(marker, path, profile):
+def test_docs_real_engine_table_is_what_validate_prints(capsys, marker, path, profile):
     """docs/validation.md's real-engine tables are `specsight validate --engine-groundtruth [FILE]`'s
     output on the committed results files (the full grid's, the many-repeat set's), character for
     character."""
-    cmd = [sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth"] + ([str(path)] if path else [])
-    cmd += ["--hardware", str(profile)] if profile else []
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    from specsight.cli import main
+    args = ["validate", "--engine-groundtruth"] + ([str(path)] if path else [])
+    assert main(args + (["--hardware", str(profile)] if profile else [])) == 0
+    out = capsys.readouterr().out
     doc = (ROOT / "docs" / "validation.md").read_text()
     m = re.search(f"<!-- {marker}:begin -->\n(.*?)<!-- {marker}:end -->", doc, re.S)
     assert m is not None, f"docs/validation.md has no {marker} table markers"
@@ -144,7 +143,7 @@ def test_docs_real_engine_table_is_what_validate_prints(marker, path, profile):
         assert side is not None and f"right on all {side.group(1)} runs outside 0.95-1.05" in readme
 
 
-def test_validate_json_has_the_keys_the_issue_names(tmp_path):
+def test_validate_json_has_the_keys_the_issue_names(tmp_path, capsys):
     """--json on a file of three of the committed runs (one speculative run and its plain baseline
     among them): rows with name, method, batch, k, measured and predicted speedup, error, side_ok
     and TPOTs; median_error and max_error over the rows."""
@@ -153,8 +152,9 @@ def test_validate_json_has_the_keys_the_issue_names(tmp_path):
     base = next(r for r in runs if r["name"] == spec["baseline"])
     f = tmp_path / "runs.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in (header, spec, base)) + "\n")
-    out = json.loads(subprocess.run([sys.executable, "-m", "specsight.cli", "validate", "--engine-groundtruth",
-                                     str(f), "--json"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    from specsight.cli import main
+    assert main(["validate", "--engine-groundtruth", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     (row,) = out["rows"]
     assert {"name", "method", "batch", "k", "measured_speedup", "predicted_speedup", "error", "side_ok",
             "measured_tpot_ms", "predicted_tpot_ms", "measured_plain_tpot_ms", "predicted_plain_tpot_ms"} <= set(row)

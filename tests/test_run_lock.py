@@ -30,12 +30,15 @@ def test_a_second_calibrate_on_one_out_is_refused_and_a_killed_one_leaves_no_loc
     first = _calibrate(out)
     try:
         lock = lock_path(out)
-        deadline = time.monotonic() + 300          # (startup on a loaded machine; the lock is taken before torch)
+        deadline = time.monotonic() + 300          # (start-up on a loaded machine: torch is imported before the lock)
         while not (lock.exists() and lock.read_text().strip()):
             assert first.poll() is None, first.communicate()
             assert time.monotonic() < deadline, "the first run never took its lock"
             time.sleep(0.2)
         assert lock.read_text().strip() == str(first.pid)
+        # stopped, the first run still lives and holds its lock, and its timing passes do not take
+        # the cores the second run starts on (they made the refusal take ~8 s on a 2-core machine)
+        first.send_signal(signal.SIGSTOP)
         second = _calibrate(out)
         _, err = second.communicate(timeout=300)
         assert first.poll() is None, "the first run ended before the second was refused"

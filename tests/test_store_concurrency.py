@@ -245,14 +245,14 @@ def test_good_dask_addresses():
 
 def test_unreachable_dask_scheduler_is_one_error(monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr(executors, "DASK_CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(executors, "DASK_CONNECT_TIMEOUT_S", 0.25)
     with socket.socket() as s:                       # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(SpecsightInputError) as e:
         with open_executor(dask_address=f"tcp://127.0.0.1:{port}"):
             pass
-    assert e.value.field == "--dask" and "within 1 s" in e.value.allowed
+    assert e.value.field == "--dask" and "within 0.25 s" in e.value.allowed
 
 
 @pytest.mark.parametrize("command,flags", [

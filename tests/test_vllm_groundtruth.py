@@ -273,13 +273,18 @@ NO_ENGINE = "no vLLM engine: .venv-vllm is absent (bash scripts/setup.sh --engin
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_engine(), reason=NO_ENGINE)
-def test_real_engine_self_draft_accepts_every_token_under_greedy(tmp_path):
+def test_real_engine_self_draft_accepts_every_token_under_greedy(tmp_path, monkeypatch):
     """vLLM 0.32's own counters: a draft model that is the target accepts all it drafts, and the
-    runner has already required its greedy output to equal the plain engine's token for token."""
+    runner has already required its greedy output to equal the plain engine's token for token.
+    Both engines run inside the runner's process (VLLM_ENABLE_V1_MULTIPROCESSING=0, passed on by
+    calibrate.vllm_launch.engine_env): the same scheduler, model runner and counters, each up in
+    about 3 s where a spawned EngineCore and worker each import torch and vLLM again (about 22 s
+    an engine, and 5 s to stop, on a 2-core machine)."""
     from calibrate.vllm_launch import run_grid
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     out = tmp_path / "runs.jsonl"
     recs = run_grid(out, {"tiny-s": (SpecRun("draft_model", 2, "self"),)}, (2,), 1, ENGINE_VENV,
-                    tmp_path / "cache", "pytest")
+                    tmp_path / "cache", "pytest", settle_s=0.0)    # (no engine process left to stop spinning)
     spec = next(r for r in recs if r["method"] == "draft_model")
     acc = spec["acceptance"]
     assert acc["num_drafts"] > 0 and acc["num_accepted_tokens"] == acc["num_draft_tokens"] > 0

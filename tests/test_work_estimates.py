@@ -73,9 +73,9 @@ def test_a_dask_scheduler_without_workers_is_refused_after_the_wait(monkeypatch)
     from distributed import LocalCluster
 
     import specsight.studies.shared.executors as ex
-    monkeypatch.setattr(ex, "DASK_WORKER_WAIT_S", 1.0)
+    monkeypatch.setattr(ex, "DASK_WORKER_WAIT_S", 0.25)
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
-        with pytest.raises(SpecsightInputError, match="none joined within 1 s"):
+        with pytest.raises(SpecsightInputError, match="none joined within 0.25 s"):
             with ex.open_executor(None, cluster.scheduler_address):
                 pytest.fail("an executor without workers")
 
