@@ -335,7 +335,7 @@ def _crossover_why(axis: str, before: Mapping[str, Any], at: Mapping[str, Any], 
         return f"{axis} {r[axis]}: {r['measured_speedup']:.2f} [{lo:.2f}, {hi:.2f}]"
     pred = f"predicted {before['predicted_speedup']:.2f} and {at['predicted_speedup']:.2f}"
     if resolved:
-        return f"measured {point(before)} then {point(at)}; {pred}"
+        return f"the prediction crosses elsewhere: measured {point(before)} then {point(at)}; {pred}"
     return (f"within its repeats' noise: measured {point(before)} then {point(at)}, the repeats straddle 1; "
             f"{pred}")
 

@@ -107,8 +107,8 @@ def test_crossovers_are_found_and_judged_within_one_grid_step():
     (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
     assert (c["measured"], c["reproduced"]) == (4, False)
     # a miss says why from the two runs either side: resolved (no spread given: the medians) ...
-    assert c["resolved"] and c["why"] == "measured batch 1: 1.70 [1.70, 1.70] then batch 4: 0.90 [0.90, 0.90]; " \
-                                         "predicted 1.80 and 1.20"
+    assert c["resolved"] and c["why"] == ("the prediction crosses elsewhere: measured batch 1: 1.70 [1.70, 1.70] "
+                                          "then batch 4: 0.90 [0.90, 0.90]; predicted 1.80 and 1.20")
     rows[1]["speedup_spread"] = [0.8, 1.1]        # ... or within its repeats' noise
     (c,) = [c for c in crossovers(rows) if c["axis"] == "batch"]
     assert not c["resolved"] and c["why"].startswith("within its repeats' noise: measured batch 1: 1.70")
@@ -141,6 +141,9 @@ def test_docs_real_engine_table_is_what_validate_prints(capsys, marker, path, pr
         readme = " ".join((ROOT / "README.md").read_text().split())
         assert f"speedup error median {med} % and max {mx} %" in readme
         assert side is not None and f"right on all {side.group(1)} runs outside 0.95-1.05" in readme
+        held = re.search(r"Held out .*?: (\d+) runs, speedup error median (\S+) %, max (\S+) %", out).groups()
+        assert f"the {held[0]} runs of the model the host constants were not fitted on: {held[1]} % and {held[2]} %" \
+            in readme
 
 
 def test_validate_json_has_the_keys_the_issue_names(tmp_path, capsys):

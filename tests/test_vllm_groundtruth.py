@@ -237,6 +237,12 @@ def test_repeats_flag_takes_a_count_or_one_per_target(text, want):
     assert parse_repeats(text, ["tiny-s", "tiny-m"]) == want
 
 
+def test_a_target_the_repeats_flag_does_not_name_keeps_the_repeated_sets_count():
+    from specsight.cli.groundtruth_vllm import parse_repeats
+    got = parse_repeats("tiny-s=20", list(REPEATED_REPEATS), REPEATED_REPEATS)
+    assert got == {**REPEATED_REPEATS, "tiny-s": 20}
+
+
 @pytest.mark.parametrize("text, named", [("0", "'0'"), ("x", "'x'"), ("tiny-s=", "'tiny-s='"),
                                          ("tiny-q=3", "'tiny-q'"), ("tiny-s=-1", "'tiny-s=-1'")])
 def test_a_bad_repeats_flag_is_one_line_naming_it(text, named):

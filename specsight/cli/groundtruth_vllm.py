@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from calibrate.vllm_grid import (
@@ -41,7 +41,8 @@ def add_vllm_args(g: argparse.ArgumentParser) -> None:
     v.add_argument("--methods", default=None, help=f"comma-separated subset of {','.join(METHODS[1:])}")
     v.add_argument("--repeats", default=None,
                    help="plain/speculative repeat pairs per run: N, or per target MODEL=N[,MODEL=N] "
-                        "(e.g. tiny-s=15,tiny-m=7; a target not named gets 3; default 3, or with --repeated its own)")
+                        "(e.g. tiny-s=15,tiny-m=7; a target not named keeps its default: 3, "
+                        "or with --repeated its own)")
     v.add_argument("--engine-venv", default=".venv-vllm", help="the engine's environment (default .venv-vllm)")
     v.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the built checkpoints go (outside git)")
     v.add_argument("--process", type=int, default=0, help="index recorded as each repeat's engine process")
@@ -77,11 +78,12 @@ def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]
     return grid, batches
 
 
-def parse_repeats(text: str, models: Sequence[str]) -> dict[str, int]:
-    """`--repeats`: "N" for every target, or "MODEL=N,..." per target (one not named gets 3)."""
+def parse_repeats(text: str, models: Sequence[str], defaults: Mapping[str, int] | None = None) -> dict[str, int]:
+    """`--repeats`: "N" for every target, or "MODEL=N,..." per target (one not named keeps its
+    default: `defaults`, else 3)."""
     allowed = "a whole number >= 1, or MODEL=N pairs such as tiny-s=15,tiny-m=7"
     text = str(text).strip()
-    out = dict.fromkeys(models, 3)
+    out = {m: (defaults or {}).get(m, 3) for m in models}
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise SpecsightInputError("--repeats", text, allowed)
@@ -123,10 +125,11 @@ def run_vllm(args: argparse.Namespace) -> int:
         if not runs:
             raise SpecsightInputError("--out", str(out), "a results file with runs (make it without --show)")
         return _print(runs, args.json, str(out))
+    defaults = REPEATED_REPEATS if args.repeated else {}
     if args.repeats is None:
-        repeats = {m: REPEATED_REPEATS[m] if args.repeated else 3 for m in grid}
+        repeats = {m: defaults.get(m, 3) for m in grid}
     else:
-        repeats = parse_repeats(args.repeats, list(grid))
+        repeats = parse_repeats(args.repeats, list(grid), defaults)
     written = vllm_launch.run_grid(out, grid, batches, repeats, venv, Path(args.cache), command, args.process)
     print(f"wrote {len(written)} runs to {out}", file=sys.stderr)
     return _print(written, args.json, str(out))

@@ -293,11 +293,15 @@ session: calibrated by the same command as the full grid's, 8 minutes after thes
 different speed from one day to the next (docs/calibration.md, "The committed grid"). `specsight
 validate --engine-groundtruth data/groundtruth/vllm-cpu/0.32.0/runs-repeated.jsonl --hardware
 hardware_profiles/cpu-vllm-groundtruth-repeated.yaml` prints the table below (a test checks this
-copy; "fit / held out" names the model the host constants came from). Priced with the full grid's
-profile, calibrated the day before (the same command without `--hardware`), the same runs miss by
-up to 23.9 % (m-draft_model-k4-b1: its plain step at 19.1 ms predicted against 25.3 ms measured).
-The largest misses left are tiny-m's at batch 1, where the plain one-token step runs further above
-its prediction than the speculative rounds do (the TPOT columns), as in the full grid.
+copy; "fit / held out" names the model the host constants came from). This profile was calibrated
+after the runs had first been priced with the full grid's profile, calibrated the day before (the
+same command without `--hardware`), which misses by up to 23.9 %, past the 20 % goal
+(m-draft_model-k4-b1: its plain step at 19.1 ms predicted against 25.3 ms measured). With it, the
+largest miss is the same run, a tiny-m run at batch 1 whose plain one-token step runs above its
+prediction while its speculative round is predicted closely (the TPOT columns). Against the goals'
+conditions: the machine was not empty (two helpers' jobs ran at autogroup nice 19, the lowest
+share); the held-out intervals are built from this file's other cells only, and hold 11 of 15; the
+one measured crossover lies within its repeats' noise of 1 (the crossover table says so).
 
 """
 
