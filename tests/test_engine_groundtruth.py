@@ -120,7 +120,7 @@ def test_a_bad_results_file_is_one_line():
         load_results(ROOT / "no-such-file.jsonl")
 
 
-@pytest.mark.timeout(1200)      # it simulates every committed run (about a minute on a quiet 2-core machine)
+@pytest.mark.timeout(1200)      # it simulates every committed run of both files (seconds on a quiet machine)
 @pytest.mark.parametrize("marker, path, profile", [("engine-groundtruth", None, None),
                                                    ("engine-groundtruth-repeated", REPEATED_FILE, REPEATED_PROFILE)])
 def test_docs_real_engine_table_is_what_validate_prints(capsys, marker, path, profile):
