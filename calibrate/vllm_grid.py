@@ -91,6 +91,7 @@ REPEATED_GRID = {"tiny-s": (SpecRun("ngram", 1, "prompt"), SpecRun("ngram", 4, "
                             SpecRun("eagle", 2), SpecRun("ngram", 2, "prompt"))}
 REPEATED_BATCHES = (1, 4, 16)
 REPEATED_REPEATS = {"tiny-s": 15, "tiny-m": 7}
+DEFAULT_REPEATS = 3          # repeat pairs a run of any other grid
 
 # The engine's idle spin: a vLLM worker (and an EngineCore waiting on it) keeps polling its shared-
 # memory queue for 1 s after its last message before it sleeps (vllm/distributed/device_communicators/

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from simulator.common.errors import SpecsightInputError
@@ -96,9 +96,9 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...], repeats: int | dict[str, int],
-             venv: Path, cache: Path, command: str, process: int = 0, settle_s: float = SETTLE_S,
-             pin_host: bool = True, realtime: bool = False) -> list[dict]:
+def run_grid(out: Path, grid: dict[str, tuple[SpecRun, ...]], batches: tuple[int, ...],
+             repeats: int | Mapping[str, int], venv: Path, cache: Path, command: str, process: int = 0,
+             settle_s: float = SETTLE_S, pin_host: bool = True, realtime: bool = False) -> list[dict]:
     """Every run of the grid not yet in `out`, one session per model; returns the records written
     (settle_s, pin_host, realtime: calibrate.vllm_grid.Session)."""
     py = engine_python(venv)

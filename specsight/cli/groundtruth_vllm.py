@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from calibrate.vllm_grid import (
+    DEFAULT_REPEATS,
     FULL_BATCHES,
     FULL_GRID,
     METHODS,
@@ -34,14 +35,16 @@ def add_vllm_args(g: argparse.ArgumentParser) -> None:
     v = g.add_argument_group("--engine vllm")
     v.add_argument("--quick", action="store_true",
                    help="a few-run live check (tiny-s: eagle K=2 and a self-draft K=2 at batch 1 and 8, 3 repeats)")
+    runs = sum(len(specs) for specs in REPEATED_GRID.values()) * len(REPEATED_BATCHES)
+    pairs = " and ".join(f"{m} {n}" for m, n in REPEATED_REPEATS.items())
     v.add_argument("--repeated", action="store_true",
-                   help="fewer runs, many repeats (calibrate.vllm_grid.REPEATED_GRID: 30 runs at batch 1, 4, 16, "
-                        "tiny-s 15 and tiny-m 7 repeat pairs), into runs-repeated.jsonl")
+                   help=f"fewer runs, many repeats (calibrate.vllm_grid.REPEATED_GRID: {runs} runs at batch "
+                        f"{', '.join(map(str, REPEATED_BATCHES))}, {pairs} repeat pairs), into runs-repeated.jsonl")
     v.add_argument("--models", default=None, help="comma-separated subset of the grid's targets (tiny-s,tiny-m)")
     v.add_argument("--methods", default=None, help=f"comma-separated subset of {','.join(METHODS[1:])}")
     v.add_argument("--repeats", default=None,
                    help="plain/speculative repeat pairs per run: N, or per target MODEL=N[,MODEL=N] "
-                        "(e.g. tiny-s=15,tiny-m=7; a target not named keeps its default: 3, "
+                        f"(e.g. tiny-s=15,tiny-m=7; a target not named keeps its default: {DEFAULT_REPEATS}, "
                         "or with --repeated its own)")
     v.add_argument("--engine-venv", default=".venv-vllm", help="the engine's environment (default .venv-vllm)")
     v.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the built checkpoints go (outside git)")
@@ -62,7 +65,7 @@ def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]
         for m in wanted:
             if m not in FULL_GRID:
                 raise SpecsightInputError("--models", m, f"allowed: {', '.join(FULL_GRID)}")
-        grid = {m: FULL_GRID[m] if m not in grid else grid[m] for m in wanted if m in grid or not args.repeated}
+        grid = {m: FULL_GRID[m] if m not in grid else grid[m] for m in wanted}
     if args.methods:
         wanted = {m.strip() for m in args.methods.split(",") if m.strip()}
         bad = wanted - set(METHODS[1:])
@@ -78,12 +81,14 @@ def select_grid(args: argparse.Namespace) -> tuple[dict[str, tuple[SpecRun, ...]
     return grid, batches
 
 
-def parse_repeats(text: str, models: Sequence[str], defaults: Mapping[str, int] | None = None) -> dict[str, int]:
-    """`--repeats`: "N" for every target, or "MODEL=N,..." per target (one not named keeps its
-    default: `defaults`, else 3)."""
+def parse_repeats(text: str | None, models: Sequence[str], defaults: Mapping[str, int] | None = None) -> dict[str, int]:
+    """`--repeats`: None (not given), "N" for every target, or "MODEL=N,..." per target; a target
+    not named keeps its default (`defaults`, else DEFAULT_REPEATS)."""
+    out = {m: (defaults or {}).get(m, DEFAULT_REPEATS) for m in models}
+    if text is None:
+        return out
     allowed = "a whole number >= 1, or MODEL=N pairs such as tiny-s=15,tiny-m=7"
     text = str(text).strip()
-    out = {m: (defaults or {}).get(m, 3) for m in models}
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise SpecsightInputError("--repeats", text, allowed)
@@ -125,11 +130,7 @@ def run_vllm(args: argparse.Namespace) -> int:
         if not runs:
             raise SpecsightInputError("--out", str(out), "a results file with runs (make it without --show)")
         return _print(runs, args.json, str(out))
-    defaults = REPEATED_REPEATS if args.repeated else {}
-    if args.repeats is None:
-        repeats = {m: defaults.get(m, 3) for m in grid}
-    else:
-        repeats = parse_repeats(args.repeats, list(grid), defaults)
+    repeats = parse_repeats(args.repeats, list(grid), REPEATED_REPEATS if args.repeated else None)
     written = vllm_launch.run_grid(out, grid, batches, repeats, venv, Path(args.cache), command, args.process)
     print(f"wrote {len(written)} runs to {out}", file=sys.stderr)
     return _print(written, args.json, str(out))
